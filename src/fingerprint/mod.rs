@@ -1,0 +1,1 @@
+//! Text → features → 64-bit simhash.
