@@ -1,0 +1,346 @@
+//! All near-duplicate pairs, and their clusters, within one set of fingerprints.
+//!
+//! [`find_all`] walks the tables of a [`Plan`] one at a time. For each table it
+//! permutes every fingerprint, groups the permuted keys by their leading bits
+//! (a parallel counting pass, then a sort inside each bucket), and compares
+//! fingerprints only inside runs that share the table's whole prefix. A pair is
+//! reported by the first table whose prefix it shares
+//! ([`Plan::first_table_sharing`]), so no pair is reported twice and no set of
+//! seen pairs is needed.
+//!
+//! A large run (many fingerprints sharing a prefix, as when a corpus holds
+//! thousands of near-identical pages) is not compared pair by pair. The run's
+//! members differ only in the bits where they vary; a pair within `k` differs
+//! in at most `k` of them, so splitting those bits into `k + 1` parts leaves one
+//! part on which the pair agrees. The run is grouped on each part in turn and
+//! each group is searched the same way, a pair being reported under the first
+//! part it agrees on. Work grows with `n log n` plus the size of the answer,
+//! not with the square of a run.
+//!
+//! Memory: the input, plus one permuted copy of it (16 bytes per fingerprint)
+//! while a table is processed, plus the pairs found.
+
+use rayon::prelude::*;
+
+use crate::plan::{Plan, Table};
+
+/// Runs up to this size are compared pair by pair.
+const BRUTE_FORCE_RUN: usize = 32;
+
+/// A permuted key and the position of its fingerprint in the input.
+type Entry = (u64, u32);
+
+/// Every pair of positions `(i, j)`, `i < j`, whose fingerprints are within
+/// the plan's distance `k`, sorted. Identical fingerprints at different
+/// positions are a pair.
+///
+/// # Panics
+///
+/// If `fingerprints` holds more than `u32::MAX` values.
+pub fn find_all(fingerprints: &[u64], plan: &Plan) -> Vec<(usize, usize)> {
+    assert!(
+        u32::try_from(fingerprints.len()).is_ok(),
+        "find_all handles at most u32::MAX fingerprints"
+    );
+    let mut pairs: Vec<(usize, usize)> = Vec::new();
+    if fingerprints.len() < 2 {
+        return pairs;
+    }
+    let mut entries: Vec<Entry> = vec![(0, 0); fingerprints.len()];
+    for t in 0..plan.tables().len() {
+        let search = TableSearch {
+            plan,
+            t,
+            table: &plan.tables()[t],
+            fingerprints,
+        };
+        pairs.extend(search.run(&mut entries));
+    }
+    pairs.par_sort_unstable();
+    pairs
+}
+
+/// Connected components (of two or more positions) of the graph whose edges
+/// are the pairs within the plan's distance `k`. Each cluster lists its
+/// positions in ascending order; clusters are ordered by their first position.
+///
+/// Identical fingerprints are joined directly, so a set with many exact
+/// duplicates does not enumerate their pairs.
+///
+/// # Panics
+///
+/// If `fingerprints` holds more than `u32::MAX` values.
+pub fn clusters(fingerprints: &[u64], plan: &Plan) -> Vec<Vec<usize>> {
+    let mut order: Vec<usize> = (0..fingerprints.len()).collect();
+    order.par_sort_unstable_by_key(|&i| (fingerprints[i], i));
+    let mut sets = UnionFind::new(fingerprints.len());
+    // One representative position per distinct value.
+    let mut distinct: Vec<u64> = Vec::new();
+    let mut representative: Vec<usize> = Vec::new();
+    for (n, &i) in order.iter().enumerate() {
+        if n > 0 && fingerprints[order[n - 1]] == fingerprints[i] {
+            sets.union(order[n - 1], i);
+        } else {
+            distinct.push(fingerprints[i]);
+            representative.push(i);
+        }
+    }
+    for (a, b) in find_all(&distinct, plan) {
+        sets.union(representative[a], representative[b]);
+    }
+    sets.components()
+}
+
+/// The search of one table.
+struct TableSearch<'a> {
+    plan: &'a Plan,
+    t: usize,
+    table: &'a Table,
+    fingerprints: &'a [u64],
+}
+
+impl TableSearch<'_> {
+    /// Fills `entries` with this table's permuted keys, grouped by bucket, and
+    /// returns the pairs this table reports.
+    fn run(&self, entries: &mut [Entry]) -> Vec<(usize, usize)> {
+        let n = self.fingerprints.len();
+        let prefix_bits = self.table.prefix_bits();
+        // About 256 entries per bucket, at most 2^16 buckets, never finer than the prefix.
+        let bucket_bits = (usize::BITS - n.leading_zeros())
+            .saturating_sub(8)
+            .clamp(1, 16)
+            .min(prefix_bits);
+        let shift = 64 - bucket_bits;
+        let buckets = 1usize << bucket_bits;
+        let chunk_len = n.div_ceil(rayon::current_num_threads().max(1));
+
+        // Counting pass: how many keys each input chunk puts in each bucket.
+        let counts: Vec<Vec<u32>> = self
+            .fingerprints
+            .par_chunks(chunk_len)
+            .map(|chunk| {
+                let mut c = vec![0u32; buckets];
+                for &fp in chunk {
+                    c[(self.table.permute(fp) >> shift) as usize] += 1;
+                }
+                c
+            })
+            .collect();
+
+        // Carve `entries` into one slice per (bucket, chunk), bucket-major, so
+        // each chunk scatters into slices it alone owns.
+        let mut per_chunk: Vec<Vec<&mut [Entry]>> =
+            counts.iter().map(|_| Vec::with_capacity(buckets)).collect();
+        let mut rest: &mut [Entry] = entries;
+        for b in 0..buckets {
+            for (c, chunk_counts) in counts.iter().enumerate() {
+                let (head, tail) = rest.split_at_mut(chunk_counts[b] as usize);
+                per_chunk[c].push(head);
+                rest = tail;
+            }
+        }
+        self.fingerprints
+            .par_chunks(chunk_len)
+            .zip(per_chunk.into_par_iter())
+            .enumerate()
+            .for_each(|(c, (chunk, mut slots))| {
+                let mut fill = vec![0usize; buckets];
+                for (i, &fp) in chunk.iter().enumerate() {
+                    let key = self.table.permute(fp);
+                    let b = (key >> shift) as usize;
+                    slots[b][fill[b]] = (key, (c * chunk_len + i) as u32);
+                    fill[b] += 1;
+                }
+            });
+
+        // Sort each bucket and search its runs of equal prefix.
+        let mut bucket_slices: Vec<&mut [Entry]> = Vec::with_capacity(buckets);
+        let mut rest: &mut [Entry] = entries;
+        for b in 0..buckets {
+            let len: usize = counts.iter().map(|c| c[b] as usize).sum();
+            let (head, tail) = rest.split_at_mut(len);
+            bucket_slices.push(head);
+            rest = tail;
+        }
+        bucket_slices
+            .into_par_iter()
+            .fold(Vec::new, |mut pairs, bucket| {
+                self.search_bucket(bucket, &mut pairs);
+                pairs
+            })
+            .reduce(Vec::new, |mut a, mut b| {
+                if a.len() < b.len() {
+                    std::mem::swap(&mut a, &mut b);
+                }
+                a.extend(b);
+                a
+            })
+    }
+
+    fn search_bucket(&self, bucket: &mut [Entry], pairs: &mut Vec<(usize, usize)>) {
+        if bucket.len() < 2 {
+            return;
+        }
+        bucket.sort_unstable_by_key(|e| e.0);
+        let mask = self.table.prefix_mask();
+        for run in bucket.chunk_by(|a, b| (a.0 ^ b.0) & mask == 0) {
+            if run.len() < 2 {
+                continue;
+            }
+            let mut items: Vec<(u64, u32)> = run
+                .iter()
+                .map(|&(_, i)| (self.fingerprints[i as usize], i))
+                .collect();
+            let mut exclusions = Vec::new();
+            self.search_group(&mut items, &mut exclusions, pairs);
+        }
+    }
+
+    /// Reports the pairs within `items` (fingerprint, position) that are within
+    /// `k`, are reported by this table, and agree on none of `exclusions`.
+    fn search_group(
+        &self,
+        items: &mut [(u64, u32)],
+        exclusions: &mut Vec<u64>,
+        pairs: &mut Vec<(usize, usize)>,
+    ) {
+        let k = self.plan.k();
+        let first = items[0].0;
+        let varying = items.iter().fold(0u64, |acc, &(fp, _)| acc | (fp ^ first));
+        if items.len() <= BRUTE_FORCE_RUN || varying.count_ones() <= k {
+            for (n, &(a, i)) in items.iter().enumerate() {
+                for &(b, j) in &items[n + 1..] {
+                    let diff = a ^ b;
+                    if diff.count_ones() <= k
+                        && self.plan.first_table_sharing(self.t, diff)
+                        && !exclusions.iter().any(|&m| diff & m == 0)
+                    {
+                        pairs.push((i.min(j) as usize, i.max(j) as usize));
+                    }
+                }
+            }
+            return;
+        }
+        let parts = split_bits(varying, k + 1);
+        let depth = exclusions.len();
+        for (j, &part) in parts.iter().enumerate() {
+            if j > 0 {
+                exclusions.push(parts[j - 1]);
+            }
+            items.sort_unstable_by_key(|&(fp, _)| fp & part);
+            for group in items.chunk_by_mut(|a, b| (a.0 ^ b.0) & part == 0) {
+                if group.len() >= 2 {
+                    self.search_group(group, exclusions, pairs);
+                }
+            }
+        }
+        exclusions.truncate(depth);
+    }
+}
+
+/// Splits the set bits of `mask` into `parts` masks of near-equal size, in bit order.
+fn split_bits(mask: u64, parts: u32) -> Vec<u64> {
+    let total = mask.count_ones();
+    let mut out = Vec::with_capacity(parts as usize);
+    let mut rest = mask;
+    for p in 0..parts {
+        let take = total / parts + u32::from(p < total % parts);
+        let mut part = 0u64;
+        for _ in 0..take {
+            let low = rest & rest.wrapping_neg();
+            part |= low;
+            rest ^= low;
+        }
+        out.push(part);
+    }
+    out
+}
+
+/// Disjoint sets over `0..n` with path halving and union by size.
+struct UnionFind {
+    parent: Vec<usize>,
+    size: Vec<usize>,
+}
+
+impl UnionFind {
+    fn new(n: usize) -> UnionFind {
+        UnionFind {
+            parent: (0..n).collect(),
+            size: vec![1; n],
+        }
+    }
+
+    fn find(&mut self, mut x: usize) -> usize {
+        while self.parent[x] != x {
+            self.parent[x] = self.parent[self.parent[x]];
+            x = self.parent[x];
+        }
+        x
+    }
+
+    fn union(&mut self, a: usize, b: usize) {
+        let (mut a, mut b) = (self.find(a), self.find(b));
+        if a == b {
+            return;
+        }
+        if self.size[a] < self.size[b] {
+            std::mem::swap(&mut a, &mut b);
+        }
+        self.parent[b] = a;
+        self.size[a] += self.size[b];
+    }
+
+    /// Components of two or more members, members ascending, ordered by first member.
+    fn components(mut self) -> Vec<Vec<usize>> {
+        let n = self.parent.len();
+        let mut slot: Vec<usize> = vec![usize::MAX; n];
+        let mut out: Vec<Vec<usize>> = Vec::new();
+        for x in 0..n {
+            let root = self.find(x);
+            if self.size[root] < 2 {
+                continue;
+            }
+            if slot[root] == usize::MAX {
+                slot[root] = out.len();
+                out.push(Vec::with_capacity(self.size[root]));
+            }
+            out[slot[root]].push(x);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_bits_partitions_the_mask() {
+        let parts = split_bits(0b1011_0110, 3);
+        assert_eq!(parts, vec![0b0000_0110, 0b0011_0000, 0b1000_0000]);
+        assert_eq!(parts.iter().fold(0, |a, p| a | p), 0b1011_0110);
+        assert_eq!(
+            split_bits(u64::MAX, 4)
+                .iter()
+                .map(|p| p.count_ones())
+                .collect::<Vec<_>>(),
+            vec![16; 4]
+        );
+    }
+
+    #[test]
+    fn exact_duplicates_are_pairs() {
+        let plan = Plan::new(4, 3).unwrap();
+        assert_eq!(find_all(&[7, 7, 7], &plan), vec![(0, 1), (0, 2), (1, 2)]);
+        assert_eq!(find_all(&[7], &plan), vec![]);
+        assert_eq!(find_all(&[], &plan), vec![]);
+    }
+
+    #[test]
+    fn clusters_join_chains_and_duplicates() {
+        let plan = Plan::new(4, 2).unwrap();
+        // 0 - 0b11 - 0b1111 is a chain at distance 2; u64::MAX stands alone; 5 and 5 are duplicates.
+        let fps = [0, u64::MAX, 0b11, 1 << 40 | 5, 0b1111, 1 << 40 | 5];
+        assert_eq!(clusters(&fps, &plan), vec![vec![0, 2, 4], vec![3, 5]]);
+    }
+}
