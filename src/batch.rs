@@ -27,8 +27,9 @@ use crate::plan::{Plan, Table};
 /// Runs up to this size are compared pair by pair.
 const BRUTE_FORCE_RUN: usize = 32;
 
-/// A permuted key and the position of its fingerprint in the input.
-type Entry = (u64, u32);
+/// A permuted key's leading bits (left-aligned) packed with the position of
+/// its fingerprint in the input (in the low bits): 8 bytes per fingerprint.
+type Entry = u64;
 
 /// Every pair of positions `(i, j)`, `i < j`, whose fingerprints are within
 /// the plan's distance `k`, sorted. Identical fingerprints at different
@@ -46,7 +47,7 @@ pub fn find_all(fingerprints: &[u64], plan: &Plan) -> Vec<(usize, usize)> {
     if fingerprints.len() < 2 {
         return pairs;
     }
-    let mut entries: Vec<Entry> = vec![(0, 0); fingerprints.len()];
+    let mut entries: Vec<Entry> = vec![0; fingerprints.len()];
     for t in 0..plan.tables().len() {
         let search = TableSearch {
             plan,
@@ -100,74 +101,73 @@ struct TableSearch<'a> {
 }
 
 impl TableSearch<'_> {
-    /// Fills `entries` with this table's permuted keys, grouped by bucket, and
+    /// Fills `entries` with this table's packed keys, grouped by bucket within
+    /// each input chunk, and
     /// returns the pairs this table reports.
     fn run(&self, entries: &mut [Entry]) -> Vec<(usize, usize)> {
         let n = self.fingerprints.len();
-        let prefix_bits = self.table.prefix_bits();
-        // About 256 entries per bucket, at most 2^16 buckets, never finer than the prefix.
+        // Positions take the low bits; the key keeps as much of its prefix as
+        // fits above them. A shortened prefix only makes runs coarser: leaves
+        // still check that a pair shares the table's whole prefix.
+        let position_bits = (usize::BITS - (n - 1).leading_zeros()).max(1);
+        let keep = self.table.prefix_bits().min(64 - position_bits);
+        let keep_mask = u64::MAX << (64 - keep);
+        let pack = |fp: u64, i: usize| (self.table.permute(fp) & keep_mask) | i as u64;
+        // About 256 entries per bucket, at most 2^16 buckets, never finer than the kept prefix.
         let bucket_bits = (usize::BITS - n.leading_zeros())
             .saturating_sub(8)
             .clamp(1, 16)
-            .min(prefix_bits);
+            .min(keep);
         let shift = 64 - bucket_bits;
         let buckets = 1usize << bucket_bits;
         let chunk_len = n.div_ceil(rayon::current_num_threads().max(1));
 
-        // Counting pass: how many keys each input chunk puts in each bucket.
-        let counts: Vec<Vec<u32>> = self
+        // Each input chunk sorts its packed keys into buckets inside its own
+        // region of `entries`; `starts[c][b]..starts[c][b + 1]` is bucket `b`
+        // of chunk `c`.
+        let starts: Vec<Vec<u32>> = self
             .fingerprints
             .par_chunks(chunk_len)
-            .map(|chunk| {
-                let mut c = vec![0u32; buckets];
+            .zip(entries.par_chunks_mut(chunk_len))
+            .enumerate()
+            .map(|(c, (chunk, region))| {
+                let mut starts = vec![0u32; buckets + 1];
                 for &fp in chunk {
-                    c[(self.table.permute(fp) >> shift) as usize] += 1;
+                    starts[(self.table.permute(fp) >> shift) as usize + 1] += 1;
                 }
-                c
+                for b in 0..buckets {
+                    starts[b + 1] += starts[b];
+                }
+                let mut next = starts.clone();
+                for (i, &fp) in chunk.iter().enumerate() {
+                    let entry = pack(fp, c * chunk_len + i);
+                    let slot = &mut next[(entry >> shift) as usize];
+                    region[*slot as usize] = entry;
+                    *slot += 1;
+                }
+                starts
             })
             .collect();
 
-        // Carve `entries` into one slice per (bucket, chunk), bucket-major, so
-        // each chunk scatters into slices it alone owns.
-        let mut per_chunk: Vec<Vec<&mut [Entry]>> =
-            counts.iter().map(|_| Vec::with_capacity(buckets)).collect();
-        let mut rest: &mut [Entry] = entries;
-        for b in 0..buckets {
-            for (c, chunk_counts) in counts.iter().enumerate() {
-                let (head, tail) = rest.split_at_mut(chunk_counts[b] as usize);
-                per_chunk[c].push(head);
-                rest = tail;
-            }
-        }
-        self.fingerprints
-            .par_chunks(chunk_len)
-            .zip(per_chunk.into_par_iter())
-            .enumerate()
-            .for_each(|(c, (chunk, mut slots))| {
-                let mut fill = vec![0usize; buckets];
-                for (i, &fp) in chunk.iter().enumerate() {
-                    let key = self.table.permute(fp);
-                    let b = (key >> shift) as usize;
-                    slots[b][fill[b]] = (key, (c * chunk_len + i) as u32);
-                    fill[b] += 1;
-                }
-            });
-
-        // Sort each bucket and search its runs of equal prefix.
-        let mut bucket_slices: Vec<&mut [Entry]> = Vec::with_capacity(buckets);
-        let mut rest: &mut [Entry] = entries;
-        for b in 0..buckets {
-            let len: usize = counts.iter().map(|c| c[b] as usize).sum();
-            let (head, tail) = rest.split_at_mut(len);
-            bucket_slices.push(head);
-            rest = tail;
-        }
-        bucket_slices
+        // Gather each bucket from every chunk, sort it, and search its runs of
+        // equal (kept) prefix.
+        let regions: Vec<&[Entry]> = entries.chunks(chunk_len).collect();
+        (0..buckets)
             .into_par_iter()
-            .fold(Vec::new, |mut pairs, bucket| {
-                self.search_bucket(bucket, &mut pairs);
-                pairs
-            })
+            .with_min_len(64)
+            .fold(
+                || (Vec::new(), Vec::new()),
+                |(mut scratch, mut pairs), b| {
+                    scratch.clear();
+                    for (region, starts) in regions.iter().zip(&starts) {
+                        scratch
+                            .extend_from_slice(&region[starts[b] as usize..starts[b + 1] as usize]);
+                    }
+                    self.search_bucket(&mut scratch, keep_mask, &mut pairs);
+                    (scratch, pairs)
+                },
+            )
+            .map(|(_, pairs)| pairs)
             .reduce(Vec::new, |mut a, mut b| {
                 if a.len() < b.len() {
                     std::mem::swap(&mut a, &mut b);
@@ -177,27 +177,33 @@ impl TableSearch<'_> {
             })
     }
 
-    fn search_bucket(&self, bucket: &mut [Entry], pairs: &mut Vec<(usize, usize)>) {
+    fn search_bucket(&self, bucket: &mut [Entry], keep_mask: u64, pairs: &mut Vec<(usize, usize)>) {
         if bucket.len() < 2 {
             return;
         }
-        bucket.sort_unstable_by_key(|e| e.0);
-        let mask = self.table.prefix_mask();
-        for run in bucket.chunk_by(|a, b| (a.0 ^ b.0) & mask == 0) {
-            if run.len() < 2 {
+        bucket.sort_unstable();
+        let mut start = 0;
+        for i in 1..=bucket.len() {
+            if i < bucket.len() && (bucket[i] ^ bucket[i - 1]) & keep_mask == 0 {
                 continue;
             }
-            let mut items: Vec<(u64, u32)> = run
-                .iter()
-                .map(|&(_, i)| (self.fingerprints[i as usize], i))
-                .collect();
-            let mut exclusions = Vec::new();
-            self.search_group(&mut items, &mut exclusions, pairs);
+            if i - start >= 2 {
+                let mut items: Vec<(u64, u32)> = bucket[start..i]
+                    .iter()
+                    .map(|&e| {
+                        let p = (e & !keep_mask) as usize;
+                        (self.fingerprints[p], p as u32)
+                    })
+                    .collect();
+                self.search_group(&mut items, &mut Vec::new(), pairs);
+            }
+            start = i;
         }
     }
 
     /// Reports the pairs within `items` (fingerprint, position) that are within
-    /// `k`, are reported by this table, and agree on none of `exclusions`.
+    /// `k`, share this table's prefix and no earlier table's, and agree on none
+    /// of `exclusions`.
     fn search_group(
         &self,
         items: &mut [(u64, u32)],
@@ -207,11 +213,19 @@ impl TableSearch<'_> {
         let k = self.plan.k();
         let first = items[0].0;
         let varying = items.iter().fold(0u64, |acc, &(fp, _)| acc | (fp ^ first));
+        // Every pair here agrees outside `varying`: when that covers an earlier
+        // table's prefix or an excluded part, all of them are reported elsewhere.
+        if !self.plan.first_table_sharing(self.t, varying)
+            || exclusions.iter().any(|&m| varying & m == 0)
+        {
+            return;
+        }
         if items.len() <= BRUTE_FORCE_RUN || varying.count_ones() <= k {
             for (n, &(a, i)) in items.iter().enumerate() {
                 for &(b, j) in &items[n + 1..] {
                     let diff = a ^ b;
                     if diff.count_ones() <= k
+                        && self.table.shares_prefix(diff)
                         && self.plan.first_table_sharing(self.t, diff)
                         && !exclusions.iter().any(|&m| diff & m == 0)
                     {
