@@ -1,0 +1,190 @@
+//! The command line, run as a real process.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use simhashdb::batch::find_all;
+use simhashdb::plan::Plan;
+
+fn simhashdb(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_simhashdb"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn simhashdb");
+    let mut input = child.stdin.take().expect("stdin");
+    let data = stdin.to_vec();
+    let writer = std::thread::spawn(move || {
+        // The child may exit before reading everything (bad input).
+        let _ = input.write_all(&data);
+    });
+    let out = child.wait_with_output().expect("wait");
+    writer.join().expect("stdin writer");
+    out
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).expect("utf-8 output")
+}
+
+#[test]
+fn find_all_prints_pairs_of_values_and_line_numbers() {
+    let input = b"1\n3\n7\n1\n18446744073709551615\n";
+    let out = simhashdb(&["find-all", "-b", "2", "-d", "1"], input);
+    assert!(out.status.success());
+    assert_eq!(stdout(&out), "[1,3]\n[1,1]\n[3,7]\n[3,1]\n");
+    let out = simhashdb(&["find-all", "-d", "1", "--indices"], input);
+    assert_eq!(stdout(&out), "[1,2]\n[1,4]\n[2,3]\n[2,4]\n");
+}
+
+#[test]
+fn find_all_output_equals_the_library() {
+    let mut state = 7u64;
+    let mut fps: Vec<u64> = Vec::new();
+    for i in 0..2000u64 {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        // Every third value is a near copy of an earlier one.
+        fps.push(if i % 3 == 2 {
+            fps[i as usize / 2] ^ (1 << (state >> 58))
+        } else {
+            state
+        });
+    }
+    let input: String = fps.iter().map(|f| format!("{f}\n")).collect();
+    let out = simhashdb(
+        &["find-all", "-b", "6", "-d", "3", "--indices"],
+        input.as_bytes(),
+    );
+    assert!(out.status.success());
+    let expected: String = find_all(&fps, &Plan::new(6, 3).unwrap())
+        .into_iter()
+        .map(|(i, j)| format!("[{},{}]\n", i + 1, j + 1))
+        .collect();
+    assert!(expected.lines().count() >= 600);
+    assert_eq!(stdout(&out), expected);
+}
+
+#[test]
+fn clusters_prints_one_array_per_cluster() {
+    let out = simhashdb(
+        &["clusters", "-d", "2"],
+        b"0\n3\n15\n18446744073709551615\n18446744073709551615\n",
+    );
+    assert!(out.status.success());
+    assert_eq!(
+        stdout(&out),
+        "[0,3,15]\n[18446744073709551615,18446744073709551615]\n"
+    );
+}
+
+#[test]
+fn bad_input_names_the_line_exits_2_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("out.json");
+    let target_arg = target.to_str().unwrap();
+    for (input, line, why) in [
+        (&b"1\n2\nabc\n"[..], 3, "not a decimal"),
+        (b"1\n\n2\n", 2, "empty line"),
+        (b"18446744073709551616\n", 1, "exceeds"),
+        (b"5\n\x00\x01\xfe\n", 2, "not a decimal"),
+        (b"-4\n", 1, "not a decimal"),
+    ] {
+        for command in ["find-all", "clusters"] {
+            let out = simhashdb(&[command, "-o", target_arg], input);
+            assert_eq!(out.status.code(), Some(2), "{command} {input:?}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains(&format!("line {line}:")), "{err}");
+            assert!(err.contains(why), "{err}");
+            assert!(!target.exists(), "output written despite bad input");
+            assert!(out.stdout.is_empty());
+        }
+    }
+}
+
+#[test]
+fn impossible_plan_is_a_usage_error() {
+    let out = simhashdb(&["find-all", "-b", "3", "-d", "3"], b"1\n");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("3 < blocks"));
+}
+
+#[test]
+fn closed_stdout_pipe_ends_quietly() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_simhashdb"))
+        .args(["find-all", "-d", "0"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // 3000 identical values: 4.5 million pairs, far more than a pipe holds.
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all("5\n".repeat(3000).as_bytes())
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn fingerprint_prints_fp_tab_name_and_reports_missing_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.txt");
+    std::fs::write(&a, "the quick brown fox\njumps over the lazy dog\n").unwrap();
+    let a_arg = a.to_str().unwrap();
+    let out = simhashdb(&["fingerprint", a_arg], b"");
+    assert!(out.status.success());
+    let expected = simhashdb::Simhasher::default()
+        .fingerprint("the quick brown fox\njumps over the lazy dog\n");
+    assert_eq!(stdout(&out), format!("{expected}\t{a_arg}\n"));
+
+    let out = simhashdb(
+        &["fingerprint", "--lines", "-"],
+        b"one line\nanother line\n",
+    );
+    let hasher = simhashdb::Simhasher::default();
+    assert_eq!(
+        stdout(&out),
+        format!(
+            "{}\t-:1\n{}\t-:2\n",
+            hasher.fingerprint("one line"),
+            hasher.fingerprint("another line")
+        )
+    );
+
+    let missing = dir.path().join("missing.txt");
+    let out = simhashdb(&["fingerprint", missing.to_str().unwrap(), a_arg], b"");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("missing.txt"));
+    assert_eq!(
+        stdout(&out).lines().count(),
+        1,
+        "the readable file is still fingerprinted"
+    );
+
+    let out = simhashdb(&["fingerprint", "--tokenizer", "nonsense"], b"");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn plan_marks_the_choice() {
+    let out = simhashdb(&["plan", "--n", "50000000", "-d", "3"], b"");
+    assert!(out.status.success());
+    let text = stdout(&out);
+    let chosen: Vec<&str> = text.lines().filter(|l| l.starts_with('*')).collect();
+    assert_eq!(chosen.len(), 1, "{text}");
+    assert!(chosen[0].contains("5 blocks"), "{text}");
+    assert!(text.contains("candidates/query"));
+}
