@@ -1,4 +1,40 @@
-//! simhashdb: an exact near-duplicate index for 64-bit SimHash fingerprints.
+//! simhashdb: exact near-duplicate search over 64-bit SimHash fingerprints.
+//!
+//! Fingerprint documents with a [`Simhasher`], then find every fingerprint
+//! within Hamming distance `k`, with none missed, using the permuted sorted
+//! tables of Manku, Jain and Das Sarma (WWW 2007) that a [`plan::Plan`]
+//! describes:
+//!
+//! ```
+//! use simhashdb::batch::find_all;
+//! use simhashdb::plan::Plan;
+//! use simhashdb::search::PermutedTables;
+//! use simhashdb::{Simhasher, hamming};
+//!
+//! let hasher = Simhasher::default();
+//! let docs = [
+//!     "a crawler fetched this page about rust storage engines and their file formats today",
+//!     "a crawler fetched this page about rust storage engines and their file formats yesterday",
+//!     "an unrelated page lists recipes for bread, cakes and other things baked in an oven",
+//! ];
+//! let fps: Vec<u64> = docs.iter().map(|d| hasher.fingerprint(d)).collect();
+//! assert!(hamming(fps[0], fps[1]) < hamming(fps[0], fps[2]));
+//!
+//! // Every pair within the plan's k = 3 bits, exactly.
+//! let plan = Plan::auto(fps.len() as u64, 3)?;
+//! let pairs = find_all(&fps, &plan);
+//! assert!(pairs.iter().all(|&(i, j)| hamming(fps[i], fps[j]) <= 3));
+//!
+//! // One query: all fingerprints within 3 bits, nearest first.
+//! let tables = PermutedTables::new(&fps, &plan);
+//! let hits = tables.query(fps[0], 3)?;
+//! assert_eq!((hits[0].fingerprint, hits[0].distance), (fps[0], 0));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Modules: [`fingerprint`] (text to fingerprint), [`plan`] (block splits,
+//! permutations, the cost model), [`search`] (queries over in-memory tables),
+//! [`batch`] (all pairs and clusters of a set).
 
 pub mod batch;
 pub mod fingerprint;
@@ -12,3 +48,8 @@ pub use fingerprint::Simhasher;
 pub fn hamming(a: u64, b: u64) -> u32 {
     (a ^ b).count_ones()
 }
+
+/// The README's Rust snippets, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
