@@ -41,7 +41,7 @@ pub mod fingerprint;
 pub mod plan;
 pub mod search;
 
-pub use fingerprint::Simhasher;
+pub use fingerprint::{FingerprintConfig, FingerprintError, Simhasher, Tokenizer, Weighting};
 
 /// Number of bit positions in which `a` and `b` differ.
 #[inline]

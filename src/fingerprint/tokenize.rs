@@ -1,0 +1,423 @@
+//! Tokenizers: text → lower-cased tokens (or character n-grams).
+
+use std::fmt;
+use std::str::FromStr;
+
+use unicode_segmentation::UnicodeSegmentation;
+
+use super::FingerprintError;
+
+/// How text is split into tokens.
+///
+/// Every tokenizer lower-cases its tokens (Unicode lower-casing from the
+/// standard library) and applies no other normalisation (no NFC/NFKC folding,
+/// no stemming, no stop words). Parsed from and displayed as `words`,
+/// `letters`, `chinese` and `chars:N` (`chars` alone means `chars:3`).
+///
+/// ```
+/// use simhashdb::fingerprint::Tokenizer;
+/// assert_eq!("chars".parse::<Tokenizer>().unwrap(), Tokenizer::CharNgrams(3));
+/// assert_eq!(Tokenizer::CharNgrams(5).to_string(), "chars:5");
+/// assert_eq!(Tokenizer::default(), Tokenizer::Words);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Tokenizer {
+    /// Unicode words (UAX #29 word boundaries, as
+    /// [`unicode_words`](unicode_segmentation::UnicodeSegmentation::unicode_words)):
+    /// segments containing at least one alphanumeric character, lower-cased.
+    /// `"Don't panic!"` gives `don't`, `panic`. Each CJK ideograph is a word
+    /// of its own. The default.
+    #[default]
+    Words,
+    /// Maximal runs of alphabetic characters, lower-cased, as the `Strspn`
+    /// tokenizer of seomoz simhash-cpp: `"Don't panic, 42x!"` gives `don`,
+    /// `t`, `panic`, `x`. Digits and punctuation only separate tokens.
+    /// simhash-cpp accepts ASCII letters only and keeps their case; this
+    /// tokenizer accepts every Unicode alphabetic character and lower-cases,
+    /// so ASCII text differs from simhash-cpp only in case.
+    Letters,
+    /// Chinese (and mixed Chinese/other) text: UAX #29 word boundaries, with
+    /// every maximal run of CJK ideographs segmented into dictionary words by
+    /// jieba (its built-in dictionary, HMM for unknown words on). Other words
+    /// are handled as in [`Tokenizer::Words`]; punctuation and whitespace are
+    /// dropped. `"我们中出了一个叛徒 Hello"` gives multi-character words
+    /// such as `我们`, `一个`, `叛徒`, then `hello`.
+    ///
+    /// Needs the crate feature `chinese` (on by default); without it,
+    /// building a [`Simhasher`](super::Simhasher) with this tokenizer is a
+    /// [`FingerprintError::FeatureDisabled`] error. The variant itself always
+    /// exists, so configurations naming it can still be parsed and reported.
+    Chinese,
+    /// Overlapping character n-grams of `n` characters (`chars:N`), for short
+    /// texts. The text is lower-cased character by character, runs of
+    /// whitespace become one space and leading/trailing whitespace is
+    /// removed; punctuation is kept. A text shorter than `n` characters (but
+    /// not empty) gives one feature: the whole normalised text. `n` must be
+    /// at least 1, and these features are not shingled again (shingle width
+    /// must be 1).
+    CharNgrams(usize),
+}
+
+/// The n-gram size of `chars` without `:N`.
+pub const DEFAULT_CHAR_NGRAM: usize = 3;
+
+impl fmt::Display for Tokenizer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Tokenizer::Words => f.write_str("words"),
+            Tokenizer::Letters => f.write_str("letters"),
+            Tokenizer::Chinese => f.write_str("chinese"),
+            Tokenizer::CharNgrams(n) => write!(f, "chars:{n}"),
+        }
+    }
+}
+
+impl FromStr for Tokenizer {
+    type Err = FingerprintError;
+
+    /// Parses `words`, `letters`, `chinese`, `chars` or `chars:N` (N ≥ 1).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || FingerprintError::Parse {
+            what: "tokenizer",
+            input: s.to_owned(),
+            expected: "one of `words`, `letters`, `chinese`, `chars`, `chars:N` (N >= 1)",
+        };
+        match s {
+            "words" => Ok(Tokenizer::Words),
+            "letters" => Ok(Tokenizer::Letters),
+            "chinese" => Ok(Tokenizer::Chinese),
+            "chars" => Ok(Tokenizer::CharNgrams(DEFAULT_CHAR_NGRAM)),
+            _ => {
+                let n = s.strip_prefix("chars:").ok_or_else(bad)?;
+                // `usize::from_str` accepts a leading `+`; the canonical form does not.
+                if !n.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(bad());
+                }
+                match n.parse::<usize>() {
+                    Ok(n) if n >= 1 => Ok(Tokenizer::CharNgrams(n)),
+                    _ => Err(bad()),
+                }
+            }
+        }
+    }
+}
+
+/// Calls `emit` with each token of `text`, in order.
+///
+/// `Tokenizer::CharNgrams` is handled by [`for_each_char_ngram`] instead; here
+/// it yields nothing.
+pub(crate) fn for_each_token(tokenizer: Tokenizer, text: &str, emit: &mut impl FnMut(&str)) {
+    let mut buf = String::new();
+    match tokenizer {
+        Tokenizer::Words => {
+            for word in text.unicode_words() {
+                emit_lowercase(word, &mut buf, emit);
+            }
+        }
+        Tokenizer::Letters => {
+            for run in text.split(|c: char| !c.is_alphabetic()) {
+                if !run.is_empty() {
+                    emit_lowercase(run, &mut buf, emit);
+                }
+            }
+        }
+        Tokenizer::Chinese => chinese_tokens(text, &mut buf, emit),
+        Tokenizer::CharNgrams(_) => {}
+    }
+}
+
+/// Emits `token` lower-cased, without allocating for ASCII tokens.
+#[inline]
+fn emit_lowercase(token: &str, buf: &mut String, emit: &mut impl FnMut(&str)) {
+    if token.is_ascii() {
+        if token.bytes().any(|b| b.is_ascii_uppercase()) {
+            buf.clear();
+            buf.push_str(token);
+            buf.make_ascii_lowercase();
+            emit(buf);
+        } else {
+            emit(token);
+        }
+    } else {
+        // `str::to_lowercase` handles context (a word-final `Σ` becomes `ς`).
+        emit(&token.to_lowercase());
+    }
+}
+
+#[cfg(feature = "chinese")]
+fn has_alphanumeric(s: &str) -> bool {
+    s.chars().any(char::is_alphanumeric)
+}
+
+/// CJK Unified Ideographs (main block, extensions A–F and the compatibility
+/// ideographs): the characters handed to jieba.
+#[cfg(feature = "chinese")]
+fn is_cjk_ideograph(c: char) -> bool {
+    matches!(c,
+        '\u{4E00}'..='\u{9FFF}'
+        | '\u{3400}'..='\u{4DBF}'
+        | '\u{F900}'..='\u{FAFF}'
+        | '\u{20000}'..='\u{2A6DF}'
+        | '\u{2A700}'..='\u{2EBEF}'
+        | '\u{2F800}'..='\u{2FA1F}'
+    )
+}
+
+#[cfg(feature = "chinese")]
+fn jieba() -> &'static jieba_rs::Jieba {
+    use std::sync::LazyLock;
+    // Loading the dictionary takes a noticeable fraction of a second: do it
+    // once per process, on first use.
+    static JIEBA: LazyLock<jieba_rs::Jieba> = LazyLock::new(jieba_rs::Jieba::new);
+    &JIEBA
+}
+
+/// The `Chinese` tokenizer: runs of CJK ideographs go to jieba, everything
+/// else is tokenized as `Words`.
+#[cfg(feature = "chinese")]
+fn chinese_tokens(text: &str, buf: &mut String, emit: &mut impl FnMut(&str)) {
+    let jieba = jieba();
+    // Byte range of the current run of ideograph segments. UAX #29 makes each
+    // ideograph a segment of its own, and segments are contiguous, so a run
+    // is a contiguous slice of `text`.
+    let mut run: Option<(usize, usize)> = None;
+    for (start, segment) in text.split_word_bound_indices() {
+        if segment.chars().all(is_cjk_ideograph) {
+            let run_start = run.map_or(start, |(s, _)| s);
+            run = Some((run_start, start + segment.len()));
+            continue;
+        }
+        if let Some(slice) = run.take().and_then(|(s, e)| text.get(s..e)) {
+            segment_run(jieba, slice, emit);
+        }
+        if has_alphanumeric(segment) {
+            emit_lowercase(segment, buf, emit);
+        }
+    }
+    if let Some(slice) = run.and_then(|(s, e)| text.get(s..e)) {
+        segment_run(jieba, slice, emit);
+    }
+}
+
+/// Emits jieba's words for a run of CJK ideographs.
+#[cfg(feature = "chinese")]
+fn segment_run(jieba: &jieba_rs::Jieba, run: &str, emit: &mut impl FnMut(&str)) {
+    for token in jieba.cut(run, true) {
+        if has_alphanumeric(token.word) {
+            emit(token.word);
+        }
+    }
+}
+
+/// Without the `chinese` feature no `Simhasher` can hold this tokenizer
+/// (building one is an error), so this is never reached.
+#[cfg(not(feature = "chinese"))]
+fn chinese_tokens(_text: &str, _buf: &mut String, _emit: &mut impl FnMut(&str)) {}
+
+/// Calls `emit` with each character n-gram of the normalised `text`, in order.
+pub(crate) fn for_each_char_ngram(n: usize, text: &str, emit: &mut impl FnMut(&str)) {
+    if n == 0 {
+        return;
+    }
+    let mut normalised = String::with_capacity(text.len());
+    // Byte offset of each character of `normalised`.
+    let mut starts: Vec<usize> = Vec::new();
+    let mut pending_space = false;
+    for c in text.chars() {
+        if c.is_whitespace() {
+            pending_space = !normalised.is_empty();
+            continue;
+        }
+        if pending_space {
+            starts.push(normalised.len());
+            normalised.push(' ');
+            pending_space = false;
+        }
+        for lower in c.to_lowercase() {
+            starts.push(normalised.len());
+            normalised.push(lower);
+        }
+    }
+    if starts.is_empty() {
+        return;
+    }
+    if starts.len() < n {
+        emit(&normalised);
+        return;
+    }
+    let count = starts.len() - n + 1;
+    for (i, &start) in starts.iter().enumerate().take(count) {
+        // i + n <= starts.len(): the gram ends where character i + n starts,
+        // or at the end of the text.
+        let end = starts.get(i + n).copied().unwrap_or(normalised.len());
+        if let Some(gram) = normalised.get(start..end) {
+            emit(gram);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tokens(tokenizer: Tokenizer, text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        match tokenizer {
+            Tokenizer::CharNgrams(n) => {
+                for_each_char_ngram(n, text, &mut |t| out.push(t.to_owned()))
+            }
+            _ => for_each_token(tokenizer, text, &mut |t| out.push(t.to_owned())),
+        }
+        out
+    }
+
+    #[test]
+    fn words_lowercase_and_drop_punctuation() {
+        assert_eq!(
+            tokens(Tokenizer::Words, "The QUICK brown fox's 2 dogs, don't!"),
+            ["the", "quick", "brown", "fox's", "2", "dogs", "don't"]
+        );
+        assert_eq!(
+            tokens(Tokenizer::Words, "ΟΔΟΣ Straße ÉCOLE"),
+            ["οδος", "straße", "école"]
+        );
+        assert!(tokens(Tokenizer::Words, " \t\n ,.;!? ").is_empty());
+        assert!(tokens(Tokenizer::Words, "").is_empty());
+    }
+
+    #[test]
+    fn words_split_ideographs_one_by_one() {
+        assert_eq!(tokens(Tokenizer::Words, "叛徒"), ["叛", "徒"]);
+    }
+
+    #[test]
+    fn letters_match_simhash_cpp_runs() {
+        assert_eq!(
+            tokens(Tokenizer::Letters, "Don't panic, 42x! e-mail"),
+            ["don", "t", "panic", "x", "e", "mail"]
+        );
+        assert_eq!(
+            tokens(Tokenizer::Letters, "Ärger über Öl"),
+            ["ärger", "über", "öl"]
+        );
+        assert!(tokens(Tokenizer::Letters, "123 456 -- !!").is_empty());
+    }
+
+    #[test]
+    fn char_ngrams_normalise_whitespace() {
+        assert_eq!(
+            tokens(Tokenizer::CharNgrams(3), "  Ab \t\n cD  "),
+            ["ab ", "b c", " cd"]
+        );
+        assert_eq!(tokens(Tokenizer::CharNgrams(1), "aB"), ["a", "b"]);
+        // Shorter than n: the whole normalised text.
+        assert_eq!(tokens(Tokenizer::CharNgrams(5), " X  y "), ["x y"]);
+        assert_eq!(tokens(Tokenizer::CharNgrams(3), "abc"), ["abc"]);
+        assert_eq!(tokens(Tokenizer::CharNgrams(2), "中文字"), ["中文", "文字"]);
+        assert!(tokens(Tokenizer::CharNgrams(3), " \t\r\n").is_empty());
+        assert!(tokens(Tokenizer::CharNgrams(3), "").is_empty());
+        assert!(tokens(Tokenizer::CharNgrams(usize::MAX), "").is_empty());
+        assert_eq!(tokens(Tokenizer::CharNgrams(usize::MAX), "ab"), ["ab"]);
+    }
+
+    #[test]
+    fn char_ngrams_lowercase_may_expand() {
+        // 'İ' lower-cases to two characters, "i̇".
+        let grams = tokens(Tokenizer::CharNgrams(2), "İx");
+        assert_eq!(grams, ["i\u{307}", "\u{307}x"]);
+    }
+
+    #[cfg(feature = "chinese")]
+    #[test]
+    fn chinese_segments_into_dictionary_words() {
+        let toks = tokens(Tokenizer::Chinese, "我们中出了一个叛徒");
+        assert!(toks.iter().any(|t| t == "我们"), "{toks:?}");
+        assert!(toks.iter().any(|t| t == "一个"), "{toks:?}");
+        assert!(toks.iter().any(|t| t == "叛徒"), "{toks:?}");
+        assert_eq!(toks.concat(), "我们中出了一个叛徒");
+    }
+
+    #[cfg(feature = "chinese")]
+    #[test]
+    fn chinese_handles_mixed_text() {
+        let toks = tokens(
+            Tokenizer::Chinese,
+            "我们使用Rust语言和SimHash算法，don't panic！北京大学",
+        );
+        assert!(toks.iter().any(|t| t == "我们"), "{toks:?}");
+        assert!(toks.iter().any(|t| t == "rust"), "{toks:?}");
+        assert!(toks.iter().any(|t| t == "simhash"), "{toks:?}");
+        assert!(toks.iter().any(|t| t == "算法"), "{toks:?}");
+        assert!(toks.iter().any(|t| t == "don't"), "{toks:?}");
+        assert!(toks.iter().any(|t| t == "北京大学"), "{toks:?}");
+        for t in &toks {
+            assert!(
+                t.chars().any(char::is_alphanumeric),
+                "punctuation token {t:?}"
+            );
+            assert_eq!(t, &t.to_lowercase());
+        }
+    }
+
+    #[cfg(feature = "chinese")]
+    #[test]
+    fn chinese_drops_punctuation_and_whitespace() {
+        assert!(tokens(Tokenizer::Chinese, "，。！？「」 \n\t…").is_empty());
+        assert!(tokens(Tokenizer::Chinese, "").is_empty());
+    }
+
+    #[test]
+    fn tokenizer_names_round_trip() {
+        for t in [
+            Tokenizer::Words,
+            Tokenizer::Letters,
+            Tokenizer::Chinese,
+            Tokenizer::CharNgrams(1),
+            Tokenizer::CharNgrams(3),
+            Tokenizer::CharNgrams(12),
+        ] {
+            assert_eq!(t.to_string().parse::<Tokenizer>(), Ok(t));
+        }
+        assert_eq!("chars".parse::<Tokenizer>(), Ok(Tokenizer::CharNgrams(3)));
+        assert_eq!(
+            "chars:07".parse::<Tokenizer>(),
+            Ok(Tokenizer::CharNgrams(7))
+        );
+    }
+
+    #[test]
+    fn bad_tokenizer_names_are_errors() {
+        for bad in [
+            "",
+            "Words",
+            "word",
+            " words",
+            "chars:",
+            "chars:0",
+            "chars:-1",
+            "chars:+3",
+            "chars:x",
+            "chars:3:4",
+            "chars3",
+            "chars:99999999999999999999999",
+        ] {
+            assert!(bad.parse::<Tokenizer>().is_err(), "{bad:?} parsed");
+        }
+    }
+
+    #[test]
+    fn odd_input_does_not_panic() {
+        let odd = "\u{0}\u{1F}\u{7F}\u{200B}\u{FEFF}\u{202E}e\u{301}\u{301}\u{1F468}\u{200D}\u{1F469}\u{10FFFF}\u{D7FF}叛\u{301}徒\u{E000}";
+        for t in [
+            Tokenizer::Words,
+            Tokenizer::Letters,
+            Tokenizer::Chinese,
+            Tokenizer::CharNgrams(1),
+            Tokenizer::CharNgrams(4),
+        ] {
+            let _ = tokens(t, odd);
+        }
+        let grams = tokens(Tokenizer::CharNgrams(1), "\u{0}\u{1F}");
+        assert_eq!(grams, ["\u{0}", "\u{1F}"]);
+    }
+}
