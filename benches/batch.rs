@@ -41,13 +41,19 @@ fn bench_find_all(c: &mut Criterion) {
 
     let million = random_fingerprints(1_000_000, 1);
     group.throughput(Throughput::Elements(million.len() as u64));
-    group.bench_function("random_1M_b6_k3", |b| b.iter(|| find_all(black_box(&million), &plan)));
+    group.bench_function("random_1M_b6_k3", |b| {
+        b.iter(|| find_all(black_box(&million), &plan))
+    });
 
     // Brute force is feasible only on a small set: compare both on 30,000.
     let small = random_fingerprints(30_000, 2);
     group.throughput(Throughput::Elements(small.len() as u64));
-    group.bench_function("random_30k_b6_k3", |b| b.iter(|| find_all(black_box(&small), &plan)));
-    group.bench_function("brute_force_30k_k3", |b| b.iter(|| brute_force_pairs(black_box(&small), 3)));
+    group.bench_function("random_30k_b6_k3", |b| {
+        b.iter(|| find_all(black_box(&small), &plan))
+    });
+    group.bench_function("brute_force_30k_k3", |b| {
+        b.iter(|| brute_force_pairs(black_box(&small), 3))
+    });
 
     // 20,000 fingerprints that differ only in their low 16 bits.
     let dense: Vec<u64> = random_fingerprints(20_000, 3)
@@ -55,8 +61,12 @@ fn bench_find_all(c: &mut Criterion) {
         .map(|v| 0xdead_beef_0000_0000 | (v & 0xffff))
         .collect();
     group.throughput(Throughput::Elements(dense.len() as u64));
-    group.bench_function("dense_20k_low16_b6_k3", |b| b.iter(|| find_all(black_box(&dense), &plan)));
-    group.bench_function("brute_force_dense_20k_k3", |b| b.iter(|| brute_force_pairs(black_box(&dense), 3)));
+    group.bench_function("dense_20k_low16_b6_k3", |b| {
+        b.iter(|| find_all(black_box(&dense), &plan))
+    });
+    group.bench_function("brute_force_dense_20k_k3", |b| {
+        b.iter(|| brute_force_pairs(black_box(&dense), 3))
+    });
     group.finish();
 }
 
@@ -66,9 +76,18 @@ fn bench_query(c: &mut Criterion) {
     let queries: Vec<u64> = random_fingerprints(1024, 5)
         .into_iter()
         .enumerate()
-        .map(|(i, r)| if i % 2 == 0 { fps[i * 97] ^ (r & 0b111) } else { r })
+        .map(|(i, r)| {
+            if i % 2 == 0 {
+                fps[i * 97] ^ (r & 0b111)
+            } else {
+                r
+            }
+        })
         .collect();
-    for (name, plan) in [("b4_k3", Plan::new(4, 3).unwrap()), ("b6_k3", Plan::new(6, 3).unwrap())] {
+    for (name, plan) in [
+        ("b4_k3", Plan::new(4, 3).unwrap()),
+        ("b6_k3", Plan::new(6, 3).unwrap()),
+    ] {
         let tables = PermutedTables::new(&fps, &plan);
         let mut q = queries.iter().cycle();
         group.bench_function(BenchmarkId::new("permuted_tables_1M", name), |b| {
@@ -87,8 +106,13 @@ fn bench_query(c: &mut Criterion) {
 
 /// Mean time of a finished benchmark, read from criterion's estimates.
 fn mean_ns(id: &str) -> Option<f64> {
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from);
-    let path = target.join("criterion").join(id).join("new").join("estimates.json");
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from);
+    let path = target
+        .join("criterion")
+        .join(id)
+        .join("new")
+        .join("estimates.json");
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
     json["mean"]["point_estimate"].as_f64()
 }
@@ -96,13 +120,34 @@ fn mean_ns(id: &str) -> Option<f64> {
 fn print_ratios() {
     println!("\nRatios against the brute-force baselines of this run:");
     for (what, fast, slow) in [
-        ("find_all, 30k random", "find_all/random_30k_b6_k3", "find_all/brute_force_30k_k3"),
-        ("find_all, 20k dense", "find_all/dense_20k_low16_b6_k3", "find_all/brute_force_dense_20k_k3"),
-        ("query, 1M, 4 tables", "query/permuted_tables_1M/b4_k3", "query/brute_force_scan_1M"),
-        ("query, 1M, 20 tables", "query/permuted_tables_1M/b6_k3", "query/brute_force_scan_1M"),
+        (
+            "find_all, 30k random",
+            "find_all/random_30k_b6_k3",
+            "find_all/brute_force_30k_k3",
+        ),
+        (
+            "find_all, 20k dense",
+            "find_all/dense_20k_low16_b6_k3",
+            "find_all/brute_force_dense_20k_k3",
+        ),
+        (
+            "query, 1M, 4 tables",
+            "query/permuted_tables_1M/b4_k3",
+            "query/brute_force_scan_1M",
+        ),
+        (
+            "query, 1M, 20 tables",
+            "query/permuted_tables_1M/b6_k3",
+            "query/brute_force_scan_1M",
+        ),
     ] {
         match (mean_ns(fast), mean_ns(slow)) {
-            (Some(f), Some(s)) => println!("  {what:<22} {:>12.3} ms vs {:>12.3} ms: {:>8.1}x faster", f / 1e6, s / 1e6, s / f),
+            (Some(f), Some(s)) => println!(
+                "  {what:<22} {:>12.3} ms vs {:>12.3} ms: {:>8.1}x faster",
+                f / 1e6,
+                s / 1e6,
+                s / f
+            ),
             _ => println!("  {what:<22} (not measured in this run)"),
         }
     }

@@ -37,7 +37,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let tables = PermutedTables::new(&fps, &plan);
     for hit in tables.query(fps[1], 3)? {
-        println!("query doc 1 -> {:016x} at distance {}", hit.fingerprint, hit.distance);
+        println!(
+            "query doc 1 -> {:016x} at distance {}",
+            hit.fingerprint, hit.distance
+        );
     }
     Ok(())
 }

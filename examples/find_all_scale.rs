@@ -1,0 +1,55 @@
+//! Time and peak memory of `find_all` on N random fingerprints.
+//!
+//! `cargo run --release --example find_all_scale -- N [BLOCKS] [K]`
+//! (defaults: blocks 6, k 3). Peak memory is the process's high-water mark of
+//! resident memory (VmHWM, Linux), read after the run.
+
+use std::time::Instant;
+
+use simhashdb::batch::find_all;
+use simhashdb::plan::Plan;
+
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let n: usize = args.first().map_or(Ok(1_000_000), |s| s.parse())?;
+    let blocks: u32 = args.get(1).map_or(Ok(6), |s| s.parse())?;
+    let k: u32 = args.get(2).map_or(Ok(3), |s| s.parse())?;
+    let plan = Plan::new(blocks, k)?;
+
+    let mut s = 0x2545_f491_4f6c_dd1du64;
+    let fps: Vec<u64> = (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        })
+        .collect();
+    let before = peak_rss_bytes().unwrap_or(0);
+    let start = Instant::now();
+    let pairs = find_all(&fps, &plan);
+    let elapsed = start.elapsed();
+    let peak = peak_rss_bytes().unwrap_or(0);
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    println!(
+        "n = {n}, plan = {plan}: {:.3} s, {} pairs, {:.0} ns per fingerprint",
+        elapsed.as_secs_f64(),
+        pairs.len(),
+        elapsed.as_nanos() as f64 / n as f64
+    );
+    println!(
+        "input {:.2} GiB; peak resident {:.2} GiB ({:.2} GiB before the search, {:.1} bytes per fingerprint above the input)",
+        gib(n as u64 * 8),
+        gib(peak),
+        gib(before),
+        (peak.saturating_sub(before)) as f64 / n as f64
+    );
+    Ok(())
+}
