@@ -36,10 +36,10 @@ pub enum Tokenizer {
     /// tokenizer accepts every Unicode alphabetic character and lower-cases,
     /// so ASCII text differs from simhash-cpp only in case.
     Letters,
-    /// Chinese (and mixed Chinese/other) text: UAX #29 word boundaries, with
-    /// every maximal run of CJK ideographs segmented into dictionary words by
-    /// jieba (its built-in dictionary, HMM for unknown words on). Other words
-    /// are handled as in [`Tokenizer::Words`]; punctuation and whitespace are
+    /// Chinese (and mixed Chinese/other) text: every maximal run of CJK
+    /// ideographs is segmented into dictionary words by jieba (its built-in
+    /// dictionary, HMM for unknown words on); the text between runs is
+    /// tokenized as by [`Tokenizer::Words`]. Punctuation and whitespace are
     /// dropped. `"我们中出了一个叛徒 Hello"` gives multi-character words
     /// such as `我们`, `一个`, `叛徒`, then `hello`.
     ///
@@ -138,15 +138,22 @@ fn emit_lowercase(token: &str, buf: &mut String, emit: &mut impl FnMut(&str)) {
         } else {
             emit(token);
         }
+    } else if token.chars().all(has_no_lowercase_mapping) {
+        // Most non-ASCII tokens (every CJK word) have no case at all.
+        emit(token);
     } else {
         // `str::to_lowercase` handles context (a word-final `Σ` becomes `ς`).
         emit(&token.to_lowercase());
     }
 }
 
-#[cfg(feature = "chinese")]
-fn has_alphanumeric(s: &str) -> bool {
-    s.chars().any(char::is_alphanumeric)
+/// Whether `char::to_lowercase` maps `c` to itself. Characters that change
+/// include some that are not `is_uppercase` (title case `ǅ`), so this asks
+/// the mapping itself.
+#[inline]
+fn has_no_lowercase_mapping(c: char) -> bool {
+    let mut lower = c.to_lowercase();
+    lower.len() == 1 && lower.next() == Some(c)
 }
 
 /// CJK Unified Ideographs (main block, extensions A–F and the compatibility
@@ -172,40 +179,41 @@ fn jieba() -> &'static jieba_rs::Jieba {
     &JIEBA
 }
 
-/// The `Chinese` tokenizer: runs of CJK ideographs go to jieba, everything
-/// else is tokenized as `Words`.
+/// The `Chinese` tokenizer: maximal runs of CJK ideographs go to jieba, the
+/// text between them is tokenized as `Words`.
+///
+/// Splitting at ideographs first is what UAX #29 does too (an ideograph is a
+/// word of its own), except that it would attach a following combining mark
+/// to the ideograph; here such a mark starts the next stretch and, having no
+/// letter or digit, yields no token.
 #[cfg(feature = "chinese")]
 fn chinese_tokens(text: &str, buf: &mut String, emit: &mut impl FnMut(&str)) {
     let jieba = jieba();
-    // Byte range of the current run of ideograph segments. UAX #29 makes each
-    // ideograph a segment of its own, and segments are contiguous, so a run
-    // is a contiguous slice of `text`.
-    let mut run: Option<(usize, usize)> = None;
-    for (start, segment) in text.split_word_bound_indices() {
-        if segment.chars().all(is_cjk_ideograph) {
-            let run_start = run.map_or(start, |(s, _)| s);
-            run = Some((run_start, start + segment.len()));
-            continue;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let start = rest.find(is_cjk_ideograph).unwrap_or(rest.len());
+        let Some((other, tail)) = rest.split_at_checked(start) else {
+            return;
+        };
+        for word in other.unicode_words() {
+            emit_lowercase(word, buf, emit);
         }
-        if let Some(slice) = run.take().and_then(|(s, e)| text.get(s..e)) {
-            segment_run(jieba, slice, emit);
+        let end = tail
+            .find(|c: char| !is_cjk_ideograph(c))
+            .unwrap_or(tail.len());
+        let Some((run, after)) = tail.split_at_checked(end) else {
+            return;
+        };
+        if !run.is_empty() {
+            // Every token of a run of ideographs is ideographs: no case, no
+            // punctuation to drop.
+            for token in jieba.cut(run, true) {
+                if !token.word.is_empty() {
+                    emit(token.word);
+                }
+            }
         }
-        if has_alphanumeric(segment) {
-            emit_lowercase(segment, buf, emit);
-        }
-    }
-    if let Some(slice) = run.and_then(|(s, e)| text.get(s..e)) {
-        segment_run(jieba, slice, emit);
-    }
-}
-
-/// Emits jieba's words for a run of CJK ideographs.
-#[cfg(feature = "chinese")]
-fn segment_run(jieba: &jieba_rs::Jieba, run: &str, emit: &mut impl FnMut(&str)) {
-    for token in jieba.cut(run, true) {
-        if has_alphanumeric(token.word) {
-            emit(token.word);
-        }
+        rest = after;
     }
 }
 
@@ -233,9 +241,14 @@ pub(crate) fn for_each_char_ngram(n: usize, text: &str, emit: &mut impl FnMut(&s
             normalised.push(' ');
             pending_space = false;
         }
-        for lower in c.to_lowercase() {
+        if c.is_ascii() {
             starts.push(normalised.len());
-            normalised.push(lower);
+            normalised.push(c.to_ascii_lowercase());
+        } else {
+            for lower in c.to_lowercase() {
+                starts.push(normalised.len());
+                normalised.push(lower);
+            }
         }
     }
     if starts.is_empty() {
@@ -283,6 +296,36 @@ mod tests {
         );
         assert!(tokens(Tokenizer::Words, " \t\n ,.;!? ").is_empty());
         assert!(tokens(Tokenizer::Words, "").is_empty());
+    }
+
+    #[test]
+    fn lowercasing_matches_str_to_lowercase() {
+        let mut buf = String::new();
+        let lower = |t: &str, buf: &mut String| {
+            let mut out = String::new();
+            emit_lowercase(t, buf, &mut |l: &str| out.push_str(l));
+            out
+        };
+        for c in (0..=0x10FFFFu32).filter_map(char::from_u32) {
+            let t = c.to_string();
+            assert_eq!(
+                lower(&t, &mut buf),
+                t.to_lowercase(),
+                "U+{:04X}",
+                u32::from(c)
+            );
+        }
+        for t in [
+            "ὈΔΥΣΣΕΎΣ",
+            "ǅungla",
+            "ΣΑΣ",
+            "İstanbul",
+            "ＡＢＣ",
+            "中文ABC",
+            "abc",
+        ] {
+            assert_eq!(lower(t, &mut buf), t.to_lowercase(), "{t}");
+        }
     }
 
     #[test]
@@ -357,6 +400,20 @@ mod tests {
             );
             assert_eq!(t, &t.to_lowercase());
         }
+    }
+
+    #[cfg(feature = "chinese")]
+    #[test]
+    fn chinese_drops_marks_after_ideographs() {
+        assert_eq!(tokens(Tokenizer::Chinese, "叛\u{301}徒"), ["叛", "徒"]);
+        assert_eq!(
+            tokens(Tokenizer::Chinese, "中文abc中文"),
+            ["中文", "abc", "中文"]
+        );
+        assert_eq!(
+            tokens(Tokenizer::Chinese, "中文 Don't 2024年"),
+            ["中文", "don't", "2024", "年"]
+        );
     }
 
     #[cfg(feature = "chinese")]
