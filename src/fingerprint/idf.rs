@@ -36,7 +36,7 @@ use super::{FingerprintError, Simhasher};
 /// assert!(weighted.config().to_string().contains(" idf="));
 /// # Ok::<(), simhashdb::fingerprint::FingerprintError>(())
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct IdfTable {
     idf: FnvHashMap<u64, f64>,
     default_idf: f64,
@@ -160,6 +160,17 @@ impl IdfTable {
     }
 }
 
+impl std::fmt::Debug for IdfTable {
+    /// Size and checksum only: a table can hold millions of features.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdfTable")
+            .field("len", &self.idf.len())
+            .field("default_idf", &self.default_idf)
+            .field("checksum", &format_args!("{:016x}", self.checksum))
+            .finish()
+    }
+}
+
 /// Accepts finite, non-negative values; `-0.0` becomes `0.0` so that the
 /// checksum depends on the value only.
 fn check_idf(value: f64) -> Result<f64, FingerprintError> {
@@ -230,6 +241,14 @@ mod tests {
         let zero = IdfTable::from_pairs([("x", 0.0)], 1.0).expect("valid");
         let neg_zero = IdfTable::from_pairs([("x", -0.0)], 1.0).expect("valid");
         assert_eq!(zero.checksum(), neg_zero.checksum());
+    }
+
+    #[test]
+    fn debug_is_a_summary() {
+        let t = IdfTable::from_pairs([("x", 2.0), ("y", 3.0)], 1.5).expect("valid");
+        let debug = format!("{t:?}");
+        assert!(debug.contains("len: 2"), "{debug}");
+        assert!(debug.contains(&format!("{:016x}", t.checksum())), "{debug}");
     }
 
     #[test]
