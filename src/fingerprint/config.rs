@@ -21,7 +21,7 @@ pub const FINGERPRINT_CONFIG_VERSION: u32 = 1;
 /// parses back to an equal value, for storing next to fingerprints:
 ///
 /// ```text
-/// v1 tokenizer=words shingle=1 weighting=tf hash=fnv1a64
+/// v1 tokenizer=words shingle=1 weighting=tf hash=fnv1a64-fmix64
 /// v1 tokenizer=chars:3 shingle=1 weighting=binary hash=fnv1a64-fmix64 idf=0123456789abcdef
 /// ```
 ///
@@ -36,7 +36,7 @@ pub const FINGERPRINT_CONFIG_VERSION: u32 = 1;
 ///
 /// let hasher = Simhasher::builder().tokenizer(Tokenizer::Letters).shingle(3).build()?;
 /// let line = hasher.config().to_string();
-/// assert_eq!(line, "v1 tokenizer=letters shingle=3 weighting=tf hash=fnv1a64");
+/// assert_eq!(line, "v1 tokenizer=letters shingle=3 weighting=tf hash=fnv1a64-fmix64");
 ///
 /// let config: FingerprintConfig = line.parse()?;
 /// let again = Simhasher::from_config(&config)?;

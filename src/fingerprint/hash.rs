@@ -25,11 +25,11 @@ use super::FingerprintError;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum FeatureHash {
-    /// FNV-1a 64 ([`fnv1a64`]), written `fnv1a64`. The default.
-    #[default]
+    /// FNV-1a 64 ([`fnv1a64`]), written `fnv1a64`.
     Fnv1a64,
     /// FNV-1a 64 followed by MurmurHash3's `fmix64` finaliser ([`fmix64`]),
-    /// written `fnv1a64-fmix64`.
+    /// written `fnv1a64-fmix64`. The default.
+    #[default]
     Fnv1a64Fmix64,
 }
 
@@ -306,7 +306,7 @@ mod tests {
         for h in [FeatureHash::Fnv1a64, FeatureHash::Fnv1a64Fmix64] {
             assert_eq!(h.to_string().parse::<FeatureHash>(), Ok(h));
         }
-        assert_eq!(FeatureHash::default().to_string(), "fnv1a64");
+        assert_eq!(FeatureHash::default().to_string(), "fnv1a64-fmix64");
         for bad in ["", "FNV1A64", "fnv1a64 ", "fmix64", "fnv1a64-fmix"] {
             assert!(bad.parse::<FeatureHash>().is_err(), "{bad:?}");
         }

@@ -41,7 +41,7 @@
 //!     .build()?;
 //! assert_eq!(
 //!     chinese.config().to_string(),
-//!     "v1 tokenizer=chinese shingle=3 weighting=binary hash=fnv1a64",
+//!     "v1 tokenizer=chinese shingle=3 weighting=binary hash=fnv1a64-fmix64",
 //! );
 //! let fp = chinese.fingerprint("我们中出了一个叛徒");
 //! assert_ne!(fp, 0);
@@ -143,13 +143,13 @@ pub struct Simhasher {
 }
 
 impl Default for Simhasher {
-    /// `v1 tokenizer=words shingle=1 weighting=tf hash=fnv1a64`.
+    /// `v1 tokenizer=words shingle=1 weighting=tf hash=fnv1a64-fmix64`.
     fn default() -> Self {
         Simhasher {
             tokenizer: Tokenizer::Words,
             shingle: 1,
             weighting: Weighting::TermFrequency,
-            hash: FeatureHash::Fnv1a64,
+            hash: FeatureHash::default(),
             idf: None,
         }
     }
@@ -171,7 +171,7 @@ impl Default for SimhasherBuilder {
             tokenizer: Tokenizer::Words,
             shingle: 1,
             weighting: Weighting::TermFrequency,
-            hash: FeatureHash::Fnv1a64,
+            hash: FeatureHash::default(),
             idf: None,
         }
     }
@@ -197,7 +197,7 @@ impl SimhasherBuilder {
         self
     }
 
-    /// The feature hash (default [`FeatureHash::Fnv1a64`]).
+    /// The feature hash (default [`FeatureHash::Fnv1a64Fmix64`]).
     pub fn hash(mut self, hash: FeatureHash) -> Self {
         self.hash = hash;
         self
@@ -378,12 +378,12 @@ impl Simhasher {
     /// let fp = hasher.fingerprint_weighted(
     ///     title.iter().map(|w| (w, 3.0)).chain(body.iter().map(|w| (w, 1.0))),
     /// );
+    /// assert_ne!(fp, 0);
     /// // One heavy feature decides every bit.
     /// assert_eq!(
     ///     hasher.fingerprint_weighted([("rust", 10.0), ("a", 1.0), ("b", 1.0)]),
-    ///     simhashdb::fingerprint::fnv1a64(b"rust"),
+    ///     simhashdb::fingerprint::FeatureHash::default().hash(b"rust"),
     /// );
-    /// # let _ = fp;
     /// ```
     pub fn fingerprint_weighted<I, F>(&self, features: I) -> u64
     where
@@ -544,6 +544,11 @@ impl Shingler {
 mod tests {
     use super::*;
 
+    /// The default feature hash of a feature's bytes.
+    fn feature_hash(feature: &[u8]) -> u64 {
+        FeatureHash::default().hash(feature)
+    }
+
     fn hasher(tokenizer: Tokenizer, shingle: usize, weighting: Weighting) -> Simhasher {
         Simhasher::builder()
             .tokenizer(tokenizer)
@@ -574,7 +579,7 @@ mod tests {
         assert_eq!(feature_texts(&h, "Hello, world"), ["hello world"]);
         assert_eq!(feature_texts(&h, "hello"), ["hello"]);
         assert!(feature_texts(&h, "  !! ").is_empty());
-        assert_eq!(h.fingerprint("hello world"), fnv1a64(b"hello world"));
+        assert_eq!(h.fingerprint("hello world"), feature_hash(b"hello world"));
         assert_ne!(h.fingerprint("hello"), 0);
         let huge = hasher(Tokenizer::Words, usize::MAX, Weighting::TermFrequency);
         assert_eq!(feature_texts(&huge, "a b c"), ["a b c"]);
@@ -602,7 +607,7 @@ mod tests {
     fn single_token_fingerprint_is_its_hash() {
         assert_eq!(
             Simhasher::default().fingerprint("Hello!"),
-            fnv1a64(b"hello")
+            feature_hash(b"hello")
         );
     }
 
@@ -611,17 +616,20 @@ mod tests {
         let tf = Simhasher::default();
         assert_eq!(
             tf.features("b a b b"),
-            [(fnv1a64(b"b"), 3.0), (fnv1a64(b"a"), 1.0)]
+            [(feature_hash(b"b"), 3.0), (feature_hash(b"a"), 1.0)]
         );
         let binary = hasher(Tokenizer::Words, 1, Weighting::Binary);
         assert_eq!(
             binary.features("b a b b"),
-            [(fnv1a64(b"b"), 1.0), (fnv1a64(b"a"), 1.0)]
+            [(feature_hash(b"b"), 1.0), (feature_hash(b"a"), 1.0)]
         );
         // With term frequency "b" decides every bit; with binary weights the
         // two features tie wherever they disagree.
-        assert_eq!(tf.fingerprint("b a b b"), fnv1a64(b"b"));
-        assert_eq!(binary.fingerprint("b a b b"), fnv1a64(b"a") & fnv1a64(b"b"));
+        assert_eq!(tf.fingerprint("b a b b"), feature_hash(b"b"));
+        assert_eq!(
+            binary.fingerprint("b a b b"),
+            feature_hash(b"a") & feature_hash(b"b")
+        );
     }
 
     #[test]
@@ -681,7 +689,7 @@ mod tests {
         let texts: Vec<&str> = d.iter().map(|f| f.text.as_str()).collect();
         assert_eq!(texts, ["to be", "be or", "or not", "not to"]);
         assert_eq!(d.first().map(|f| f.weight), Some(2.0));
-        assert_eq!(d.first().map(|f| f.hash), Some(fnv1a64(b"to be")));
+        assert_eq!(d.first().map(|f| f.hash), Some(feature_hash(b"to be")));
     }
 
     #[test]
@@ -691,16 +699,19 @@ mod tests {
         assert_eq!(
             h.features("common rare common other"),
             [
-                (fnv1a64(b"common"), 0.2),
-                (fnv1a64(b"rare"), 10.0),
-                (fnv1a64(b"other"), 2.0)
+                (feature_hash(b"common"), 0.2),
+                (feature_hash(b"rare"), 10.0),
+                (feature_hash(b"other"), 2.0)
             ]
         );
-        assert_eq!(h.fingerprint("common rare common other"), fnv1a64(b"rare"));
+        assert_eq!(
+            h.fingerprint("common rare common other"),
+            feature_hash(b"rare")
+        );
         // An idf of 0 removes a feature from the vote.
         let zero = IdfTable::from_pairs([("noise", 0.0)], 1.0).expect("valid");
         let h = Simhasher::builder().idf(zero).build().expect("valid");
-        assert_eq!(h.fingerprint("noise signal noise"), fnv1a64(b"signal"));
+        assert_eq!(h.fingerprint("noise signal noise"), feature_hash(b"signal"));
     }
 
     #[test]
@@ -745,9 +756,9 @@ mod tests {
             ("c", 1.0),
             ("d", 1.0),
         ]);
-        assert_eq!(fp, fnv1a64(b"heavy"));
+        assert_eq!(fp, feature_hash(b"heavy"));
         let fp = h.fingerprint_weighted([("heavy", 1.0), ("a", 1.0), ("b", 1.0), ("c", 1.0)]);
-        assert_ne!(fp, fnv1a64(b"heavy"));
+        assert_ne!(fp, feature_hash(b"heavy"));
         // Byte features work too, and equal unit weights match the text path.
         let bytes: [(&[u8], f64); 2] = [(b"x", 1.0), (b"x", 1.0)];
         assert_eq!(h.fingerprint_weighted(bytes), h.fingerprint("x x"));
@@ -764,7 +775,7 @@ mod tests {
             ("d", f64::INFINITY),
             ("e", f64::NEG_INFINITY),
         ]);
-        assert_eq!(fp, fnv1a64(b"a"));
+        assert_eq!(fp, feature_hash(b"a"));
     }
 
     #[test]
@@ -798,7 +809,7 @@ mod tests {
         let config = h.config();
         assert_eq!(
             config.to_string(),
-            "v1 tokenizer=letters shingle=2 weighting=binary hash=fnv1a64"
+            "v1 tokenizer=letters shingle=2 weighting=binary hash=fnv1a64-fmix64"
         );
         let parsed: FingerprintConfig = config.to_string().parse().expect("valid");
         let again = Simhasher::from_config(&parsed).expect("valid");
