@@ -27,6 +27,13 @@ use crate::plan::{Plan, Table};
 /// Runs up to this size are compared pair by pair.
 const BRUTE_FORCE_RUN: usize = 32;
 
+/// Groups of at least this size search their parts in parallel.
+const PARALLEL_GROUP: usize = 4096;
+
+/// A pair of input positions `(i, j)`, `i < j`, as `i << 32 | j`: half the
+/// size of a pair of `usize`, and sorts in the same order.
+type Pair = u64;
+
 /// A permuted key's leading bits (left-aligned) packed with the position of
 /// its fingerprint in the input (in the low bits): 8 bytes per fingerprint.
 type Entry = u64;
@@ -43,10 +50,10 @@ pub fn find_all(fingerprints: &[u64], plan: &Plan) -> Vec<(usize, usize)> {
         u32::try_from(fingerprints.len()).is_ok(),
         "find_all handles at most u32::MAX fingerprints"
     );
-    let mut pairs: Vec<(usize, usize)> = Vec::new();
     if fingerprints.len() < 2 {
-        return pairs;
+        return Vec::new();
     }
+    let mut pairs: Vec<Pair> = Vec::new();
     let mut entries: Vec<Entry> = vec![0; fingerprints.len()];
     for t in 0..plan.tables().len() {
         let search = TableSearch {
@@ -59,6 +66,9 @@ pub fn find_all(fingerprints: &[u64], plan: &Plan) -> Vec<(usize, usize)> {
     }
     pairs.par_sort_unstable();
     pairs
+        .into_iter()
+        .map(|p| ((p >> 32) as usize, (p & u64::from(u32::MAX)) as usize))
+        .collect()
 }
 
 /// Connected components (of two or more positions) of the graph whose edges
@@ -104,7 +114,7 @@ impl TableSearch<'_> {
     /// Fills `entries` with this table's packed keys, grouped by bucket within
     /// each input chunk, and
     /// returns the pairs this table reports.
-    fn run(&self, entries: &mut [Entry]) -> Vec<(usize, usize)> {
+    fn run(&self, entries: &mut [Entry]) -> Vec<Pair> {
         let n = self.fingerprints.len();
         // Positions take the low bits; the key keeps as much of its prefix as
         // fits above them. A shortened prefix only makes runs coarser: leaves
@@ -177,7 +187,7 @@ impl TableSearch<'_> {
             })
     }
 
-    fn search_bucket(&self, bucket: &mut [Entry], keep_mask: u64, pairs: &mut Vec<(usize, usize)>) {
+    fn search_bucket(&self, bucket: &mut [Entry], keep_mask: u64, pairs: &mut Vec<Pair>) {
         if bucket.len() < 2 {
             return;
         }
@@ -208,7 +218,7 @@ impl TableSearch<'_> {
         &self,
         items: &mut [(u64, u32)],
         exclusions: &mut Vec<u64>,
-        pairs: &mut Vec<(usize, usize)>,
+        pairs: &mut Vec<Pair>,
     ) {
         let k = self.plan.k();
         let first = items[0].0;
@@ -229,26 +239,59 @@ impl TableSearch<'_> {
                         && self.plan.first_table_sharing(self.t, diff)
                         && !exclusions.iter().any(|&m| diff & m == 0)
                     {
-                        pairs.push((i.min(j) as usize, i.max(j) as usize));
+                        pairs.push(u64::from(i.min(j)) << 32 | u64::from(i.max(j)));
                     }
                 }
             }
             return;
         }
         let parts = split_bits(varying, k + 1);
+        if items.len() >= PARALLEL_GROUP {
+            // A large group (a dense run): search its parts on all cores,
+            // each on its own copy of the group.
+            let found: Vec<Vec<Pair>> = (0..parts.len())
+                .into_par_iter()
+                .map(|j| {
+                    let mut own_items = items.to_vec();
+                    let mut own_exclusions = exclusions.clone();
+                    own_exclusions.extend_from_slice(&parts[..j]);
+                    let mut own_pairs = Vec::new();
+                    self.search_part(
+                        &mut own_items,
+                        parts[j],
+                        &mut own_exclusions,
+                        &mut own_pairs,
+                    );
+                    own_pairs
+                })
+                .collect();
+            pairs.extend(found.into_iter().flatten());
+            return;
+        }
         let depth = exclusions.len();
         for (j, &part) in parts.iter().enumerate() {
             if j > 0 {
                 exclusions.push(parts[j - 1]);
             }
-            items.sort_unstable_by_key(|&(fp, _)| fp & part);
-            for group in items.chunk_by_mut(|a, b| (a.0 ^ b.0) & part == 0) {
-                if group.len() >= 2 {
-                    self.search_group(group, exclusions, pairs);
-                }
-            }
+            self.search_part(items, part, exclusions, pairs);
         }
         exclusions.truncate(depth);
+    }
+
+    /// Groups `items` by their bits in `part` and searches each group.
+    fn search_part(
+        &self,
+        items: &mut [(u64, u32)],
+        part: u64,
+        exclusions: &mut Vec<u64>,
+        pairs: &mut Vec<Pair>,
+    ) {
+        items.sort_unstable_by_key(|&(fp, _)| fp & part);
+        for group in items.chunk_by_mut(|a, b| (a.0 ^ b.0) & part == 0) {
+            if group.len() >= 2 {
+                self.search_group(group, exclusions, pairs);
+            }
+        }
     }
 }
 
