@@ -166,18 +166,20 @@ impl TableSearch<'_> {
             .into_par_iter()
             .with_min_len(64)
             .fold(
-                || (Vec::new(), Vec::new()),
-                |(mut scratch, mut pairs), b| {
+                || (Vec::new(), Vec::new(), Vec::new()),
+                |(mut scratch, mut seen, mut pairs), b| {
                     scratch.clear();
                     for (region, starts) in regions.iter().zip(&starts) {
                         scratch
                             .extend_from_slice(&region[starts[b] as usize..starts[b + 1] as usize]);
                     }
-                    self.search_bucket(&mut scratch, keep_mask, &mut pairs);
-                    (scratch, pairs)
+                    if has_equal_prefixes(&scratch, keep_mask, &mut seen) {
+                        self.search_bucket(&mut scratch, keep_mask, &mut pairs);
+                    }
+                    (scratch, seen, pairs)
                 },
             )
-            .map(|(_, pairs)| pairs)
+            .map(|(_, _, pairs)| pairs)
             .reduce(Vec::new, |mut a, mut b| {
                 if a.len() < b.len() {
                     std::mem::swap(&mut a, &mut b);
@@ -293,6 +295,35 @@ impl TableSearch<'_> {
             }
         }
     }
+}
+
+/// Whether two entries of `bucket` share their kept prefix: a linear-probing
+/// hash set in `seen`, much cheaper than sorting a bucket that (as almost every
+/// bucket of random fingerprints) holds no run at all.
+fn has_equal_prefixes(bucket: &[Entry], keep_mask: u64, seen: &mut Vec<u64>) -> bool {
+    if bucket.len() < 2 {
+        return false;
+    }
+    let bits = (bucket.len() * 2).next_power_of_two().trailing_zeros();
+    seen.clear();
+    seen.resize(1 << bits, 0);
+    let wrap = (1usize << bits) - 1;
+    for &e in bucket {
+        // Positions are masked off; the low bit marks an occupied slot.
+        let key = (e & keep_mask) | 1;
+        let mut slot = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize;
+        loop {
+            match seen[slot] {
+                0 => {
+                    seen[slot] = key;
+                    break;
+                }
+                s if s == key => return true,
+                _ => slot = (slot + 1) & wrap,
+            }
+        }
+    }
+    false
 }
 
 /// Splits the set bits of `mask` into `parts` masks of near-equal size, in bit order.
