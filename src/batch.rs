@@ -25,7 +25,11 @@ use rayon::prelude::*;
 use crate::plan::{Plan, Table};
 
 /// Runs up to this size are compared pair by pair.
-const BRUTE_FORCE_RUN: usize = 32;
+const BRUTE_FORCE_RUN: usize = 64;
+
+/// Groups varying in at most this many bits may be searched by enumerating
+/// neighbourhoods in a table of `2^bits` slots.
+const MAX_ENUMERATED_BITS: u32 = 20;
 
 /// Groups of at least this size search their parts in parallel.
 const PARALLEL_GROUP: usize = 4096;
@@ -64,7 +68,7 @@ pub fn find_all(fingerprints: &[u64], plan: &Plan) -> Vec<(usize, usize)> {
         };
         pairs.extend(search.run(&mut entries));
     }
-    pairs.par_sort_unstable();
+    radix_sort(&mut pairs);
     pairs
         .into_iter()
         .map(|p| ((p >> 32) as usize, (p & u64::from(u32::MAX)) as usize))
@@ -235,16 +239,16 @@ impl TableSearch<'_> {
         if items.len() <= BRUTE_FORCE_RUN || varying.count_ones() <= k {
             for (n, &(a, i)) in items.iter().enumerate() {
                 for &(b, j) in &items[n + 1..] {
-                    let diff = a ^ b;
-                    if diff.count_ones() <= k
-                        && self.table.shares_prefix(diff)
-                        && self.plan.first_table_sharing(self.t, diff)
-                        && !exclusions.iter().any(|&m| diff & m == 0)
-                    {
-                        pairs.push(u64::from(i.min(j)) << 32 | u64::from(i.max(j)));
+                    if (a ^ b).count_ones() <= k {
+                        self.report(a, i, b, j, exclusions, pairs);
                     }
                 }
             }
+            return;
+        }
+        let bits = varying.count_ones();
+        if bits <= MAX_ENUMERATED_BITS && neighbourhood(bits, k) * 4 <= items.len() as u64 {
+            self.search_neighbourhoods(items, varying, exclusions, pairs);
             return;
         }
         let parts = split_bits(varying, k + 1);
@@ -280,6 +284,85 @@ impl TableSearch<'_> {
         exclusions.truncate(depth);
     }
 
+    /// Reports the pair `(i, j)` of fingerprints `a`, `b` (already known to
+    /// be within `k`) if this table and no exclusion claims it.
+    #[inline]
+    fn report(&self, a: u64, i: u32, b: u64, j: u32, exclusions: &[u64], pairs: &mut Vec<Pair>) {
+        let diff = a ^ b;
+        if self.table.shares_prefix(diff)
+            && self.plan.first_table_sharing(self.t, diff)
+            && !exclusions.iter().any(|&m| diff & m == 0)
+        {
+            pairs.push(u64::from(i.min(j)) << 32 | u64::from(i.max(j)));
+        }
+    }
+
+    /// Searches a group that is dense in the few bits where it varies: each
+    /// member's varying bits index a table of `2^bits` slots, and each
+    /// occupied slot looks up its neighbours within `k` flips directly.
+    fn search_neighbourhoods(
+        &self,
+        items: &[(u64, u32)],
+        varying: u64,
+        exclusions: &[u64],
+        pairs: &mut Vec<Pair>,
+    ) {
+        let k = self.plan.k();
+        let positions: Vec<u32> = (0..64).filter(|b| varying >> b & 1 == 1).collect();
+        let code = |fp: u64| {
+            positions
+                .iter()
+                .enumerate()
+                .fold(0usize, |acc, (i, &b)| acc | ((fp >> b & 1) as usize) << i)
+        };
+        let slots = 1usize << positions.len();
+        let mut starts = vec![0u32; slots + 1];
+        for &(fp, _) in items {
+            starts[code(fp) + 1] += 1;
+        }
+        for s in 0..slots {
+            starts[s + 1] += starts[s];
+        }
+        let mut by_code = vec![(0u64, 0u32); items.len()];
+        let mut next = starts.clone();
+        for &item in items {
+            let slot = &mut next[code(item.0)];
+            by_code[*slot as usize] = item;
+            *slot += 1;
+        }
+        let flips: Vec<usize> = (1..slots).filter(|f| f.count_ones() <= k).collect();
+        let members = |s: usize| &by_code[starts[s] as usize..starts[s + 1] as usize];
+        let found = (0..slots)
+            .into_par_iter()
+            .with_min_len(1024)
+            .fold(Vec::new, |mut found, x| {
+                let here = members(x);
+                for (n, &(a, i)) in here.iter().enumerate() {
+                    for &(b, j) in &here[n + 1..] {
+                        self.report(a, i, b, j, exclusions, &mut found);
+                    }
+                }
+                if !here.is_empty() {
+                    for &f in &flips {
+                        let y = x ^ f;
+                        if y > x {
+                            for &(a, i) in here {
+                                for &(b, j) in members(y) {
+                                    self.report(a, i, b, j, exclusions, &mut found);
+                                }
+                            }
+                        }
+                    }
+                }
+                found
+            })
+            .reduce(Vec::new, |mut a, b| {
+                a.extend(b);
+                a
+            });
+        pairs.extend(found);
+    }
+
     /// Groups `items` by their bits in `part` and searches each group.
     fn search_part(
         &self,
@@ -295,6 +378,46 @@ impl TableSearch<'_> {
             }
         }
     }
+}
+
+/// Sorts `values` with a least-significant-digit radix sort on 16-bit
+/// digits, skipping digits on which all values agree.
+fn radix_sort(values: &mut Vec<u64>) {
+    if values.len() < 4096 {
+        values.sort_unstable();
+        return;
+    }
+    let mut scratch = vec![0u64; values.len()];
+    for shift in (0..64).step_by(16) {
+        let digit = |v: u64| (v >> shift) as usize & 0xffff;
+        let mut starts = vec![0usize; (1 << 16) + 1];
+        for &v in values.iter() {
+            starts[digit(v) + 1] += 1;
+        }
+        if starts.iter().any(|&c| c == values.len()) {
+            continue;
+        }
+        for d in 0..1 << 16 {
+            starts[d + 1] += starts[d];
+        }
+        for &v in values.iter() {
+            let slot = &mut starts[digit(v)];
+            scratch[*slot] = v;
+            *slot += 1;
+        }
+        std::mem::swap(values, &mut scratch);
+    }
+}
+
+/// Number of `bits`-bit values within distance `k` of a given one.
+fn neighbourhood(bits: u32, k: u32) -> u64 {
+    let mut total = 0u64;
+    let mut term = 1u64; // C(bits, i)
+    for i in 0..=k.min(bits) {
+        total += term;
+        term = term * u64::from(bits - i) / u64::from(i + 1);
+    }
+    total
 }
 
 /// Whether two entries of `bucket` share their kept prefix: a linear-probing
@@ -414,6 +537,28 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec![16; 4]
         );
+    }
+
+    #[test]
+    fn radix_sort_sorts() {
+        let mut state = 99u64;
+        for n in [0usize, 3, 5000, 100_000] {
+            let mut v: Vec<u64> = (0..n)
+                .map(|i| {
+                    state = state.wrapping_mul(6364136223846793005).wrapping_add(1);
+                    // Some digits constant, some not, some duplicates.
+                    if i % 7 == 0 {
+                        42
+                    } else {
+                        state & 0xffff_0000_ffff_ffff
+                    }
+                })
+                .collect();
+            let mut expected = v.clone();
+            expected.sort_unstable();
+            radix_sort(&mut v);
+            assert_eq!(v, expected);
+        }
     }
 
     #[test]
