@@ -394,7 +394,7 @@ fn radix_sort(values: &mut Vec<u64>) {
         for &v in values.iter() {
             starts[digit(v) + 1] += 1;
         }
-        if starts.iter().any(|&c| c == values.len()) {
+        if starts.contains(&values.len()) {
             continue;
         }
         for d in 0..1 << 16 {
