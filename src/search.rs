@@ -57,12 +57,25 @@ pub fn check_distance(plan: &Plan, k: u32) -> Result<(), DistanceError> {
 pub struct PermutedTables {
     plan: Plan,
     tables: Vec<Vec<u64>>,
+    /// Per table, where each value of the top `directory_bits` bits of the
+    /// permuted keys starts: a probe reads two entries instead of binary
+    /// searching the whole table.
+    directories: Vec<Vec<u32>>,
+    directory_bits: u32,
 }
 
 impl PermutedTables {
     /// Builds the tables of `plan` over the distinct values of `fingerprints`.
+    ///
+    /// # Panics
+    ///
+    /// If `fingerprints` holds more than `u32::MAX` values.
     pub fn new(fingerprints: &[u64], plan: &Plan) -> PermutedTables {
-        let tables = plan
+        assert!(
+            u32::try_from(fingerprints.len()).is_ok(),
+            "at most u32::MAX fingerprints"
+        );
+        let tables: Vec<Vec<u64>> = plan
             .tables()
             .iter()
             .map(|t| {
@@ -72,9 +85,26 @@ impl PermutedTables {
                 keys
             })
             .collect();
+        // About one directory entry per key, at most 2^20 (4 MiB) per table.
+        let directory_bits = (usize::BITS - fingerprints.len().leading_zeros()).min(20);
+        let directories = tables
+            .iter()
+            .map(|keys| {
+                let mut starts = vec![0u32; (1 << directory_bits) + 1];
+                for &key in keys {
+                    starts[top_bits(key, directory_bits) + 1] += 1;
+                }
+                for d in 0..1 << directory_bits {
+                    starts[d + 1] += starts[d];
+                }
+                starts
+            })
+            .collect();
         PermutedTables {
             plan: plan.clone(),
             tables,
+            directories,
+            directory_bits,
         }
     }
 
@@ -98,11 +128,21 @@ impl PermutedTables {
     pub fn query(&self, fp: u64, k: u32) -> Result<Vec<Hit>, DistanceError> {
         check_distance(&self.plan, k)?;
         let mut hits = Vec::new();
-        for (t, (table, keys)) in self.plan.tables().iter().zip(&self.tables).enumerate() {
+        let tables = self
+            .plan
+            .tables()
+            .iter()
+            .zip(&self.tables)
+            .zip(&self.directories);
+        for (t, ((table, keys), directory)) in tables.enumerate() {
             let q = table.permute(fp);
             let (lo, hi) = table.prefix_range(q);
-            let start = keys.partition_point(|&key| key < lo);
-            for &key in keys[start..].iter().take_while(|&&key| key <= hi) {
+            // Keys in [lo, hi] lie between the directory entries of lo and hi.
+            let from = directory[top_bits(lo, self.directory_bits)] as usize;
+            let to = directory[top_bits(hi, self.directory_bits) + 1] as usize;
+            let run = &keys[from..to];
+            let start = from + run.partition_point(|&key| key < lo);
+            for &key in keys[start..to].iter().take_while(|&&key| key <= hi) {
                 let distance = (key ^ q).count_ones();
                 if distance <= k {
                     let fingerprint = table.unpermute(key);
@@ -118,6 +158,12 @@ impl PermutedTables {
         hits.sort_unstable();
         Ok(hits)
     }
+}
+
+/// The top `bits` bits of `key` (0 when `bits` is 0).
+#[inline]
+fn top_bits(key: u64, bits: u32) -> usize {
+    key.checked_shr(64 - bits).unwrap_or(0) as usize
 }
 
 #[cfg(test)]
