@@ -57,7 +57,8 @@ pub fn find_all(fingerprints: &[u64], plan: &Plan) -> Vec<(usize, usize)> {
     if fingerprints.len() < 2 {
         return Vec::new();
     }
-    let mut pairs: Vec<Pair> = Vec::new();
+    // Each table's parallel tasks hand back their own vectors of pairs.
+    let mut found: Vec<Vec<Pair>> = Vec::new();
     let mut entries: Vec<Entry> = vec![0; fingerprints.len()];
     for t in 0..plan.tables().len() {
         let search = TableSearch {
@@ -66,7 +67,11 @@ pub fn find_all(fingerprints: &[u64], plan: &Plan) -> Vec<(usize, usize)> {
             table: &plan.tables()[t],
             fingerprints,
         };
-        pairs.extend(search.run(&mut entries));
+        found.extend(search.run(&mut entries));
+    }
+    let mut pairs: Vec<Pair> = Vec::with_capacity(found.iter().map(Vec::len).sum());
+    for part in found {
+        pairs.extend_from_slice(&part);
     }
     radix_sort(&mut pairs);
     pairs
@@ -118,7 +123,7 @@ impl TableSearch<'_> {
     /// Fills `entries` with this table's packed keys, grouped by bucket within
     /// each input chunk, and
     /// returns the pairs this table reports.
-    fn run(&self, entries: &mut [Entry]) -> Vec<Pair> {
+    fn run(&self, entries: &mut [Entry]) -> Vec<Vec<Pair>> {
         let n = self.fingerprints.len();
         // Positions take the low bits; the key keeps as much of its prefix as
         // fits above them. A shortened prefix only makes runs coarser: leaves
@@ -184,13 +189,8 @@ impl TableSearch<'_> {
                 },
             )
             .map(|(_, _, pairs)| pairs)
-            .reduce(Vec::new, |mut a, mut b| {
-                if a.len() < b.len() {
-                    std::mem::swap(&mut a, &mut b);
-                }
-                a.extend(b);
-                a
-            })
+            .filter(|pairs| !pairs.is_empty())
+            .collect()
     }
 
     fn search_bucket(&self, bucket: &mut [Entry], keep_mask: u64, pairs: &mut Vec<Pair>) {
@@ -356,11 +356,10 @@ impl TableSearch<'_> {
                 }
                 found
             })
-            .reduce(Vec::new, |mut a, b| {
-                a.extend(b);
-                a
-            });
-        pairs.extend(found);
+            .collect::<Vec<Vec<Pair>>>();
+        for part in found {
+            pairs.extend_from_slice(&part);
+        }
     }
 
     /// Groups `items` by their bits in `part` and searches each group.
