@@ -63,33 +63,33 @@ fn english(c: &mut Criterion) {
         ("apache-11KB", APACHE.to_owned()),
         ("apache-100KB", repeated(APACHE, 100_000)),
     ];
-    let fnv = FeatureHash::Fnv1a64;
+    let hash = FeatureHash::default();
     let configs = [
         ("words", Simhasher::default()),
         (
             "words-shingle3",
-            hasher(Tokenizer::Words, 3, Weighting::TermFrequency, fnv),
+            hasher(Tokenizer::Words, 3, Weighting::TermFrequency, hash),
         ),
         (
             "words-binary",
-            hasher(Tokenizer::Words, 1, Weighting::Binary, fnv),
+            hasher(Tokenizer::Words, 1, Weighting::Binary, hash),
         ),
         (
-            "words-fmix64",
+            "words-plain-fnv1a64",
             hasher(
                 Tokenizer::Words,
                 1,
                 Weighting::TermFrequency,
-                FeatureHash::Fnv1a64Fmix64,
+                FeatureHash::Fnv1a64,
             ),
         ),
         (
             "letters",
-            hasher(Tokenizer::Letters, 1, Weighting::TermFrequency, fnv),
+            hasher(Tokenizer::Letters, 1, Weighting::TermFrequency, hash),
         ),
         (
             "chars3",
-            hasher(Tokenizer::CharNgrams(3), 1, Weighting::TermFrequency, fnv),
+            hasher(Tokenizer::CharNgrams(3), 1, Weighting::TermFrequency, hash),
         ),
     ];
     bench_group(c, "fingerprint/english", &corpora, &configs);
@@ -97,20 +97,20 @@ fn english(c: &mut Criterion) {
 
 fn chinese(c: &mut Criterion) {
     let corpora = [("zh-prose-100KB", repeated(ZH_PROSE, 100_000))];
-    let fnv = FeatureHash::Fnv1a64;
+    let hash = FeatureHash::default();
     let configs = [
         (
             "chinese",
-            hasher(Tokenizer::Chinese, 1, Weighting::TermFrequency, fnv),
+            hasher(Tokenizer::Chinese, 1, Weighting::TermFrequency, hash),
         ),
         (
             "chinese-shingle3",
-            hasher(Tokenizer::Chinese, 3, Weighting::TermFrequency, fnv),
+            hasher(Tokenizer::Chinese, 3, Weighting::TermFrequency, hash),
         ),
         ("words", Simhasher::default()),
         (
             "chars3",
-            hasher(Tokenizer::CharNgrams(3), 1, Weighting::TermFrequency, fnv),
+            hasher(Tokenizer::CharNgrams(3), 1, Weighting::TermFrequency, hash),
         ),
     ];
     bench_group(c, "fingerprint/chinese", &corpora, &configs);
