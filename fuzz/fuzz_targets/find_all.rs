@@ -27,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
         .take(400)
         .map(|c| {
             let lo = u64::from(c[0]) | u64::from(*c.get(1).unwrap_or(&0)) << 8;
-            let hi = u64::from(*c.get(2).unwrap_or(&0) % 4) * 0x9e37_79b9_7f4a_0000;
+            let hi = u64::from(*c.get(2).unwrap_or(&0) % 4).wrapping_mul(0x9e37_79b9_7f4a_0000);
             hi ^ lo
         })
         .collect();
