@@ -37,6 +37,7 @@
 //! [`batch`] (all pairs and clusters of a set).
 
 pub mod batch;
+pub mod engine;
 pub mod fingerprint;
 pub mod plan;
 pub mod search;

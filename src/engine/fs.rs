@@ -1,0 +1,307 @@
+//! The file-system layer under the engine.
+//!
+//! Every file-system call of the engine goes through [`FileSystem`], so that
+//! tests can swap [`RealFs`] for [`FaultFs`](super::fault::FaultFs), which
+//! injects errors and simulates power loss.
+//!
+//! # Durability
+//!
+//! Three levels, in the order data climbs them:
+//!
+//! 1. **Visible.** When a call returns `Ok`, its effect is visible to every
+//!    later call, and it survives the process being killed: the operating
+//!    system holds it.
+//! 2. **Durable contents.** [`WritableFile::sync`] makes the file's bytes
+//!    (and its length) survive power loss. It does not make the file's *name*
+//!    durable.
+//! 3. **Durable names.** Creating, renaming and removing a file (and creating
+//!    a directory) change a directory entry. Such a change survives power loss
+//!    only once [`FileSystem::sync_dir`] of the parent directory has returned
+//!    `Ok` afterwards; a rename between directories needs both parents synced.
+//!
+//! A file that was synced but whose directory entry was not can vanish on power
+//! loss; a rename that was not followed by a directory sync can be undone.
+//! Publishing a file therefore takes: write, `sync`, rename (or create in
+//! place), `sync_dir`.
+//!
+//! A failed `sync` (or `sync_dir`) means the bytes written since the last
+//! successful one may never reach the disk, even if a later sync succeeds:
+//! Linux marks the pages clean after a write-back error and reports it once.
+//! Treat the file (and the writer) as poisoned.
+
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::ops::Deref;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Weak};
+
+/// The file-system calls of the engine. Object safe: the engine holds an
+/// `Arc<dyn FileSystem>`.
+///
+/// Paths are used as given; implementations do not resolve them against a root.
+pub trait FileSystem: Send + Sync + fmt::Debug {
+    /// Creates `dir` and any missing parents. Succeeds if it already exists.
+    ///
+    /// A newly created directory's name is durable once its parent has been
+    /// synced with [`sync_dir`](Self::sync_dir); files inside a directory whose
+    /// own entry was lost are lost with it.
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+
+    /// Creates `path`, or truncates it to zero bytes if it exists, and opens it
+    /// for appending. The parent directory must exist.
+    ///
+    /// Contents are durable after [`WritableFile::sync`]; the name after
+    /// [`sync_dir`](Self::sync_dir) of the parent.
+    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>>;
+
+    /// Opens the existing file `path` to append to its end (a WAL after
+    /// recovery). Fails with [`io::ErrorKind::NotFound`] if it does not exist.
+    fn open_append(&self, path: &Path) -> io::Result<Box<dyn WritableFile>>;
+
+    /// Reads the whole file: for small files (manifest, WAL replay).
+    fn read(&self, path: &Path) -> io::Result<Vec<u8>>;
+
+    /// Maps the whole file read-only.
+    ///
+    /// Only for published files, which are never written, truncated or
+    /// recreated in place while a mapping of them is alive. The mapping stays
+    /// valid after the file is removed or renamed over.
+    fn map(&self, path: &Path) -> io::Result<Mapped>;
+
+    /// Atomically renames `from` to `to`, replacing `to` if it exists.
+    ///
+    /// Visible at once; durable after [`sync_dir`](Self::sync_dir) of the
+    /// parent directory (of both, if they differ). Until then power loss may
+    /// leave the old name and the old target.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+
+    /// Removes the file `path`. Open writers and live mappings of it keep
+    /// working. Durable after [`sync_dir`](Self::sync_dir) of the parent.
+    fn remove(&self, path: &Path) -> io::Result<()>;
+
+    /// Makes every directory-entry change in `dir` (creations, renames,
+    /// removals of its direct children) durable. Says nothing about the
+    /// contents of the files, nor about `dir`'s own entry in its parent.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+
+    /// The names (not full paths) of the entries of `dir`, files and
+    /// directories, sorted.
+    fn list(&self, dir: &Path) -> io::Result<Vec<PathBuf>>;
+
+    /// Sets the length of the file `path`: drops the bytes past `len`, or
+    /// appends zeros up to it. Used to cut a torn WAL tail before appending.
+    ///
+    /// Like a write: visible at once, durable after the next
+    /// [`WritableFile::sync`] of a writer on the same file.
+    fn truncate(&self, path: &Path, len: u64) -> io::Result<()>;
+
+    /// The current length of the file `path`, in bytes.
+    fn len(&self, path: &Path) -> io::Result<u64>;
+}
+
+/// An append-only writer returned by [`FileSystem::create`] and
+/// [`FileSystem::open_append`].
+pub trait WritableFile: Send + fmt::Debug {
+    /// Appends all of `buf`. Visible, and survives a process kill, once it
+    /// returns `Ok`; durable only after [`sync`](Self::sync).
+    ///
+    /// On error an unknown prefix of `buf` may have been written; the writer
+    /// should not be used again.
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()>;
+
+    /// Makes the file's contents and length durable (`fdatasync`). On error
+    /// the bytes written since the last successful sync may be lost for good,
+    /// whatever later syncs return: the writer is poisoned.
+    fn sync(&mut self) -> io::Result<()>;
+
+    /// The file's length as seen through this writer: its length when opened
+    /// plus the bytes written through it (after a failed write, what the file
+    /// system reports).
+    fn len(&self) -> u64;
+}
+
+/// A read-only view of a whole file, cheap to clone; the bytes stay valid for
+/// as long as any clone is alive, even after the file is removed.
+#[derive(Clone)]
+pub struct Mapped(Arc<MapInner>);
+
+enum MapInner {
+    /// A memory map of a non-empty file.
+    Mmap(memmap2::Mmap),
+    /// Bytes held in memory: empty files (which cannot be mapped) and
+    /// in-memory file systems.
+    Owned(Box<[u8]>),
+}
+
+impl Mapped {
+    /// Bytes held in memory, for file systems that do not map real files.
+    pub fn from_vec(bytes: Vec<u8>) -> Mapped {
+        Mapped(Arc::new(MapInner::Owned(bytes.into_boxed_slice())))
+    }
+
+    /// A token that tells whether any clone of this mapping is still alive.
+    pub(crate) fn liveness(&self) -> MapLiveness {
+        MapLiveness(Arc::downgrade(&self.0))
+    }
+}
+
+impl Deref for Mapped {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match &*self.0 {
+            MapInner::Mmap(map) => map,
+            MapInner::Owned(bytes) => bytes,
+        }
+    }
+}
+
+impl AsRef<[u8]> for Mapped {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
+impl fmt::Debug for Mapped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match &*self.0 {
+            MapInner::Mmap(_) => "mmap",
+            MapInner::Owned(_) => "owned",
+        };
+        f.debug_struct("Mapped")
+            .field("len", &self.len())
+            .field("kind", &kind)
+            .finish()
+    }
+}
+
+/// Whether a [`Mapped`] (or a clone of it) is still alive, without keeping it
+/// alive.
+#[derive(Debug, Clone)]
+pub(crate) struct MapLiveness(Weak<MapInner>);
+
+impl MapLiveness {
+    pub(crate) fn is_alive(&self) -> bool {
+        self.0.strong_count() > 0
+    }
+}
+
+/// The operating system's file system, through `std::fs` and `memmap2`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RealFs;
+
+impl FileSystem for RealFs {
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        std::fs::create_dir_all(dir)
+    }
+
+    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?;
+        Ok(Box::new(RealFile { file, len: 0 }))
+    }
+
+    fn open_append(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        let file = OpenOptions::new().append(true).open(path)?;
+        let len = file.metadata()?.len();
+        Ok(Box::new(RealFile { file, len }))
+    }
+
+    fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
+        std::fs::read(path)
+    }
+
+    fn map(&self, path: &Path) -> io::Result<Mapped> {
+        let file = File::open(path)?;
+        if file.metadata()?.len() == 0 {
+            // mmap of length zero fails (EINVAL); an empty file has no bytes to share.
+            return Ok(Mapped::from_vec(Vec::new()));
+        }
+        Ok(Mapped(Arc::new(MapInner::Mmap(map_published(&file)?))))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
+    }
+
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
+    }
+
+    #[cfg(unix)]
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        File::open(dir)?.sync_all()
+    }
+
+    /// Other systems cannot open a directory as a file; their directory
+    /// metadata durability is the file system's own business.
+    #[cfg(not(unix))]
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        std::fs::metadata(dir).map(drop)
+    }
+
+    fn list(&self, dir: &Path) -> io::Result<Vec<PathBuf>> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(dir)? {
+            names.push(PathBuf::from(entry?.file_name()));
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    fn truncate(&self, path: &Path, len: u64) -> io::Result<()> {
+        OpenOptions::new().write(true).open(path)?.set_len(len)
+    }
+
+    fn len(&self, path: &Path) -> io::Result<u64> {
+        Ok(std::fs::metadata(path)?.len())
+    }
+}
+
+/// Maps a published file: the crate's only `unsafe`.
+fn map_published(file: &File) -> io::Result<memmap2::Mmap> {
+    // SAFETY: a mapping is undefined behaviour (or SIGBUS) if the file is
+    // modified or truncated while mapped. The engine maps only published files,
+    // and published files are never written, truncated or recreated in place:
+    // they are removed only after no reader holds a mapping, and removing or
+    // renaming over a mapped file leaves the mapping intact. The engine checks
+    // a file's length against its footer before reading any other byte.
+    unsafe { memmap2::Mmap::map(file) }
+}
+
+/// A writer on a real file. Writes go straight to the OS, unbuffered: callers
+/// batch their records into one `write_all`.
+#[derive(Debug)]
+struct RealFile {
+    file: File,
+    len: u64,
+}
+
+impl WritableFile for RealFile {
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        match self.file.write_all(buf) {
+            Ok(()) => {
+                self.len += buf.len() as u64;
+                Ok(())
+            }
+            Err(err) => {
+                if let Ok(meta) = self.file.metadata() {
+                    self.len = meta.len();
+                }
+                Err(err)
+            }
+        }
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+}

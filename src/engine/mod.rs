@@ -1,0 +1,3 @@
+pub mod fault;
+pub mod fs;
+pub mod lock;
