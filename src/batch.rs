@@ -91,18 +91,24 @@ pub fn find_all(fingerprints: &[u64], plan: &Plan) -> Vec<(usize, usize)> {
 ///
 /// If `fingerprints` holds more than `u32::MAX` values.
 pub fn clusters(fingerprints: &[u64], plan: &Plan) -> Vec<Vec<usize>> {
-    let mut order: Vec<usize> = (0..fingerprints.len()).collect();
-    order.par_sort_unstable_by_key(|&i| (fingerprints[i], i));
-    let mut sets = UnionFind::new(fingerprints.len());
+    let n =
+        u32::try_from(fingerprints.len()).expect("clusters handles at most u32::MAX fingerprints");
+    let mut sets = UnionFind::new(n);
     // One representative position per distinct value.
     let mut distinct: Vec<u64> = Vec::new();
-    let mut representative: Vec<usize> = Vec::new();
-    for (n, &i) in order.iter().enumerate() {
-        if n > 0 && fingerprints[order[n - 1]] == fingerprints[i] {
-            sets.union(order[n - 1], i);
-        } else {
-            distinct.push(fingerprints[i]);
-            representative.push(i);
+    let mut representative: Vec<u32> = Vec::new();
+    {
+        let mut order: Vec<u32> = (0..n).collect();
+        order.par_sort_unstable_by_key(|&i| (fingerprints[i as usize], i));
+        for (m, &i) in order.iter().enumerate() {
+            let previous = m.checked_sub(1).map(|p| order[p]);
+            match previous {
+                Some(p) if fingerprints[p as usize] == fingerprints[i as usize] => sets.union(p, i),
+                _ => {
+                    distinct.push(fingerprints[i as usize]);
+                    representative.push(i);
+                }
+            }
         }
     }
     for (a, b) in find_all(&distinct, plan) {
@@ -466,55 +472,57 @@ fn split_bits(mask: u64, parts: u32) -> Vec<u64> {
     out
 }
 
-/// Disjoint sets over `0..n` with path halving and union by size.
+/// Disjoint sets over `0..n` with path halving and union by size (4 bytes
+/// per member and link).
 struct UnionFind {
-    parent: Vec<usize>,
-    size: Vec<usize>,
+    parent: Vec<u32>,
+    size: Vec<u32>,
 }
 
 impl UnionFind {
-    fn new(n: usize) -> UnionFind {
+    fn new(n: u32) -> UnionFind {
         UnionFind {
             parent: (0..n).collect(),
-            size: vec![1; n],
+            size: vec![1; n as usize],
         }
     }
 
-    fn find(&mut self, mut x: usize) -> usize {
-        while self.parent[x] != x {
-            self.parent[x] = self.parent[self.parent[x]];
-            x = self.parent[x];
+    fn find(&mut self, mut x: u32) -> u32 {
+        while self.parent[x as usize] != x {
+            let grandparent = self.parent[self.parent[x as usize] as usize];
+            self.parent[x as usize] = grandparent;
+            x = grandparent;
         }
         x
     }
 
-    fn union(&mut self, a: usize, b: usize) {
+    fn union(&mut self, a: u32, b: u32) {
         let (mut a, mut b) = (self.find(a), self.find(b));
         if a == b {
             return;
         }
-        if self.size[a] < self.size[b] {
+        if self.size[a as usize] < self.size[b as usize] {
             std::mem::swap(&mut a, &mut b);
         }
-        self.parent[b] = a;
-        self.size[a] += self.size[b];
+        self.parent[b as usize] = a;
+        self.size[a as usize] += self.size[b as usize];
     }
 
     /// Components of two or more members, members ascending, ordered by first member.
     fn components(mut self) -> Vec<Vec<usize>> {
-        let n = self.parent.len();
-        let mut slot: Vec<usize> = vec![usize::MAX; n];
+        let n = self.parent.len() as u32;
+        let mut slot: Vec<u32> = vec![u32::MAX; n as usize];
         let mut out: Vec<Vec<usize>> = Vec::new();
         for x in 0..n {
-            let root = self.find(x);
+            let root = self.find(x) as usize;
             if self.size[root] < 2 {
                 continue;
             }
-            if slot[root] == usize::MAX {
-                slot[root] = out.len();
-                out.push(Vec::with_capacity(self.size[root]));
+            if slot[root] == u32::MAX {
+                slot[root] = out.len() as u32;
+                out.push(Vec::with_capacity(self.size[root] as usize));
             }
-            out[slot[root]].push(x);
+            out[slot[root] as usize].push(x as usize);
         }
         out
     }
