@@ -385,7 +385,7 @@ impl FileSystem for FaultFs {
                 id
             }
         };
-        Ok(Box::new(st.open(&self.state, id, path, false)))
+        Ok(Box::new(st.open(&self.state, id, path)))
     }
 
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
@@ -393,7 +393,7 @@ impl FileSystem for FaultFs {
         st.check(Op::OpenAppend)?;
         let path = normalize(path);
         let id = st.lookup(&path)?;
-        Ok(Box::new(st.open(&self.state, id, path, true)))
+        Ok(Box::new(st.open(&self.state, id, path)))
     }
 
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
@@ -578,13 +578,7 @@ impl State {
         self.inodes.entry(id).or_default()
     }
 
-    fn open(
-        &mut self,
-        state: &Arc<Mutex<State>>,
-        id: InodeId,
-        path: PathBuf,
-        append: bool,
-    ) -> FaultFile {
+    fn open(&mut self, state: &Arc<Mutex<State>>, id: InodeId, path: PathBuf) -> FaultFile {
         let boot = self.boot;
         let inode = self.inode(id);
         inode.handles += 1;
@@ -594,7 +588,6 @@ impl State {
             inode: id,
             path,
             pos: inode.data.len(),
-            append,
         }
     }
 
@@ -798,9 +791,8 @@ struct FaultFile {
     boot: u64,
     inode: InodeId,
     path: PathBuf,
-    /// Where the next write goes (the end of the file, for appending writers).
+    /// The file's length after this writer's last operation.
     pos: usize,
-    append: bool,
 }
 
 /// Locks the state for a writer opened in boot `boot`; fails if a crash has
@@ -834,9 +826,7 @@ impl WritableFile for FaultFile {
             st.note_if_mapped(self.inode, &self.path, ViolationKind::WrittenWhileMapped);
         }
         let inode = st.inode(self.inode);
-        if self.append {
-            self.pos = inode.data.len();
-        }
+        self.pos = inode.data.len();
         inode.write_at(self.pos, &buf[..written]);
         self.pos += written;
         match fault {
@@ -881,7 +871,6 @@ impl fmt::Debug for FaultFile {
         f.debug_struct("FaultFile")
             .field("path", &self.path)
             .field("pos", &self.pos)
-            .field("append", &self.append)
             .finish_non_exhaustive()
     }
 }

@@ -49,7 +49,8 @@ pub trait FileSystem: Send + Sync + fmt::Debug {
     fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
 
     /// Creates `path`, or truncates it to zero bytes if it exists, and opens it
-    /// for appending. The parent directory must exist.
+    /// for appending (every write goes to the end of the file). The parent
+    /// directory must exist.
     ///
     /// Contents are durable after [`WritableFile::sync`]; the name after
     /// [`sync_dir`](Self::sync_dir) of the parent.
@@ -116,8 +117,8 @@ pub trait WritableFile: Send + fmt::Debug {
     fn sync(&mut self) -> io::Result<()>;
 
     /// The file's length as seen through this writer: its length when opened
-    /// plus the bytes written through it (after a failed write, what the file
-    /// system reports).
+    /// plus the bytes written through it, if nothing else changed the file
+    /// (after a failed write, what the file system reports).
     fn len(&self) -> u64;
 }
 
@@ -197,11 +198,9 @@ impl FileSystem for RealFs {
     }
 
     fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)?;
+        // O_APPEND cannot be combined with O_TRUNC: truncate separately.
+        let file = OpenOptions::new().append(true).create(true).open(path)?;
+        file.set_len(0)?;
         Ok(Box::new(RealFile { file, len: 0 }))
     }
 
