@@ -148,6 +148,26 @@ fn behaviour_suite(fs: &dyn FileSystem, root: &Path) -> io::Result<()> {
         ErrorKind::NotFound
     );
     assert_eq!(fs.read(&manifest)?, b"two");
+
+    // Files and directories are not mistaken for each other.
+    let sub = dir.join("sub");
+    assert_eq!(kind_of(fs.create(&sub)), ErrorKind::IsADirectory);
+    assert_eq!(kind_of(fs.remove(&sub)), ErrorKind::IsADirectory);
+    assert_eq!(kind_of(fs.truncate(&sub, 0)), ErrorKind::IsADirectory);
+    assert_eq!(kind_of(fs.list(&manifest)), ErrorKind::NotADirectory);
+    assert_eq!(
+        kind_of(fs.create(&manifest.join("x"))),
+        ErrorKind::NotADirectory
+    );
+    assert_eq!(
+        kind_of(fs.create_dir_all(&manifest)),
+        ErrorKind::AlreadyExists
+    );
+    assert_eq!(
+        kind_of(fs.create_dir_all(&manifest.join("x"))),
+        ErrorKind::NotADirectory
+    );
+    assert_eq!(fs.list(&dir)?, names(&["2.seg", "MANIFEST", "sub"]));
     Ok(())
 }
 

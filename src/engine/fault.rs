@@ -356,6 +356,12 @@ impl FileSystem for FaultFs {
         let mut st = self.lock();
         st.check(Op::CreateDir)?;
         let dir = normalize(dir);
+        if st.files.contains_key(&dir) {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("{}: a file exists", dir.display()),
+            ));
+        }
         if let Some(file) = dir.ancestors().find(|a| st.files.contains_key(*a)) {
             return Err(not_a_directory(file));
         }

@@ -120,6 +120,11 @@ pub trait WritableFile: Send + fmt::Debug {
     /// plus the bytes written through it, if nothing else changed the file
     /// (after a failed write, what the file system reports).
     fn len(&self) -> u64;
+
+    /// Whether [`len`](Self::len) is zero.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// A read-only view of a whole file, cheap to clone; the bytes stay valid for
