@@ -39,6 +39,7 @@
 pub mod batch;
 pub mod engine;
 pub mod fingerprint;
+pub mod format;
 pub mod plan;
 pub mod search;
 

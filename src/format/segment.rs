@@ -1,0 +1,406 @@
+//! Segment files: one [table](super::table) per permuted table of the plan,
+//! all holding the same keys (the segment's distinct fingerprints, permuted).
+//!
+//! See docs/FORMAT.md#segment-file.
+
+use std::io::Write;
+
+use super::bytes::{to_u64, u32_at, u64_at};
+use super::container::{Container, ContainerWriter};
+use super::table::{DEFAULT_BLOCK_LEN, TableReader, TableWriter};
+use super::{EncodeError, FileKind, FormatError};
+use crate::plan::Shape;
+
+const FILE: FileKind = FileKind::Segment;
+/// Magic, version, table count, segment id, key count, shape (4 bytes), CRC.
+const HEADER_LEN: usize = 40;
+
+/// What a segment's header records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentInfo {
+    /// The segment's id (also its file name).
+    pub segment_id: u64,
+    /// The plan's block structure (each count at most 255).
+    pub shape: Shape,
+    /// The plan's distance (at most 255).
+    pub k: u32,
+    /// Number of tables, one per permuted table of the plan, in plan order.
+    pub table_count: u32,
+    /// Keys in every table: the number of distinct fingerprints.
+    pub key_count: u64,
+}
+
+/// Shape and k as 4 bytes: kind (0 flat, 1 nested), blocks or outer, inner
+/// (0 when flat), k. See docs/FORMAT.md#plan-shape.
+pub(crate) fn encode_shape(shape: Shape, k: u32) -> Result<[u8; 4], EncodeError> {
+    let byte = |v: u32| {
+        u8::try_from(v).map_err(|_| EncodeError::Invalid("plan block counts and k must be < 256"))
+    };
+    Ok(match shape {
+        Shape::Flat { blocks } => [0, byte(blocks)?, 0, byte(k)?],
+        Shape::Nested { outer, inner } => [1, byte(outer)?, byte(inner)?, byte(k)?],
+    })
+}
+
+pub(crate) fn decode_shape(bytes: [u8; 4]) -> Result<(Shape, u32), &'static str> {
+    let [kind, a, b, k] = bytes;
+    let shape = match (kind, b) {
+        (0, 0) => Shape::Flat {
+            blocks: u32::from(a),
+        },
+        (1, _) => Shape::Nested {
+            outer: u32::from(a),
+            inner: u32::from(b),
+        },
+        (0, _) => return Err("a flat plan shape has a non-zero inner block count"),
+        _ => return Err("unknown plan shape kind"),
+    };
+    Ok((shape, u32::from(k)))
+}
+
+/// Writes a segment: header, then each table in plan order, then the
+/// directory and footer.
+///
+/// After any error the output is incomplete; discard it.
+#[derive(Debug)]
+pub struct SegmentWriter<W: Write = Vec<u8>> {
+    container: ContainerWriter<W>,
+    info: SegmentInfo,
+    block_len: u32,
+}
+
+impl SegmentWriter<Vec<u8>> {
+    /// A writer into a new `Vec<u8>`, with [`DEFAULT_BLOCK_LEN`] keys per block.
+    pub fn new(info: SegmentInfo) -> Result<Self, EncodeError> {
+        SegmentWriter::with_writer(Vec::new(), info, DEFAULT_BLOCK_LEN)
+    }
+}
+
+impl<W: Write> SegmentWriter<W> {
+    /// A writer that streams the segment into `out` (memory: one block of
+    /// keys and one table's block index).
+    pub fn with_writer(out: W, info: SegmentInfo, block_len: u32) -> Result<Self, EncodeError> {
+        if block_len == 0 || block_len > super::MAX_BLOCK_LEN {
+            return Err(EncodeError::Invalid(
+                "the block length must be between 1 and 4096 keys",
+            ));
+        }
+        let mut header = Vec::with_capacity(HEADER_LEN);
+        header.extend_from_slice(&FILE.magic());
+        header.extend_from_slice(&super::FORMAT_VERSION.to_le_bytes());
+        header.extend_from_slice(&info.table_count.to_le_bytes());
+        header.extend_from_slice(&info.segment_id.to_le_bytes());
+        header.extend_from_slice(&info.key_count.to_le_bytes());
+        header.extend_from_slice(&encode_shape(info.shape, info.k)?);
+        Ok(SegmentWriter {
+            container: ContainerWriter::new(out, FILE, &header)?,
+            info,
+            block_len,
+        })
+    }
+
+    fn check_room(&self) -> Result<(), EncodeError> {
+        let pushed = self.container.section_count() as u32;
+        if pushed >= self.info.table_count {
+            return Err(EncodeError::TableCountMismatch {
+                expected: self.info.table_count,
+                got: pushed + 1,
+            });
+        }
+        Ok(())
+    }
+
+    /// Encodes the next table from its keys, strictly increasing; there
+    /// must be exactly [`SegmentInfo::key_count`] of them.
+    pub fn push_table<I: IntoIterator<Item = u64>>(&mut self, keys: I) -> Result<(), EncodeError> {
+        self.check_room()?;
+        let mut table = TableWriter::with_writer(self.container.sink(), self.block_len)?;
+        for key in keys {
+            table.push(key)?;
+        }
+        let key_count = table.len();
+        table.finish()?;
+        if key_count != self.info.key_count {
+            return Err(EncodeError::KeyCountMismatch {
+                expected: self.info.key_count,
+                got: key_count,
+            });
+        }
+        self.container.end_section();
+        Ok(())
+    }
+
+    /// Appends a table already encoded by a [`TableWriter`] (checked
+    /// cheaply with [`TableReader::new`] and copied).
+    pub fn push_encoded_table(&mut self, table: &[u8]) -> Result<(), EncodeError> {
+        self.check_room()?;
+        let reader = TableReader::new(table)
+            .map_err(|_| EncodeError::Invalid("the bytes are not an encoded table"))?;
+        if reader.len() != self.info.key_count {
+            return Err(EncodeError::KeyCountMismatch {
+                expected: self.info.key_count,
+                got: reader.len(),
+            });
+        }
+        self.container.sink().write_all(table)?;
+        self.container.end_section();
+        Ok(())
+    }
+
+    /// Writes the directory and footer; every declared table must have been
+    /// pushed.
+    pub fn finish(self) -> Result<W, EncodeError> {
+        let pushed = self.container.section_count() as u32;
+        if pushed != self.info.table_count {
+            return Err(EncodeError::TableCountMismatch {
+                expected: self.info.table_count,
+                got: pushed,
+            });
+        }
+        Ok(self.container.finish()?)
+    }
+}
+
+/// A segment file, checked cheaply when opened.
+///
+/// Generic over its bytes: `&[u8]`, `Vec<u8>`, or a memory map.
+/// [`new`](Self::new) checks the header, footer and directory and that every
+/// table lies inside the bytes (a file shorter than it claims is refused);
+/// tables check their blocks as they are read, and [`verify`](Self::verify)
+/// checks every checksum.
+#[derive(Debug, Clone)]
+pub struct SegmentReader<D> {
+    data: D,
+    container: Container,
+    info: SegmentInfo,
+}
+
+impl<D: AsRef<[u8]>> SegmentReader<D> {
+    /// Opens a segment. Costs O(tables).
+    pub fn new(data: D) -> Result<Self, FormatError> {
+        let bytes = data.as_ref();
+        let (container, header) = Container::open(bytes, FILE, HEADER_LEN)?;
+        let field = |at| u64_at(header, at).unwrap_or_default();
+        let table_count = u32_at(header, 12).unwrap_or_default();
+        let shape_bytes = header
+            .get(32..36)
+            .and_then(|s| s.first_chunk::<4>())
+            .copied()
+            .unwrap_or_default();
+        let (shape, k) =
+            decode_shape(shape_bytes).map_err(|what| FormatError::malformed(FILE, 32, what))?;
+        if container.section_count() != table_count as usize {
+            return Err(FormatError::malformed(
+                FILE,
+                12,
+                "the header's table count differs from the directory's",
+            ));
+        }
+        let info = SegmentInfo {
+            segment_id: field(16),
+            shape,
+            k,
+            table_count,
+            key_count: field(24),
+        };
+        Ok(SegmentReader {
+            data,
+            container,
+            info,
+        })
+    }
+
+    /// Everything the header records.
+    pub fn info(&self) -> SegmentInfo {
+        self.info
+    }
+
+    /// The segment's id.
+    pub fn segment_id(&self) -> u64 {
+        self.info.segment_id
+    }
+
+    /// Keys per table.
+    pub fn key_count(&self) -> u64 {
+        self.info.key_count
+    }
+
+    /// Number of tables.
+    pub fn table_count(&self) -> usize {
+        self.info.table_count as usize
+    }
+
+    /// The footer's CRC32, which identifies the file's contents (the
+    /// manifest records it so a swapped or replaced file is detected).
+    pub fn footer_crc(&self) -> u32 {
+        self.container.footer_crc()
+    }
+
+    /// Table `i` (plan order), opened with [`TableReader::new`]'s checks and
+    /// its key count checked against the header's.
+    pub fn table(&self, i: usize) -> Result<TableReader<'_>, FormatError> {
+        let section = self.container.section(self.data.as_ref(), i)?;
+        let table = TableReader::at(section.bytes, section.offset)?;
+        if table.len() != self.info.key_count {
+            return Err(FormatError::malformed(
+                FILE,
+                section.offset + to_u64(section.bytes.len()).saturating_sub(28),
+                "a table holds a different number of keys than the segment header",
+            ));
+        }
+        Ok(table)
+    }
+
+    /// Checks every checksum: each table section's, then each table's index
+    /// and blocks (decoding every key).
+    pub fn verify(&self) -> Result<(), FormatError> {
+        self.container.verify_sections(self.data.as_ref())?;
+        for i in 0..self.table_count() {
+            self.table(i)?.verify()?;
+        }
+        Ok(())
+    }
+
+    /// The bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        self.data.as_ref()
+    }
+
+    /// Gives the bytes back.
+    pub fn into_inner(self) -> D {
+        self.data
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+mod tests {
+    use super::*;
+    use crate::format::FormatErrorKind;
+
+    fn info(tables: u32, keys: u64) -> SegmentInfo {
+        SegmentInfo {
+            segment_id: 42,
+            shape: Shape::Nested { outer: 4, inner: 4 },
+            k: 3,
+            table_count: tables,
+            key_count: keys,
+        }
+    }
+
+    fn build(tables: &[Vec<u64>]) -> Vec<u8> {
+        let mut w = SegmentWriter::new(info(tables.len() as u32, tables[0].len() as u64)).unwrap();
+        for t in tables {
+            w.push_table(t.iter().copied()).unwrap();
+        }
+        w.finish().unwrap()
+    }
+
+    fn sample() -> Vec<Vec<u64>> {
+        let a: Vec<u64> = (0..300u64).map(|i| i * 0x0101_0101_0101).collect();
+        let b: Vec<u64> = (0..300u64).map(|i| (i << 50) | 7).collect();
+        vec![a, b]
+    }
+
+    #[test]
+    fn round_trip() {
+        let tables = sample();
+        let bytes = build(&tables);
+        let seg = SegmentReader::new(&bytes[..]).unwrap();
+        assert_eq!(seg.info(), info(2, 300));
+        seg.verify().unwrap();
+        for (i, keys) in tables.iter().enumerate() {
+            let got: Vec<u64> = seg.table(i).unwrap().iter().map(Result::unwrap).collect();
+            assert_eq!(&got, keys);
+        }
+        assert!(seg.table(2).is_err());
+    }
+
+    #[test]
+    fn encoded_tables_and_counts() {
+        let tables = sample();
+        let mut w = SegmentWriter::new(info(2, 300)).unwrap();
+        let mut t = TableWriter::new(16).unwrap();
+        for &k in &tables[0] {
+            t.push(k).unwrap();
+        }
+        w.push_encoded_table(&t.finish().unwrap()).unwrap();
+        assert!(matches!(
+            w.push_table([1u64, 2]),
+            Err(EncodeError::KeyCountMismatch { .. })
+        ));
+        let mut w = SegmentWriter::new(info(1, 300)).unwrap();
+        w.push_table(tables[0].iter().copied()).unwrap();
+        assert!(matches!(
+            w.push_table(tables[1].iter().copied()),
+            Err(EncodeError::TableCountMismatch { .. })
+        ));
+        let w = SegmentWriter::new(info(2, 300)).unwrap();
+        assert!(matches!(
+            w.finish(),
+            Err(EncodeError::TableCountMismatch { .. })
+        ));
+    }
+
+    #[test]
+    fn empty_segment() {
+        let mut w = SegmentWriter::new(info(3, 0)).unwrap();
+        for _ in 0..3 {
+            w.push_table([]).unwrap();
+        }
+        let bytes = w.finish().unwrap();
+        let seg = SegmentReader::new(bytes).unwrap();
+        seg.verify().unwrap();
+        assert_eq!(seg.table(1).unwrap().range(0, u64::MAX).count(), 0);
+    }
+
+    #[test]
+    fn shorter_file_is_refused() {
+        let bytes = build(&sample());
+        for len in 0..bytes.len() {
+            let e = SegmentReader::new(&bytes[..len]).unwrap_err();
+            assert!(e.offset <= len as u64, "{len}: {e}");
+        }
+        let mut longer = bytes.clone();
+        longer.extend_from_slice(&[0; 8]);
+        assert_eq!(
+            SegmentReader::new(&longer[..]).unwrap_err().kind,
+            FormatErrorKind::MissingFooter
+        );
+    }
+
+    #[test]
+    fn version_and_magic_errors_come_first() {
+        let mut bytes = build(&sample());
+        bytes[8] = 2;
+        assert_eq!(
+            SegmentReader::new(&bytes[..]).unwrap_err().kind,
+            FormatErrorKind::UnsupportedVersion {
+                expected: 1,
+                got: 2
+            }
+        );
+        bytes[0] = b'X';
+        assert!(matches!(
+            SegmentReader::new(&bytes[..]).unwrap_err().kind,
+            FormatErrorKind::BadMagic { .. }
+        ));
+    }
+
+    #[test]
+    fn shape_codes() {
+        for (shape, k) in [
+            (Shape::Flat { blocks: 6 }, 3),
+            (Shape::Nested { outer: 4, inner: 5 }, 3),
+            (Shape::Flat { blocks: 1 }, 0),
+        ] {
+            assert_eq!(
+                decode_shape(encode_shape(shape, k).unwrap()),
+                Ok((shape, k))
+            );
+        }
+        assert!(encode_shape(Shape::Flat { blocks: 300 }, 3).is_err());
+        assert!(decode_shape([0, 6, 1, 3]).is_err());
+        assert!(decode_shape([2, 6, 0, 3]).is_err());
+    }
+}

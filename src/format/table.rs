@@ -1,0 +1,954 @@
+//! Sorted-key tables: strictly increasing `u64` keys in Rice-coded blocks.
+//!
+//! A table is what one permuted table of a segment stores. Keys are grouped
+//! in blocks of a fixed number of keys; a block holds its first key in full
+//! and every following key as a Rice-coded gap, with a Rice parameter chosen
+//! per block. A block index (first key and offset of every block) lets a
+//! reader binary-search to the one block where a range starts. Every block
+//! carries its own CRC32, checked whenever the block is decoded, so a query
+//! never returns keys from a damaged block.
+//!
+//! See docs/FORMAT.md#table-section for the layout and the reasons.
+
+use std::io::Write;
+
+use super::bytes::{Sink, check_crc, crc32, to_u64, to_usize, u32_at, u64_at};
+use super::{EncodeError, FileKind, FormatError, FormatErrorKind};
+
+/// Keys per block unless a writer is told otherwise.
+pub const DEFAULT_BLOCK_LEN: u32 = 128;
+
+/// The largest block length the format allows.
+pub const MAX_BLOCK_LEN: u32 = 4096;
+
+/// First key (8 bytes) and Rice parameter (1 byte).
+const BLOCK_HEADER_LEN: usize = 9;
+const CRC_LEN: usize = 4;
+/// The smallest possible block: header and CRC around an empty bit stream.
+const MIN_BLOCK_LEN_BYTES: usize = BLOCK_HEADER_LEN + CRC_LEN;
+/// First key and block offset, both `u64`.
+const INDEX_ENTRY_LEN: usize = 16;
+/// Key count, index offset, block length, index CRC, footer CRC.
+pub(crate) const FOOTER_LEN: usize = 28;
+
+const FILE: FileKind = FileKind::Segment;
+
+#[inline]
+fn low_mask(bits: u32) -> u64 {
+    // bits <= 63 everywhere this is called.
+    (1u64 << bits) - 1
+}
+
+/// The Rice parameter for a block's gaps: start from `floor(log2(mean gap))`
+/// and keep whichever of it and its two neighbours codes the gaps in the
+/// fewest bits (exact count, not an estimate).
+fn rice_parameter<I: Iterator<Item = u64> + Clone>(gaps: I) -> u32 {
+    let (count, sum) = gaps
+        .clone()
+        .fold((0u128, 0u128), |(c, s), g| (c + 1, s + u128::from(g)));
+    if count == 0 {
+        return 0;
+    }
+    let mean = u64::try_from(sum / count).unwrap_or(u64::MAX);
+    let r0 = 63u32.saturating_sub(mean.leading_zeros());
+    let cost = |r: u32| -> u128 {
+        count * u128::from(r + 1) + gaps.clone().map(|g| u128::from(g >> r)).sum::<u128>()
+    };
+    (r0.saturating_sub(1)..=(r0 + 1).min(63))
+        .min_by_key(|&r| (cost(r), r))
+        .unwrap_or(r0)
+}
+
+/// Appends bits least-significant first.
+struct BitWriter<'a> {
+    out: &'a mut Vec<u8>,
+    acc: u128,
+    len: u32,
+}
+
+impl<'a> BitWriter<'a> {
+    fn new(out: &'a mut Vec<u8>) -> Self {
+        BitWriter {
+            out,
+            acc: 0,
+            len: 0,
+        }
+    }
+
+    /// Appends the low `bits` bits of `value` (`bits <= 64`, higher bits zero).
+    #[inline]
+    fn write(&mut self, value: u64, bits: u32) {
+        self.acc |= u128::from(value) << self.len;
+        self.len += bits;
+        if self.len >= 64 {
+            self.out.extend_from_slice(&(self.acc as u64).to_le_bytes());
+            self.acc >>= 64;
+            self.len -= 64;
+        }
+    }
+
+    /// `q` zero bits, then a one bit.
+    #[inline]
+    fn unary(&mut self, mut q: u64) {
+        while q >= 63 {
+            self.write(0, 63);
+            q -= 63;
+        }
+        self.write(1 << q, q as u32 + 1);
+    }
+
+    /// Pads with zero bits to a byte boundary.
+    fn finish(self) {
+        let bytes = self.len.div_ceil(8) as usize;
+        let acc = (self.acc as u64).to_le_bytes();
+        self.out.extend(acc.iter().take(bytes));
+    }
+}
+
+/// Appends one encoded block of `keys` (non-empty, strictly increasing).
+/// See docs/FORMAT.md#table-blocks.
+fn encode_block(keys: &[u64], out: &mut Vec<u8>) {
+    let Some((&first, rest)) = keys.split_first() else {
+        return;
+    };
+    let start = out.len();
+    let gaps = keys.iter().zip(rest).map(|(&a, &b)| b - a - 1);
+    let r = rice_parameter(gaps.clone());
+    out.extend_from_slice(&first.to_le_bytes());
+    out.push(r as u8);
+    let mut bits = BitWriter::new(out);
+    for gap in gaps {
+        bits.unary(gap >> r);
+        bits.write(gap & low_mask(r), r);
+    }
+    bits.finish();
+    let crc = out.get(start..).map(crc32).unwrap_or(0);
+    out.extend_from_slice(&crc.to_le_bytes());
+}
+
+/// Builds one table from strictly increasing keys, streaming blocks to `W`.
+///
+/// Memory is one block of keys plus the block index (16 bytes per block).
+/// ```
+/// use simhashdb::format::{TableReader, TableWriter};
+///
+/// let mut writer = TableWriter::new(128)?;
+/// for key in [3u64, 10, 11, 1 << 40] {
+///     writer.push(key)?;
+/// }
+/// let bytes = writer.finish()?;
+/// let table = TableReader::new(&bytes)?;
+/// assert_eq!(table.range(4, 11).collect::<Result<Vec<_>, _>>()?, [10, 11]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct TableWriter<W: Write = Vec<u8>> {
+    sink: Sink<W>,
+    block_len: usize,
+    pending: Vec<u64>,
+    last: Option<u64>,
+    count: u64,
+    index: Vec<u8>,
+    scratch: Vec<u8>,
+}
+
+impl TableWriter<Vec<u8>> {
+    /// A writer into a new `Vec<u8>` with `block_len` keys per block
+    /// (1..=[`MAX_BLOCK_LEN`]; [`DEFAULT_BLOCK_LEN`] unless measured otherwise).
+    pub fn new(block_len: u32) -> Result<Self, EncodeError> {
+        TableWriter::with_writer(Vec::new(), block_len)
+    }
+}
+
+impl<W: Write> TableWriter<W> {
+    /// A writer that streams the table section into `out`.
+    pub fn with_writer(out: W, block_len: u32) -> Result<Self, EncodeError> {
+        if block_len == 0 || block_len > MAX_BLOCK_LEN {
+            return Err(EncodeError::Invalid(
+                "the block length must be between 1 and 4096 keys",
+            ));
+        }
+        let block_len = block_len as usize;
+        Ok(TableWriter {
+            sink: Sink::counting(out),
+            block_len,
+            pending: Vec::with_capacity(block_len),
+            last: None,
+            count: 0,
+            index: Vec::new(),
+            scratch: Vec::new(),
+        })
+    }
+
+    /// Appends `key`, which must be greater than every key pushed before.
+    pub fn push(&mut self, key: u64) -> Result<(), EncodeError> {
+        if let Some(prev) = self.last
+            && key <= prev
+        {
+            return Err(EncodeError::KeysNotIncreasing { prev, key });
+        }
+        self.last = Some(key);
+        self.pending.push(key);
+        self.count += 1;
+        if self.pending.len() == self.block_len {
+            self.flush_block()?;
+        }
+        Ok(())
+    }
+
+    /// Keys pushed so far.
+    pub fn len(&self) -> u64 {
+        self.count
+    }
+
+    /// Whether no key was pushed.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    fn flush_block(&mut self) -> Result<(), EncodeError> {
+        let Some(&first) = self.pending.first() else {
+            return Ok(());
+        };
+        self.index.extend_from_slice(&first.to_le_bytes());
+        self.index
+            .extend_from_slice(&self.sink.written().to_le_bytes());
+        self.scratch.clear();
+        encode_block(&self.pending, &mut self.scratch);
+        self.pending.clear();
+        Ok(self.sink.write_all(&self.scratch)?)
+    }
+
+    /// Writes the last block, the block index and the footer; returns the
+    /// writer.
+    pub fn finish(mut self) -> Result<W, EncodeError> {
+        self.flush_block()?;
+        let index_offset = self.sink.written();
+        self.sink.write_all(&self.index)?;
+        let mut footer = Vec::with_capacity(FOOTER_LEN);
+        footer.extend_from_slice(&self.count.to_le_bytes());
+        footer.extend_from_slice(&index_offset.to_le_bytes());
+        footer.extend_from_slice(&(self.block_len as u32).to_le_bytes());
+        footer.extend_from_slice(&crc32(&self.index).to_le_bytes());
+        let footer_crc = crc32(&footer);
+        footer.extend_from_slice(&footer_crc.to_le_bytes());
+        self.sink.write_all(&footer)?;
+        Ok(self.sink.into_inner())
+    }
+}
+
+/// Reads bits least-significant first from a block's bit stream, never past
+/// its end. See docs/FORMAT.md#table-blocks.
+#[derive(Debug, Clone, Copy)]
+struct BitReader<'a> {
+    data: &'a [u8],
+    /// Bytes of `data` accounted for in `avail`.
+    pos: usize,
+    /// The next `avail` bits are the low bits of `buf`. Bits above them may
+    /// hold the following bytes already (they are the same bits again when
+    /// loaded properly).
+    buf: u64,
+    avail: u32,
+}
+
+impl<'a> BitReader<'a> {
+    fn new(data: &'a [u8]) -> Self {
+        BitReader {
+            data,
+            pos: 0,
+            buf: 0,
+            avail: 0,
+        }
+    }
+
+    /// Makes at least 56 bits available, or all that remain.
+    #[inline]
+    fn refill(&mut self) {
+        if let Some(chunk) = self.data.get(self.pos..).and_then(|s| s.first_chunk::<8>()) {
+            self.buf |= u64::from_le_bytes(*chunk) << self.avail;
+            self.pos += ((63 - self.avail) >> 3) as usize;
+            self.avail |= 56;
+        } else {
+            while self.avail <= 55 {
+                let Some(&b) = self.data.get(self.pos) else {
+                    break;
+                };
+                self.buf |= u64::from(b) << self.avail;
+                self.pos += 1;
+                self.avail += 8;
+            }
+        }
+    }
+
+    /// `n <= avail`.
+    #[inline]
+    fn consume(&mut self, n: u32) {
+        self.buf >>= n;
+        self.avail -= n;
+    }
+
+    /// One Rice code with parameter `r <= 63`; `None` when it runs past the
+    /// end of the data or does not fit in a `u64`.
+    #[inline]
+    fn rice(&mut self, r: u32) -> Option<u64> {
+        self.refill();
+        let window = self.buf & low_mask(self.avail);
+        if window != 0 {
+            let zeros = window.trailing_zeros();
+            if zeros + 1 + r <= self.avail {
+                // zeros <= 62 - r, so zeros << r fits in 64 bits.
+                let rem = (self.buf >> (zeros + 1)) & low_mask(r);
+                self.consume(zeros + 1 + r);
+                return Some((u64::from(zeros) << r) | rem);
+            }
+        }
+        let q = self.unary()?;
+        let rem = self.bits(r)?;
+        if q > u64::MAX >> r {
+            return None;
+        }
+        Some((q << r) | rem)
+    }
+
+    fn unary(&mut self) -> Option<u64> {
+        let mut q: u64 = 0;
+        loop {
+            self.refill();
+            if self.avail == 0 {
+                return None;
+            }
+            let window = self.buf & low_mask(self.avail);
+            if window != 0 {
+                let zeros = window.trailing_zeros();
+                self.consume(zeros + 1);
+                return Some(q + u64::from(zeros));
+            }
+            q += u64::from(self.avail);
+            self.consume(self.avail);
+        }
+    }
+
+    fn bits(&mut self, n: u32) -> Option<u64> {
+        if n > 56 {
+            let low = self.bits(32)?;
+            let high = self.bits(n - 32)?;
+            return Some(low | (high << 32));
+        }
+        self.refill();
+        if self.avail < n {
+            return None;
+        }
+        let v = self.buf & low_mask(n);
+        self.consume(n);
+        Some(v)
+    }
+
+    /// Whether all that is left is fewer than 8 zero bits (the padding).
+    fn at_padding(&self) -> bool {
+        self.pos == self.data.len() && self.avail < 8 && self.buf & low_mask(self.avail) == 0
+    }
+}
+
+/// Decodes one block key by key.
+#[derive(Debug, Clone, Copy)]
+struct BlockCursor<'a> {
+    bits: BitReader<'a>,
+    r: u32,
+    /// Gaps still to decode.
+    left: u64,
+    prev: u64,
+    started: bool,
+    /// Absolute offset of the block, for errors.
+    offset: u64,
+}
+
+impl BlockCursor<'_> {
+    #[inline]
+    fn next_key(&mut self) -> Result<Option<u64>, FormatError> {
+        if !self.started {
+            self.started = true;
+            return Ok(Some(self.prev));
+        }
+        if self.left == 0 {
+            if !self.bits.at_padding() {
+                return Err(FormatError::malformed(
+                    FILE,
+                    self.offset,
+                    "a block has bits left after its last key",
+                ));
+            }
+            return Ok(None);
+        }
+        let key = self
+            .bits
+            .rice(self.r)
+            .and_then(|gap| self.prev.checked_add(gap))
+            .and_then(|k| k.checked_add(1))
+            .ok_or_else(|| {
+                FormatError::malformed(
+                    FILE,
+                    self.offset,
+                    "a block's gap codes run past its end or past the largest key",
+                )
+            })?;
+        self.prev = key;
+        self.left -= 1;
+        Ok(Some(key))
+    }
+}
+
+/// A table section: checked cheaply when opened, each block checked when read.
+///
+/// Generic over nothing: it borrows the bytes (usually a memory-mapped
+/// segment). `Copy`, so iterators carry their own.
+#[derive(Debug, Clone, Copy)]
+pub struct TableReader<'a> {
+    bytes: &'a [u8],
+    /// Offset of `bytes` in its file, for error offsets.
+    base: u64,
+    key_count: u64,
+    block_len: u32,
+    block_count: usize,
+    index_offset: usize,
+    index_crc: u32,
+}
+
+impl<'a> TableReader<'a> {
+    /// Opens a table section: checks the footer's checksum and that the
+    /// block index and the blocks fit the bytes. Costs O(1); blocks are
+    /// checked when read, or all at once by [`verify`](Self::verify).
+    pub fn new(bytes: &'a [u8]) -> Result<Self, FormatError> {
+        TableReader::at(bytes, 0)
+    }
+
+    /// [`new`](Self::new) for a section that starts at `base` in its file.
+    pub(crate) fn at(bytes: &'a [u8], base: u64) -> Result<Self, FormatError> {
+        let err_at = |off: usize, kind| FormatError::new(FILE, base + to_u64(off), kind);
+        let malformed = |off: usize, what| err_at(off, FormatErrorKind::Malformed(what));
+        let Some(footer_at) = bytes.len().checked_sub(FOOTER_LEN) else {
+            return Err(err_at(
+                0,
+                FormatErrorKind::Truncated {
+                    needed: to_u64(FOOTER_LEN),
+                    available: to_u64(bytes.len()),
+                },
+            ));
+        };
+        let footer = bytes.get(footer_at..).unwrap_or_default();
+        let (covered, stored) = footer.split_at_checked(FOOTER_LEN - 4).unwrap_or_default();
+        let stored = u32_at(stored, 0).unwrap_or_default();
+        check_crc(FILE, base + to_u64(footer_at), covered, stored)?;
+        let field = |at| u64_at(covered, at).unwrap_or_default();
+        let key_count = field(0);
+        let index_offset = field(8);
+        let block_len = u32_at(covered, 16).unwrap_or_default();
+        let index_crc = u32_at(covered, 20).unwrap_or_default();
+        if block_len == 0 || block_len > MAX_BLOCK_LEN {
+            return Err(malformed(
+                footer_at + 16,
+                "the table's block length is outside 1..=4096",
+            ));
+        }
+        let block_count = key_count.div_ceil(u64::from(block_len));
+        let index_end = block_count
+            .checked_mul(to_u64(INDEX_ENTRY_LEN))
+            .and_then(|len| len.checked_add(index_offset));
+        if index_end != Some(to_u64(footer_at)) {
+            return Err(malformed(
+                footer_at,
+                "the table's block index does not end where its footer starts",
+            ));
+        }
+        let min_data = block_count.saturating_mul(to_u64(MIN_BLOCK_LEN_BYTES));
+        if index_offset < min_data || (block_count == 0 && index_offset != 0) {
+            return Err(malformed(
+                footer_at + 8,
+                "the table's blocks cannot fit before its block index",
+            ));
+        }
+        let (Some(block_count), Some(index_offset)) =
+            (to_usize(block_count), to_usize(index_offset))
+        else {
+            return Err(malformed(
+                footer_at,
+                "the table is too large for this platform",
+            ));
+        };
+        Ok(TableReader {
+            bytes,
+            base,
+            key_count,
+            block_len,
+            block_count,
+            index_offset,
+            index_crc,
+        })
+    }
+
+    /// Number of keys.
+    pub fn len(&self) -> u64 {
+        self.key_count
+    }
+
+    /// Whether the table holds no key.
+    pub fn is_empty(&self) -> bool {
+        self.key_count == 0
+    }
+
+    /// Keys per block (the last block may hold fewer).
+    pub fn block_len(&self) -> u32 {
+        self.block_len
+    }
+
+    /// Number of blocks.
+    pub fn block_count(&self) -> usize {
+        self.block_count
+    }
+
+    /// Size of the section in bytes.
+    pub fn size_bytes(&self) -> u64 {
+        to_u64(self.bytes.len())
+    }
+
+    fn entry_offset(&self, block: usize) -> usize {
+        self.index_offset
+            .saturating_add(block.saturating_mul(INDEX_ENTRY_LEN))
+    }
+
+    /// First key and offset of `block`, from the block index.
+    #[inline]
+    fn index_entry(&self, block: usize) -> Result<(u64, u64), FormatError> {
+        let at = self.entry_offset(block);
+        match (u64_at(self.bytes, at), u64_at(self.bytes, at + 8)) {
+            (Some(first), Some(offset)) => Ok((first, offset)),
+            _ => Err(self.malformed(at, "a block index entry is out of bounds")),
+        }
+    }
+
+    fn malformed(&self, at: usize, what: &'static str) -> FormatError {
+        FormatError::malformed(FILE, self.base + to_u64(at), what)
+    }
+
+    /// Opens `block`: checks its bounds, its CRC, and that its first key is
+    /// the one the index holds.
+    fn block(&self, block: usize) -> Result<BlockCursor<'a>, FormatError> {
+        let entry_at = self.entry_offset(block);
+        let (indexed_first, start) = self.index_entry(block)?;
+        let end = if block + 1 < self.block_count {
+            self.index_entry(block + 1)?.1
+        } else {
+            to_u64(self.index_offset)
+        };
+        let bounds = (to_usize(start), to_usize(end));
+        let (Some(start), Some(end)) = bounds else {
+            return Err(self.malformed(entry_at, "a block offset is out of bounds"));
+        };
+        if end > self.index_offset || end < start.saturating_add(MIN_BLOCK_LEN_BYTES) {
+            return Err(self.malformed(
+                entry_at,
+                "the block index's offsets are out of order or out of bounds",
+            ));
+        }
+        let block_bytes = self.bytes.get(start..end).unwrap_or_default();
+        let (body, stored) = block_bytes
+            .split_at_checked(end - start - CRC_LEN)
+            .unwrap_or_default();
+        let stored = u32_at(stored, 0).unwrap_or_default();
+        check_crc(FILE, self.base + to_u64(start), body, stored)?;
+        let first = u64_at(body, 0).unwrap_or_default();
+        let r = u32::from(body.get(8).copied().unwrap_or_default());
+        if first != indexed_first {
+            return Err(self.malformed(
+                entry_at,
+                "the block index disagrees with the first key of its block",
+            ));
+        }
+        if r > 63 {
+            return Err(self.malformed(start + 8, "a block's Rice parameter is above 63"));
+        }
+        // block < block_count, so block * block_len < key_count.
+        let before = to_u64(block) * u64::from(self.block_len);
+        let count = (self.key_count - before).min(u64::from(self.block_len));
+        Ok(BlockCursor {
+            bits: BitReader::new(body.get(BLOCK_HEADER_LEN..).unwrap_or_default()),
+            r,
+            left: count - 1,
+            prev: first,
+            started: false,
+            offset: self.base + to_u64(start),
+        })
+    }
+
+    /// The block a search for `key` starts in: the last one whose first key
+    /// is `<= key` (block 0 if none).
+    fn find_block(&self, key: u64) -> Result<usize, FormatError> {
+        let (mut lo, mut hi) = (0usize, self.block_count);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.index_entry(mid)?.0 <= key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo.saturating_sub(1))
+    }
+
+    /// The keys in `lo..=hi`, ascending. Binary-searches the block index,
+    /// then decodes from the block where the range starts.
+    ///
+    /// Yields an error (and then stops) when a block it reads is damaged.
+    pub fn range(&self, lo: u64, hi: u64) -> Range<'a> {
+        Range {
+            table: *self,
+            lo,
+            hi,
+            next_block: 0,
+            cursor: None,
+            last: None,
+            state: if lo > hi || self.key_count == 0 {
+                RangeState::Done
+            } else {
+                RangeState::Search
+            },
+        }
+    }
+
+    /// Every key, ascending.
+    pub fn iter(&self) -> Range<'a> {
+        Range {
+            table: *self,
+            lo: 0,
+            hi: u64::MAX,
+            next_block: 0,
+            cursor: None,
+            last: None,
+            state: RangeState::Running,
+        }
+    }
+
+    /// Checks everything: the block index's CRC, every block's CRC and
+    /// encoding, and that keys increase across blocks.
+    pub fn verify(&self) -> Result<(), FormatError> {
+        let footer_at = self.bytes.len().saturating_sub(FOOTER_LEN);
+        let index = self
+            .bytes
+            .get(self.index_offset..footer_at)
+            .unwrap_or_default();
+        check_crc(
+            FILE,
+            self.base + to_u64(self.index_offset),
+            index,
+            self.index_crc,
+        )?;
+        if self.block_count > 0 && self.index_entry(0)?.1 != 0 {
+            return Err(self.malformed(
+                self.index_offset,
+                "the first block does not start the table",
+            ));
+        }
+        let mut count = 0u64;
+        for key in self.iter() {
+            key?;
+            count += 1;
+        }
+        if count != self.key_count {
+            return Err(self.malformed(
+                footer_at,
+                "the table's blocks hold a different number of keys than its footer",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl<'a> IntoIterator for &TableReader<'a> {
+    type Item = Result<u64, FormatError>;
+    type IntoIter = Range<'a>;
+
+    fn into_iter(self) -> Range<'a> {
+        self.iter()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RangeState {
+    Search,
+    Running,
+    Done,
+}
+
+/// Iterator over the keys of a [`TableReader`] in a range, ascending.
+///
+/// Items are `Err` when a block is damaged; the iterator then ends.
+#[derive(Debug, Clone)]
+pub struct Range<'a> {
+    table: TableReader<'a>,
+    lo: u64,
+    hi: u64,
+    next_block: usize,
+    cursor: Option<BlockCursor<'a>>,
+    /// The last key decoded, to check that blocks follow each other in order.
+    last: Option<u64>,
+    state: RangeState,
+}
+
+impl Range<'_> {
+    fn fail(&mut self, e: FormatError) -> Option<Result<u64, FormatError>> {
+        self.state = RangeState::Done;
+        self.cursor = None;
+        Some(Err(e))
+    }
+}
+
+impl Iterator for Range<'_> {
+    type Item = Result<u64, FormatError>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            match self.state {
+                RangeState::Done => return None,
+                RangeState::Search => match self.table.find_block(self.lo) {
+                    Ok(block) => {
+                        self.next_block = block;
+                        self.state = RangeState::Running;
+                    }
+                    Err(e) => return self.fail(e),
+                },
+                RangeState::Running => {}
+            }
+            let cursor = match &mut self.cursor {
+                Some(cursor) => cursor,
+                None => {
+                    if self.next_block >= self.table.block_count {
+                        self.state = RangeState::Done;
+                        return None;
+                    }
+                    match self.table.block(self.next_block) {
+                        Ok(c) => {
+                            self.next_block += 1;
+                            self.cursor.insert(c)
+                        }
+                        Err(e) => return self.fail(e),
+                    }
+                }
+            };
+            match cursor.next_key() {
+                Err(e) => return self.fail(e),
+                Ok(None) => self.cursor = None,
+                Ok(Some(key)) => {
+                    if let Some(last) = self.last
+                        && key <= last
+                    {
+                        let offset = cursor.offset;
+                        return self.fail(FormatError::malformed(
+                            FILE,
+                            offset,
+                            "a block's first key is not above the previous block's keys",
+                        ));
+                    }
+                    self.last = Some(key);
+                    if key > self.hi {
+                        self.state = RangeState::Done;
+                        self.cursor = None;
+                        return None;
+                    }
+                    if key >= self.lo {
+                        return Some(Ok(key));
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl std::iter::FusedIterator for Range<'_> {}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+mod tests {
+    use super::*;
+
+    fn encode(keys: &[u64], block_len: u32) -> Vec<u8> {
+        let mut w = TableWriter::new(block_len).unwrap();
+        for &k in keys {
+            w.push(k).unwrap();
+        }
+        w.finish().unwrap()
+    }
+
+    fn xorshift(n: usize, seed: u64) -> Vec<u64> {
+        let mut s = seed;
+        let mut v: Vec<u64> = (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                s
+            })
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    fn all(t: &TableReader<'_>) -> Vec<u64> {
+        t.iter().collect::<Result<_, _>>().unwrap()
+    }
+
+    #[test]
+    fn round_trip_shapes() {
+        let cases: Vec<Vec<u64>> = vec![
+            vec![],
+            vec![0],
+            vec![u64::MAX],
+            vec![0, u64::MAX],
+            vec![0, 1, 2, 3, 4, 5],
+            (0..1000).collect(),
+            (0..1000).map(|i| u64::MAX - 1000 + i).collect(),
+            xorshift(5000, 7),
+            (0..256).map(|i| i << 56).collect(),
+        ];
+        for keys in &cases {
+            for block_len in [1, 2, 3, 127, 128, 4096] {
+                let bytes = encode(keys, block_len);
+                let t = TableReader::new(&bytes).unwrap();
+                assert_eq!(t.len(), keys.len() as u64);
+                assert_eq!(&all(&t), keys, "block_len {block_len}");
+                t.verify().unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn rice_parameter_follows_mean_gap() {
+        assert_eq!(rice_parameter([0u64; 10].into_iter()), 0);
+        assert_eq!(rice_parameter(std::iter::empty()), 0);
+        let r = rice_parameter([1u64 << 38; 100].into_iter());
+        assert!((37..=39).contains(&r), "{r}");
+        assert_eq!(rice_parameter([u64::MAX; 3].into_iter()), 63);
+    }
+
+    #[test]
+    fn huge_gaps_and_r_63() {
+        let keys = [0, 1 << 63, u64::MAX];
+        let bytes = encode(&keys, 128);
+        assert_eq!(all(&TableReader::new(&bytes).unwrap()), keys);
+    }
+
+    #[test]
+    fn unary_longer_than_a_word() {
+        // One tiny gap among huge ones forces a small r for... the opposite:
+        // many zero gaps and one huge gap give a long quotient.
+        let mut keys: Vec<u64> = (0..120).collect();
+        keys.push(1 << 20);
+        let bytes = encode(&keys, 128);
+        assert_eq!(all(&TableReader::new(&bytes).unwrap()), keys);
+    }
+
+    #[test]
+    fn ranges_match_a_filter() {
+        let keys = xorshift(20_000, 3);
+        let bytes = encode(&keys, 128);
+        let t = TableReader::new(&bytes).unwrap();
+        let mut probes: Vec<(u64, u64)> = vec![(0, u64::MAX), (0, 0), (u64::MAX, u64::MAX)];
+        for w in keys.windows(2).step_by(97) {
+            probes.push((w[0], w[1]));
+            probes.push((w[0] + 1, w[1] - 1));
+            probes.push((w[0], w[0]));
+            probes.push((w[0] & !0xffff_ffff_ffff, w[0] | 0xffff_ffff_ffff));
+        }
+        probes.push((5, 4));
+        for (lo, hi) in probes {
+            let got: Vec<u64> = t.range(lo, hi).collect::<Result<_, _>>().unwrap();
+            let want: Vec<u64> = keys
+                .iter()
+                .copied()
+                .filter(|&k| lo <= k && k <= hi)
+                .collect();
+            assert_eq!(got, want, "{lo:#x}..={hi:#x}");
+        }
+    }
+
+    #[test]
+    fn rejects_non_increasing_keys() {
+        let mut w = TableWriter::new(4).unwrap();
+        w.push(5).unwrap();
+        assert!(matches!(
+            w.push(5),
+            Err(EncodeError::KeysNotIncreasing { prev: 5, key: 5 })
+        ));
+        assert!(matches!(
+            w.push(4),
+            Err(EncodeError::KeysNotIncreasing { .. })
+        ));
+        assert!(TableWriter::new(0).is_err());
+        assert!(TableWriter::new(MAX_BLOCK_LEN + 1).is_err());
+    }
+
+    #[test]
+    fn every_bit_flip_is_caught_or_harmless() {
+        let keys = xorshift(600, 11);
+        let bytes = encode(&keys, 64);
+        for bit in 0..bytes.len() * 8 {
+            let mut bad = bytes.clone();
+            bad[bit / 8] ^= 1 << (bit % 8);
+            let Ok(t) = TableReader::new(&bad) else {
+                continue;
+            };
+            // Every full read either errors or returns the right keys.
+            match t.iter().collect::<Result<Vec<_>, _>>() {
+                Ok(got) => assert_eq!(got, keys, "bit {bit}"),
+                Err(e) => assert!(e.offset < bad.len() as u64),
+            }
+            for w in keys.windows(2).step_by(37) {
+                if let Ok(got) = t.range(w[0], w[1]).collect::<Result<Vec<_>, _>>() {
+                    assert_eq!(got, [w[0], w[1]], "bit {bit}");
+                }
+            }
+            if t.verify().is_ok() {
+                assert_eq!(all(&t), keys);
+            }
+        }
+    }
+
+    #[test]
+    fn every_truncation_is_refused() {
+        let keys = xorshift(300, 5);
+        let bytes = encode(&keys, 32);
+        for len in 0..bytes.len() {
+            assert!(TableReader::new(&bytes[..len]).is_err(), "len {len}");
+        }
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        for len in [0, 1, 27, 28, 29, 64, 200, 1000] {
+            for _ in 0..200 {
+                let bytes: Vec<u8> = (0..len)
+                    .map(|_| {
+                        s ^= s << 13;
+                        s ^= s >> 7;
+                        s ^= s << 17;
+                        s as u8
+                    })
+                    .collect();
+                if let Ok(t) = TableReader::new(&bytes) {
+                    let _ = t.verify();
+                    let _ = t.range(0, u64::MAX).count();
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn uniform_keys_cost_about_log_gap_plus_two_bits() {
+        let keys = xorshift(1 << 16, 99);
+        let bytes = encode(&keys, DEFAULT_BLOCK_LEN);
+        let bits_per_key = bytes.len() as f64 * 8.0 / keys.len() as f64;
+        // Mean gap 2^48: about 48 + 1.6 bits, plus block overhead.
+        assert!(bits_per_key < 48.0 + 3.5, "{bits_per_key}");
+    }
+}

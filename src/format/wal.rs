@@ -1,0 +1,534 @@
+//! Write-ahead log files: a header, then frames appended one per write batch.
+//!
+//! A frame holds every record of one batch behind one CRC32, so a batch
+//! torn by a crash is dropped whole. Reading tells a torn tail (a crash while
+//! appending: drop it) from damage in the middle (report it); see
+//! docs/FORMAT.md#wal-file and docs/FORMAT.md#wal-torn-tail.
+
+use super::bytes::{Cursor, check_crc, check_magic_and_version, crc32, to_u64, u32_at, u64_at};
+use super::{EncodeError, FileKind, FormatError, FormatErrorKind, MAX_NAME_LEN};
+
+const FILE: FileKind = FileKind::Wal;
+/// Magic, version, reserved, WAL id, CRC.
+pub const WAL_HEADER_LEN: usize = 28;
+/// Payload length and CRC32.
+pub const FRAME_HEADER_LEN: usize = 8;
+/// The largest payload a frame may have (256 MiB).
+pub const MAX_FRAME_PAYLOAD: usize = 256 << 20;
+
+const INSERT: u8 = 1;
+const INSERT_NAMED: u8 = 2;
+const DELETE: u8 = 3;
+
+/// One logged write.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Record {
+    /// Insert or replace document `id`.
+    Insert {
+        /// Sequence number of the write.
+        seq: u64,
+        /// Document id.
+        id: u64,
+        /// The document's fingerprint.
+        fingerprint: u64,
+        /// Milliseconds since the Unix epoch.
+        timestamp: u64,
+        /// Optional name, at most [`MAX_NAME_LEN`] bytes.
+        name: Option<String>,
+    },
+    /// Delete document `id`.
+    Delete {
+        /// Sequence number of the write.
+        seq: u64,
+        /// Document id.
+        id: u64,
+        /// Milliseconds since the Unix epoch.
+        timestamp: u64,
+    },
+}
+
+/// The header that starts WAL file `wal_id`.
+pub fn encode_wal_header(wal_id: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(WAL_HEADER_LEN);
+    out.extend_from_slice(&FILE.magic());
+    out.extend_from_slice(&super::FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    out.extend_from_slice(&wal_id.to_le_bytes());
+    let crc = crc32(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// One frame holding `records` (a batch: replayed all or not at all).
+pub fn encode_frame(records: &[Record]) -> Result<Vec<u8>, EncodeError> {
+    let mut out = Vec::new();
+    encode_frame_into(&mut out, records)?;
+    Ok(out)
+}
+
+/// Appends one frame holding `records` to `out` (left unchanged on error).
+pub fn encode_frame_into(out: &mut Vec<u8>, records: &[Record]) -> Result<(), EncodeError> {
+    let count =
+        u32::try_from(records.len())
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or(EncodeError::Invalid(
+                "a WAL frame holds between 1 and 2^32 - 1 records",
+            ))?;
+    let start = out.len();
+    out.extend_from_slice(&[0; FRAME_HEADER_LEN]);
+    out.extend_from_slice(&count.to_le_bytes());
+    for record in records {
+        match record {
+            Record::Insert {
+                seq,
+                id,
+                fingerprint,
+                timestamp,
+                name,
+            } => {
+                out.push(if name.is_some() { INSERT_NAMED } else { INSERT });
+                for v in [seq, id, fingerprint, timestamp] {
+                    out.extend_from_slice(&v.to_le_bytes());
+                }
+                if let Some(name) = name {
+                    if name.len() > MAX_NAME_LEN {
+                        out.truncate(start);
+                        return Err(EncodeError::NameTooLong {
+                            id: *id,
+                            len: name.len(),
+                        });
+                    }
+                    out.extend_from_slice(&(name.len() as u32).to_le_bytes());
+                    out.extend_from_slice(name.as_bytes());
+                }
+            }
+            Record::Delete { seq, id, timestamp } => {
+                out.push(DELETE);
+                for v in [seq, id, timestamp] {
+                    out.extend_from_slice(&v.to_le_bytes());
+                }
+            }
+        }
+    }
+    let payload_len = out.len() - start - FRAME_HEADER_LEN;
+    if payload_len > MAX_FRAME_PAYLOAD {
+        out.truncate(start);
+        return Err(EncodeError::Invalid(
+            "a WAL frame's payload must not exceed 256 MiB; split the batch",
+        ));
+    }
+    let len_bytes = (payload_len as u32).to_le_bytes();
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&len_bytes);
+    crc.update(out.get(start + FRAME_HEADER_LEN..).unwrap_or_default());
+    let crc = crc.finalize().to_le_bytes();
+    for (dst, src) in out.iter_mut().skip(start).zip(len_bytes.iter().chain(&crc)) {
+        *dst = *src;
+    }
+    Ok(())
+}
+
+/// Decodes a payload whose CRC matched.
+fn decode_payload(payload: &[u8], base: u64) -> Result<Vec<Record>, FormatError> {
+    let mut c = Cursor::new(payload, base, FILE);
+    let count = c.u32()?;
+    if count == 0 {
+        return Err(c.malformed("a WAL frame holds no record"));
+    }
+    // Each record takes at least 25 bytes: never trust the count for memory.
+    let mut records = Vec::with_capacity((count as usize).min(c.remaining() / 25));
+    for _ in 0..count {
+        let kind = c.u8()?;
+        let record = match kind {
+            INSERT | INSERT_NAMED => {
+                let (seq, id, fingerprint, timestamp) = (c.u64()?, c.u64()?, c.u64()?, c.u64()?);
+                let name = if kind == INSERT_NAMED {
+                    let len = c.u32()? as usize;
+                    if len > MAX_NAME_LEN {
+                        return Err(c.malformed("a document name is longer than 64 KiB"));
+                    }
+                    let at = c.offset();
+                    let bytes = c.take(len)?;
+                    let name = std::str::from_utf8(bytes).map_err(|_| {
+                        FormatError::malformed(FILE, at, "a document name is not UTF-8")
+                    })?;
+                    Some(name.to_owned())
+                } else {
+                    None
+                };
+                Record::Insert {
+                    seq,
+                    id,
+                    fingerprint,
+                    timestamp,
+                    name,
+                }
+            }
+            DELETE => Record::Delete {
+                seq: c.u64()?,
+                id: c.u64()?,
+                timestamp: c.u64()?,
+            },
+            _ => return Err(c.malformed("unknown WAL record type")),
+        };
+        records.push(record);
+    }
+    if c.remaining() != 0 {
+        return Err(c.malformed("a WAL frame has bytes after its last record"));
+    }
+    Ok(records)
+}
+
+/// A frame read back: the batch's records and where the frame lies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalFrame {
+    /// Offset of the frame in the file.
+    pub offset: u64,
+    /// Offset just past the frame (where the next one starts).
+    pub end: u64,
+    /// The batch's records, in the order they were written.
+    pub records: Vec<Record>,
+}
+
+/// How a WAL ends after its last valid frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WalEnd {
+    /// The last frame ends exactly at the end of the file.
+    Clean,
+    /// From `offset` on, the file holds an incomplete or invalid frame and
+    /// nothing valid after it: what a crash while appending leaves. The
+    /// writes there were never acknowledged; truncate the file at `offset`.
+    TornTail {
+        /// Where the torn frame starts (the length to truncate to).
+        offset: u64,
+    },
+    /// The frame at `error.offset` is invalid, but a valid frame follows
+    /// it: acknowledged data was damaged. Report it; never drop it silently.
+    Corrupted {
+        /// What is wrong with the first invalid frame.
+        error: FormatError,
+        /// Where the next valid frame starts.
+        next_valid: u64,
+    },
+}
+
+/// A frame at `at` that is complete and whose CRC matches; `None` otherwise.
+/// Returns the payload and the frame's end.
+fn frame_at(bytes: &[u8], at: usize) -> Result<(&[u8], usize), FormatError> {
+    let available = bytes.len().saturating_sub(at);
+    let truncated = |needed: usize| {
+        FormatError::new(
+            FILE,
+            to_u64(at),
+            FormatErrorKind::Truncated {
+                needed: to_u64(needed),
+                available: to_u64(available),
+            },
+        )
+    };
+    let (Some(len), Some(stored)) = (u32_at(bytes, at), u32_at(bytes, at + 4)) else {
+        return Err(truncated(FRAME_HEADER_LEN));
+    };
+    let len = len as usize;
+    if len == 0 || len > MAX_FRAME_PAYLOAD {
+        return Err(FormatError::malformed(
+            FILE,
+            to_u64(at),
+            "a WAL frame's length is zero or above 256 MiB",
+        ));
+    }
+    let end = at.saturating_add(FRAME_HEADER_LEN + len);
+    let Some(payload) = bytes.get(at + FRAME_HEADER_LEN..end) else {
+        return Err(truncated(FRAME_HEADER_LEN + len));
+    };
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&(len as u32).to_le_bytes());
+    crc.update(payload);
+    let computed = crc.finalize();
+    if computed != stored {
+        return Err(FormatError::new(
+            FILE,
+            to_u64(at),
+            FormatErrorKind::ChecksumMismatch {
+                expected: stored,
+                got: computed,
+            },
+        ));
+    }
+    Ok((payload, end))
+}
+
+/// Reads a WAL file frame by frame.
+///
+/// Iterating yields each valid frame in order and stops at the first
+/// invalid one (or the end); [`end`](Self::end) then says whether the file
+/// ended cleanly, in a torn tail, or is corrupted.
+///
+/// ```
+/// use simhashdb::format::{Record, WalEnd, WalReader, encode_frame, encode_wal_header};
+///
+/// let mut wal = encode_wal_header(1);
+/// let batch = [Record::Delete { seq: 1, id: 9, timestamp: 0 }];
+/// wal.extend(encode_frame(&batch)?);
+/// wal.extend(&encode_frame(&batch)?[..5]); // a crash mid-append
+///
+/// let mut reader = WalReader::new(&wal)?;
+/// let frames: Vec<_> = reader.by_ref().collect();
+/// assert_eq!(frames.len(), 1);
+/// assert!(matches!(reader.end(), Some(WalEnd::TornTail { .. })));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct WalReader<'a> {
+    bytes: &'a [u8],
+    wal_id: u64,
+    pos: usize,
+    end: Option<WalEnd>,
+}
+
+impl<'a> WalReader<'a> {
+    /// Checks the header. A WAL shorter than its header is an error: the
+    /// engine makes the header durable before any manifest names the file.
+    pub fn new(bytes: &'a [u8]) -> Result<Self, FormatError> {
+        check_magic_and_version(bytes, FILE)?;
+        let header = bytes.get(..WAL_HEADER_LEN).ok_or_else(|| {
+            FormatError::new(
+                FILE,
+                0,
+                FormatErrorKind::Truncated {
+                    needed: to_u64(WAL_HEADER_LEN),
+                    available: to_u64(bytes.len()),
+                },
+            )
+        })?;
+        let covered = header.get(..24).unwrap_or_default();
+        check_crc(FILE, 0, covered, u32_at(header, 24).unwrap_or_default())?;
+        if u32_at(header, 12) != Some(0) {
+            return Err(FormatError::malformed(
+                FILE,
+                12,
+                "the WAL header's reserved field is not zero",
+            ));
+        }
+        Ok(WalReader {
+            bytes,
+            wal_id: u64_at(header, 16).unwrap_or_default(),
+            pos: WAL_HEADER_LEN,
+            end: None,
+        })
+    }
+
+    /// The id recorded in the header.
+    pub fn wal_id(&self) -> u64 {
+        self.wal_id
+    }
+
+    /// How the file ends; `None` until iteration has finished.
+    pub fn end(&self) -> Option<&WalEnd> {
+        self.end.as_ref()
+    }
+
+    /// Reads every frame: the valid frames and how the file ends.
+    pub fn read_all(mut self) -> (Vec<WalFrame>, WalEnd) {
+        let frames: Vec<WalFrame> = self.by_ref().collect();
+        (frames, self.end.unwrap_or(WalEnd::Clean))
+    }
+
+    /// Whether a valid frame starts anywhere after `from`; the first such
+    /// offset. This is the test that tells damage from a torn tail.
+    fn next_valid_frame(&self, from: usize) -> Option<usize> {
+        (from..self.bytes.len()).find(|&at| {
+            // Cheap filters first: a plausible length that fits the file.
+            let fits = u32_at(self.bytes, at).is_some_and(|len| {
+                len != 0
+                    && (len as usize) <= MAX_FRAME_PAYLOAD
+                    && at.saturating_add(FRAME_HEADER_LEN + len as usize) <= self.bytes.len()
+            });
+            fits && frame_at(self.bytes, at).is_ok_and(|(payload, _)| {
+                decode_payload(payload, to_u64(at + FRAME_HEADER_LEN)).is_ok()
+            })
+        })
+    }
+}
+
+impl Iterator for WalReader<'_> {
+    type Item = WalFrame;
+
+    fn next(&mut self) -> Option<WalFrame> {
+        if self.end.is_some() {
+            return None;
+        }
+        let at = self.pos;
+        if at >= self.bytes.len() {
+            self.end = Some(WalEnd::Clean);
+            return None;
+        }
+        let frame = frame_at(self.bytes, at).and_then(|(payload, end)| {
+            decode_payload(payload, to_u64(at + FRAME_HEADER_LEN)).map(|records| (records, end))
+        });
+        match frame {
+            Ok((records, end)) => {
+                self.pos = end;
+                Some(WalFrame {
+                    offset: to_u64(at),
+                    end: to_u64(end),
+                    records,
+                })
+            }
+            Err(error) => {
+                self.end = Some(match self.next_valid_frame(at + 1) {
+                    None => WalEnd::TornTail { offset: to_u64(at) },
+                    Some(next) => WalEnd::Corrupted {
+                        error,
+                        next_valid: to_u64(next),
+                    },
+                });
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+mod tests {
+    use super::*;
+
+    fn batches() -> Vec<Vec<Record>> {
+        vec![
+            vec![Record::Insert {
+                seq: 1,
+                id: 10,
+                fingerprint: 0xdead_beef,
+                timestamp: 1_700_000_000_000,
+                name: None,
+            }],
+            vec![
+                Record::Insert {
+                    seq: 2,
+                    id: 11,
+                    fingerprint: u64::MAX,
+                    timestamp: 5,
+                    name: Some("https://example.com/ü".to_owned()),
+                },
+                Record::Delete {
+                    seq: 3,
+                    id: 10,
+                    timestamp: 6,
+                },
+                Record::Insert {
+                    seq: 4,
+                    id: 12,
+                    fingerprint: 0,
+                    timestamp: 7,
+                    name: Some(String::new()),
+                },
+            ],
+            vec![Record::Delete {
+                seq: 5,
+                id: 11,
+                timestamp: 8,
+            }],
+        ]
+    }
+
+    fn wal(batches: &[Vec<Record>]) -> (Vec<u8>, Vec<usize>) {
+        let mut bytes = encode_wal_header(3);
+        let mut ends = vec![bytes.len()];
+        for b in batches {
+            encode_frame_into(&mut bytes, b).unwrap();
+            ends.push(bytes.len());
+        }
+        (bytes, ends)
+    }
+
+    #[test]
+    fn round_trip() {
+        let batches = batches();
+        let (bytes, _) = wal(&batches);
+        let reader = WalReader::new(&bytes).unwrap();
+        assert_eq!(reader.wal_id(), 3);
+        let (frames, end) = reader.read_all();
+        assert_eq!(end, WalEnd::Clean);
+        let got: Vec<Vec<Record>> = frames.into_iter().map(|f| f.records).collect();
+        assert_eq!(got, batches);
+    }
+
+    #[test]
+    fn every_truncation_is_a_torn_tail_or_clean() {
+        let batches = batches();
+        let (bytes, ends) = wal(&batches);
+        for len in WAL_HEADER_LEN..=bytes.len() {
+            let (frames, end) = WalReader::new(&bytes[..len]).unwrap().read_all();
+            let complete = ends.iter().filter(|&&e| e <= len).count() - 1;
+            assert_eq!(frames.len(), complete, "len {len}");
+            let last_end = ends[complete];
+            if len == last_end {
+                assert_eq!(end, WalEnd::Clean, "len {len}");
+            } else {
+                assert_eq!(
+                    end,
+                    WalEnd::TornTail {
+                        offset: last_end as u64
+                    },
+                    "len {len}"
+                );
+            }
+            // The same with zeros after the cut (a file extended by the FS).
+            // A frame whose missing bytes were zeros anyway is whole again.
+            let mut zeroed = bytes[..len].to_vec();
+            zeroed.extend_from_slice(&[0; 300]);
+            let (frames, end) = WalReader::new(&zeroed).unwrap().read_all();
+            let got = frames.len();
+            assert!(got >= complete && got <= complete + 1, "len {len} + zeros");
+            let records: Vec<Vec<Record>> = frames.into_iter().map(|f| f.records).collect();
+            assert_eq!(records, batches[..got], "len {len} + zeros");
+            assert_eq!(
+                end,
+                WalEnd::TornTail {
+                    offset: ends[got] as u64
+                }
+            );
+        }
+        for len in 0..WAL_HEADER_LEN {
+            assert!(WalReader::new(&bytes[..len]).is_err());
+        }
+    }
+
+    #[test]
+    fn damage_in_the_middle_is_corruption() {
+        let batches = batches();
+        let (bytes, ends) = wal(&batches);
+        // Every bit of the first two frames: later frames are intact.
+        for bit in ends[0] * 8..ends[2] * 8 {
+            let mut bad = bytes.clone();
+            bad[bit / 8] ^= 1 << (bit % 8);
+            let (frames, end) = WalReader::new(&bad).unwrap().read_all();
+            let frame = if bit / 8 < ends[1] { 0 } else { 1 };
+            assert_eq!(frames.len(), frame, "bit {bit}");
+            match end {
+                WalEnd::Corrupted { error, next_valid } => {
+                    assert_eq!(error.offset, ends[frame] as u64, "bit {bit}");
+                    assert!(next_valid as usize >= ends[frame + 1], "bit {bit}");
+                }
+                other => panic!("bit {bit}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn limits() {
+        assert!(encode_frame(&[]).is_err());
+        let long = Record::Insert {
+            seq: 1,
+            id: 1,
+            fingerprint: 1,
+            timestamp: 1,
+            name: Some("x".repeat(MAX_NAME_LEN + 1)),
+        };
+        let mut out = vec![1, 2, 3];
+        assert!(encode_frame_into(&mut out, &[long]).is_err());
+        assert_eq!(out, [1, 2, 3]);
+    }
+}
