@@ -43,8 +43,15 @@
 //! operation `n`, inject a sticky [`FaultKind::Eio`] after `n` operations, run
 //! the workload, then [`crash`](FaultFs::crash).
 //!
-//! Everything is deterministic: the only randomness (torn tails, short-write
-//! lengths) comes from the seed given to [`FaultFs::with_seed`].
+//! Everything is deterministic while one thread at a time drives it (a
+//! background thread interleaves its operations with the caller's, which moves
+//! the countdown): the only randomness (torn tails, short-write lengths) comes
+//! from the seed given to [`FaultFs::with_seed`].
+//!
+//! Only the root (`/`, or `""` for relative paths) exists from the start and
+//! is always durable. A directory made with [`FileSystem::create_dir_all`]
+//! needs [`FileSystem::sync_dir`] of its parent, like any entry, or power loss
+//! takes it and everything in it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
