@@ -38,11 +38,14 @@
 
 pub mod batch;
 pub mod engine;
+pub mod error;
 pub mod fingerprint;
 pub mod format;
 pub mod plan;
 pub mod search;
 
+pub use engine::{Durability, Index, Match, Options, Stats};
+pub use error::{Error, Result};
 pub use fingerprint::{FingerprintConfig, FingerprintError, Simhasher, Tokenizer, Weighting};
 
 /// Number of bit positions in which `a` and `b` differ.

@@ -1,3 +1,10 @@
+//! The persistent index: files, policy, recovery. Bytes on disk are
+//! `crate::format`'s business; this module decides which files exist and when.
+
 pub mod fault;
 pub mod fs;
+mod index;
 pub mod lock;
+mod memtable;
+
+pub use index::{Durability, Index, Match, Options, Stats};

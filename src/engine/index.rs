@@ -1,0 +1,1085 @@
+//! [`Index`]: the persistent index, its options and its answers.
+//!
+//! Write path: a batch is encoded as one WAL frame, appended (and synced in
+//! [`Durability::Sync`]), then applied to the memtable. When the memtable
+//! passes its byte budget it is flushed, under the writer lock: its tables and
+//! doc map are written as a new segment, a new WAL is started, and a new
+//! manifest naming both is committed (temp file, sync, rename, directory
+//! sync). Only then do queries see the segment instead of the memtable.
+//!
+//! Read path: a query takes the state's read lock, searches the memtable's
+//! B-trees and every segment's tables, and keeps a document only if no newer
+//! source (the memtable, a newer segment) holds a version or tombstone of its
+//! id, and it is within the retention window.
+//!
+//! File layouts: docs/FORMAT.md.
+
+use std::cmp::Reverse;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::error::{Error, Result};
+use crate::fingerprint::{FingerprintConfig, Simhasher};
+use crate::format::{
+    DocEntry, DocMapReader, DocMapWriter, FileKind, FormatError, Manifest, Record, SegmentInfo,
+    SegmentMeta, SegmentReader, SegmentWriter, Tombstone, WalEnd, WalReader, encode_frame,
+    encode_wal_header,
+};
+use crate::plan::Plan;
+
+use super::fs::{FileSystem, Mapped, RealFs, WritableFile};
+use super::lock::{DirLock, LockError};
+use super::memtable::{Doc, Memtable, Version};
+
+const MANIFEST: &str = "MANIFEST";
+const MANIFEST_TMP: &str = "MANIFEST.tmp";
+
+/// When an acknowledged write is safe.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// An acknowledged write has reached the operating system: it survives
+    /// the process being killed at any instant, not a power loss.
+    #[default]
+    Buffered,
+    /// An acknowledged write has been synced to the device: it also survives
+    /// power loss. A batch shares one sync.
+    Sync,
+}
+
+/// How to open or create an index.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The table plan. `None`: an existing index keeps its recorded plan; a
+    /// new one gets `Plan::auto(expected_n, k)`. `Some`: must equal the
+    /// recorded plan of an existing index.
+    pub plan: Option<Plan>,
+    /// Distance the automatic plan is built for (new indexes only).
+    pub k: u32,
+    /// Expected number of fingerprints the automatic plan is sized for.
+    pub expected_n: u64,
+    /// The fingerprint configuration recorded in a new index. `None`: the
+    /// default `Simhasher`'s for a new index, and no check for an existing
+    /// one. `Some`: must equal the recorded configuration.
+    pub fingerprint: Option<FingerprintConfig>,
+    /// When writes are acknowledged.
+    pub durability: Durability,
+    /// Entries older than this are not returned (and are dropped by
+    /// compaction). Recorded in the index; `None` keeps everything.
+    pub retention: Option<Duration>,
+    /// The memtable is flushed to a segment when it holds about this many bytes.
+    pub memtable_bytes: usize,
+    /// The file system under the engine (tests swap in a fault-injecting one);
+    /// `None` is the real one. Only the real one takes the directory lock.
+    pub file_system: Option<Arc<dyn FileSystem>>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            plan: None,
+            k: 3,
+            expected_n: 50_000_000,
+            fingerprint: None,
+            durability: Durability::Buffered,
+            retention: None,
+            memtable_bytes: 64 << 20,
+            file_system: None,
+        }
+    }
+}
+
+/// A document found by a query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Match {
+    /// The document id.
+    pub id: u64,
+    /// Its fingerprint.
+    pub fingerprint: u64,
+    /// Hamming distance from the query.
+    pub distance: u32,
+    /// Its name, if it was inserted with one.
+    pub name: Option<String>,
+}
+
+/// A snapshot of the index's shape and size.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stats {
+    /// The plan.
+    pub plan: Plan,
+    /// The recorded fingerprint configuration line.
+    pub fingerprint_config: String,
+    /// Live segments.
+    pub segments: usize,
+    /// Documents in segments (including versions later replaced or deleted
+    /// until compaction drops them).
+    pub segment_docs: u64,
+    /// Tombstones in segments.
+    pub tombstones: u64,
+    /// Distinct fingerprints per table, summed over segments.
+    pub segment_keys: u64,
+    /// Table bytes per key per table, over all segments (raw would be 8).
+    pub table_bytes_per_key: f64,
+    /// Bytes of segment and doc-map files.
+    pub disk_bytes: u64,
+    /// Ids with a version in the memtable (live or deleted).
+    pub memtable_docs: usize,
+    /// Approximate memtable bytes.
+    pub memtable_bytes: usize,
+}
+
+/// A persistent, exact near-duplicate index of 64-bit fingerprints.
+///
+/// `Index` is `Send + Sync`: queries run from many threads while one writes
+/// (writes are serialised).
+#[derive(Debug)]
+pub struct Index {
+    dir: PathBuf,
+    fs: Arc<dyn FileSystem>,
+    plan: Plan,
+    fingerprint_config: String,
+    durability: Durability,
+    retention_ms: u64,
+    memtable_budget: usize,
+    read_only: bool,
+    _lock: Option<DirLock>,
+    state: RwLock<State>,
+    writer: Mutex<Option<Writer>>,
+    poisoned: AtomicBool,
+}
+
+#[derive(Debug)]
+struct State {
+    memtable: Memtable,
+    /// Newest first.
+    segments: Vec<Arc<Segment>>,
+}
+
+#[derive(Debug)]
+struct Writer {
+    wal: Box<dyn WritableFile>,
+    manifest: Manifest,
+}
+
+/// A live segment: its tables and doc map, mapped.
+#[derive(Debug)]
+struct Segment {
+    meta: SegmentMeta,
+    seg_path: PathBuf,
+    ids_path: PathBuf,
+    tables: SegmentReader<Mapped>,
+    docs: DocMapReader<Mapped>,
+    /// Set when a manifest no longer names the segment: its files are
+    /// removed once the last reader drops it.
+    obsolete: AtomicBool,
+    fs: Arc<dyn FileSystem>,
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        if self.obsolete.load(Ordering::Acquire) {
+            // Best effort: a file left behind is removed at the next open.
+            let _ = self.fs.remove(&self.seg_path);
+            let _ = self.fs.remove(&self.ids_path);
+        }
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn io_error<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(std::io::Error) -> Error + 'a {
+    move |source| Error::Io {
+        path: path.to_path_buf(),
+        op,
+        source,
+    }
+}
+
+fn corrupted(path: &Path, e: &FormatError) -> Error {
+    Error::Corrupted {
+        path: path.to_path_buf(),
+        offset: e.offset,
+        reason: e.to_string(),
+    }
+}
+
+fn lock_error(e: LockError) -> Error {
+    match e {
+        LockError::Locked { dir } => Error::Locked { dir },
+        LockError::Io { path, source } => Error::Io {
+            path,
+            op: "lock",
+            source,
+        },
+    }
+}
+
+fn read_lock<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    // A panic while holding the lock leaves consistent data (every update is
+    // a single assignment or completes before unlocking), so carry on.
+    lock.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn write_lock<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Index {
+    /// Opens the index in `dir`, creating it (and `dir`) if it does not exist.
+    /// Takes the directory's exclusive lock: a second writer gets
+    /// [`Error::Locked`].
+    pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Index> {
+        Index::open_with(dir.as_ref(), options, false)
+    }
+
+    /// Opens an existing index for queries only, with a shared lock: many
+    /// readers (in any process) may open it at once, but not while a writer
+    /// holds it. A read-only index sees the state of its open.
+    pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Index> {
+        Index::open_with(dir.as_ref(), Options::default(), true)
+    }
+
+    fn open_with(dir: &Path, options: Options, read_only: bool) -> Result<Index> {
+        let (fs, lock): (Arc<dyn FileSystem>, Option<DirLock>) = match &options.file_system {
+            Some(fs) => (fs.clone(), None),
+            None => {
+                if !read_only {
+                    RealFs
+                        .create_dir_all(dir)
+                        .map_err(io_error(dir, "create directory"))?;
+                }
+                let lock = if read_only {
+                    DirLock::shared(dir)
+                } else {
+                    DirLock::exclusive(dir)
+                };
+                (Arc::new(RealFs), Some(lock.map_err(lock_error)?))
+            }
+        };
+        if options.file_system.is_some() && !read_only {
+            fs.create_dir_all(dir)
+                .map_err(io_error(dir, "create directory"))?;
+        }
+        if !read_only {
+            // A new directory's own entry must be durable too.
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                fs.sync_dir(parent).map_err(io_error(parent, "sync"))?;
+            }
+        }
+        let manifest_path = dir.join(MANIFEST);
+        let manifest = match fs.read(&manifest_path) {
+            Ok(bytes) => Manifest::decode(&bytes).map_err(|e| corrupted(&manifest_path, &e))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !read_only => {
+                Index::create(dir, fs.as_ref(), &options)?
+            }
+            Err(e) => return Err(io_error(&manifest_path, "read")(e)),
+        };
+        let plan = Plan::from_shape(manifest.shape, manifest.k)?;
+        if let Some(given) = &options.plan
+            && (given.shape() != plan.shape() || given.k() != plan.k())
+        {
+            return Err(Error::Mismatch {
+                what: "plan",
+                recorded: plan.to_string(),
+                given: given.to_string(),
+            });
+        }
+        if let Some(given) = &options.fingerprint
+            && given.to_string() != manifest.fingerprint_config
+        {
+            return Err(Error::Mismatch {
+                what: "fingerprint config",
+                recorded: manifest.fingerprint_config.clone(),
+                given: given.to_string(),
+            });
+        }
+
+        let mut segments = Vec::with_capacity(manifest.segments.len());
+        for meta in &manifest.segments {
+            segments.push(Arc::new(Segment::open(dir, &fs, *meta, &plan)?));
+        }
+        // Newest first.
+        segments.sort_by_key(|s| Reverse(s.meta.max_seq));
+
+        let mut memtable = Memtable::new(&plan);
+        let mut next_seq = manifest.next_seq;
+        let mut last_wal: Option<(PathBuf, u64)> = None;
+        for &wal_id in &manifest.wal_ids {
+            let path = dir.join(FileKind::Wal.file_name(wal_id));
+            let bytes = fs.read(&path).map_err(io_error(&path, "read"))?;
+            let reader = WalReader::new(&bytes).map_err(|e| corrupted(&path, &e))?;
+            let (frames, end) = reader.read_all();
+            for frame in frames {
+                for record in frame.records {
+                    next_seq = next_seq.max(apply(&mut memtable, record) + 1);
+                }
+            }
+            let valid_len = match end {
+                WalEnd::Clean => bytes.len() as u64,
+                WalEnd::TornTail { offset } => offset,
+                WalEnd::Corrupted { error, .. } => return Err(corrupted(&path, &error)),
+            };
+            last_wal = Some((path, valid_len));
+        }
+
+        let writer = if read_only {
+            None
+        } else {
+            let (path, valid_len) = last_wal.ok_or_else(|| Error::Corrupted {
+                path: manifest_path.clone(),
+                offset: 0,
+                reason: "the manifest names no write-ahead log".to_string(),
+            })?;
+            if fs.len(&path).map_err(io_error(&path, "stat"))? > valid_len {
+                // Drop a torn tail: those writes were never acknowledged.
+                fs.truncate(&path, valid_len)
+                    .map_err(io_error(&path, "truncate"))?;
+            }
+            let wal = fs.open_append(&path).map_err(io_error(&path, "open"))?;
+            let mut manifest = manifest.clone();
+            manifest.next_seq = next_seq;
+            remove_orphans(dir, fs.as_ref(), &manifest);
+            Some(Writer { wal, manifest })
+        };
+
+        Ok(Index {
+            dir: dir.to_path_buf(),
+            fs,
+            plan,
+            fingerprint_config: manifest.fingerprint_config.clone(),
+            durability: options.durability,
+            retention_ms: manifest.retention_ms,
+            memtable_budget: options.memtable_bytes,
+            read_only,
+            _lock: lock,
+            state: RwLock::new(State { memtable, segments }),
+            writer: Mutex::new(writer),
+            poisoned: AtomicBool::new(false),
+        })
+    }
+
+    /// Creates a new index: an empty WAL and the first manifest.
+    fn create(dir: &Path, fs: &dyn FileSystem, options: &Options) -> Result<Manifest> {
+        let plan = match &options.plan {
+            Some(plan) => plan.clone(),
+            None => Plan::auto(options.expected_n, options.k)?,
+        };
+        let config = options
+            .fingerprint
+            .unwrap_or_else(|| Simhasher::default().config());
+        let retention_ms = options.retention.map_or(0, |r| {
+            u64::try_from(r.as_millis()).unwrap_or(u64::MAX).max(1)
+        });
+        let manifest = Manifest {
+            shape: plan.shape(),
+            k: plan.k(),
+            fingerprint_config: config.to_string(),
+            retention_ms,
+            generation: 0,
+            next_segment_id: 1,
+            next_wal_id: 2,
+            next_seq: 1,
+            wal_ids: vec![1],
+            segments: Vec::new(),
+        };
+        new_wal(dir, fs, 1)?;
+        commit_manifest(dir, fs, &manifest)?;
+        Ok(manifest)
+    }
+
+    /// The directory of the index.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The index's plan (its `k` is the largest distance queries may ask for).
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Inserts document `id` with `fingerprint`, replacing any earlier version of `id`.
+    pub fn insert(&self, id: u64, fingerprint: u64) -> Result<()> {
+        self.insert_batch([(id, fingerprint, None::<String>)])
+    }
+
+    /// Inserts document `id` with a name (a URL or path, at most
+    /// [`MAX_NAME_LEN`](crate::format::MAX_NAME_LEN) bytes) returned with matches.
+    pub fn insert_named(&self, id: u64, fingerprint: u64, name: impl Into<String>) -> Result<()> {
+        self.insert_batch([(id, fingerprint, Some(name.into()))])
+    }
+
+    /// Inserts many documents as one write: all or none survive a crash, and
+    /// in [`Durability::Sync`] they share one sync.
+    pub fn insert_batch<I, S>(&self, docs: I) -> Result<()>
+    where
+        I: IntoIterator<Item = (u64, u64, Option<S>)>,
+        S: Into<String>,
+    {
+        let timestamp = now_ms();
+        let mut records = Vec::new();
+        for (id, fingerprint, name) in docs {
+            let name: Option<String> = name.map(Into::into);
+            check_name(name.as_deref())?;
+            records.push(Record::Insert {
+                seq: 0,
+                id,
+                fingerprint,
+                timestamp,
+                name,
+            });
+        }
+        let mut writer = self.writer()?;
+        self.write(&mut writer, records)
+    }
+
+    /// Deletes document `id` (a no-op for queries if it does not exist).
+    pub fn delete(&self, id: u64) -> Result<()> {
+        let record = Record::Delete {
+            seq: 0,
+            id,
+            timestamp: now_ms(),
+        };
+        let mut writer = self.writer()?;
+        self.write(&mut writer, vec![record])
+    }
+
+    /// Inserts `id` unless a live document lies within `k` of `fingerprint`;
+    /// then returns those instead, and writes nothing. Atomic with respect to
+    /// other writes: of two near-identical documents inserted at once, one is
+    /// kept and the other gets the first as its match.
+    pub fn insert_if_new(
+        &self,
+        id: u64,
+        fingerprint: u64,
+        k: u32,
+    ) -> Result<std::result::Result<(), Vec<Match>>> {
+        let mut writer = self.writer()?;
+        let matches = self.query(fingerprint, k)?;
+        if !matches.is_empty() {
+            return Ok(Err(matches));
+        }
+        let record = Record::Insert {
+            seq: 0,
+            id,
+            fingerprint,
+            timestamp: now_ms(),
+            name: None,
+        };
+        self.write(&mut writer, vec![record])?;
+        Ok(Ok(()))
+    }
+
+    /// The fingerprint of document `id`, if it is live.
+    pub fn get(&self, id: u64) -> Result<Option<u64>> {
+        let state = read_lock(&self.state);
+        match state.memtable.version(id) {
+            Some(Version::Live(doc)) => {
+                return Ok(self.fresh(doc.timestamp).then_some(doc.fingerprint));
+            }
+            Some(Version::Deleted { .. }) => return Ok(None),
+            None => {}
+        }
+        for segment in &state.segments {
+            if let Some(entry) = segment.by_id(id)? {
+                return Ok(self.fresh(entry.timestamp).then_some(entry.fingerprint));
+            }
+            if segment.tombstone(id)?.is_some() {
+                return Ok(None);
+            }
+        }
+        Ok(None)
+    }
+
+    /// Every live document within distance `k` of `fingerprint`, sorted by
+    /// (distance, id). `k` above the plan's `k` is refused.
+    pub fn query(&self, fingerprint: u64, k: u32) -> Result<Vec<Match>> {
+        if k > self.plan.k() {
+            return Err(Error::DistanceTooLarge {
+                requested: k,
+                plan_k: self.plan.k(),
+            });
+        }
+        let state = read_lock(&self.state);
+        let mut matches = Vec::new();
+        for found in state.memtable.matching_fingerprints(fingerprint, k) {
+            let distance = (found ^ fingerprint).count_ones();
+            for (id, doc) in state.memtable.ids_with(found) {
+                if self.fresh(doc.timestamp) {
+                    matches.push(Match {
+                        id,
+                        fingerprint: found,
+                        distance,
+                        name: doc.name.as_deref().map(str::to_owned),
+                    });
+                }
+            }
+        }
+        for (s, segment) in state.segments.iter().enumerate() {
+            for found in segment.matching_fingerprints(&self.plan, fingerprint, k)? {
+                let distance = (found ^ fingerprint).count_ones();
+                for entry in segment.docs.by_fingerprint(found) {
+                    let entry = entry.map_err(|e| corrupted(&segment.ids_path, &e))?;
+                    if self.fresh(entry.timestamp) && !shadowed(&state, s, entry.id)? {
+                        matches.push(Match {
+                            id: entry.id,
+                            fingerprint: found,
+                            distance,
+                            name: entry.name.map(str::to_owned),
+                        });
+                    }
+                }
+            }
+        }
+        matches.sort_unstable_by_key(|m| (m.distance, m.id));
+        Ok(matches)
+    }
+
+    /// Syncs the WAL: every acknowledged write survives power loss afterwards.
+    pub fn sync(&self) -> Result<()> {
+        let mut writer = self.writer()?;
+        let w = writer.as_mut().ok_or(Error::ReadOnly)?;
+        let path = self.wal_path(w);
+        let result = w.wal.sync().map_err(io_error(&path, "sync"));
+        self.poison_on_error(result)
+    }
+
+    /// Writes the memtable to a new segment (nothing if it is empty).
+    pub fn flush(&self) -> Result<()> {
+        let mut writer = self.writer()?;
+        self.flush_locked(&mut writer)
+    }
+
+    /// Merges every segment into one, dropping replaced, deleted and expired
+    /// documents and the tombstones that no longer hide anything.
+    pub fn compact(&self) -> Result<()> {
+        let mut writer = self.writer()?;
+        self.flush_locked(&mut writer)?;
+        let result = self.compact_locked(&mut writer);
+        self.poison_on_error(result)
+    }
+
+    /// Sizes and counts.
+    pub fn stats(&self) -> Stats {
+        let state = read_lock(&self.state);
+        let tables = self.plan.tables().len() as u64;
+        let mut stats = Stats {
+            plan: self.plan.clone(),
+            fingerprint_config: self.fingerprint_config.clone(),
+            segments: state.segments.len(),
+            segment_docs: 0,
+            tombstones: 0,
+            segment_keys: 0,
+            table_bytes_per_key: 0.0,
+            disk_bytes: 0,
+            memtable_docs: state.memtable.len(),
+            memtable_bytes: state.memtable.approximate_bytes(),
+        };
+        let mut table_bytes = 0u64;
+        for segment in &state.segments {
+            stats.segment_docs += segment.meta.doc_count;
+            stats.tombstones += segment.meta.tombstone_count;
+            stats.segment_keys += segment.meta.key_count;
+            stats.disk_bytes += segment.meta.seg_file_len + segment.meta.ids_file_len;
+            table_bytes += (0..segment.tables.table_count())
+                .filter_map(|t| segment.tables.table(t).ok())
+                .map(|table| table.size_bytes())
+                .sum::<u64>();
+        }
+        if stats.segment_keys > 0 {
+            stats.table_bytes_per_key = table_bytes as f64 / (stats.segment_keys * tables) as f64;
+        }
+        stats
+    }
+
+    fn fresh(&self, timestamp: u64) -> bool {
+        self.retention_ms == 0 || timestamp.saturating_add(self.retention_ms) >= now_ms()
+    }
+
+    fn writer(&self) -> Result<MutexGuard<'_, Option<Writer>>> {
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        let guard = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.poisoned.load(Ordering::Acquire) {
+            return Err(Error::Poisoned);
+        }
+        Ok(guard)
+    }
+
+    fn poison_on_error<T>(&self, result: Result<T>) -> Result<T> {
+        if result.is_err() {
+            self.poisoned.store(true, Ordering::Release);
+        }
+        result
+    }
+
+    fn wal_path(&self, writer: &Writer) -> PathBuf {
+        let id = writer.manifest.wal_ids.last().copied().unwrap_or(0);
+        self.dir.join(FileKind::Wal.file_name(id))
+    }
+
+    /// Logs `records` (assigning their sequence numbers), then applies them.
+    fn write(&self, writer: &mut Option<Writer>, mut records: Vec<Record>) -> Result<()> {
+        let w = writer.as_mut().ok_or(Error::ReadOnly)?;
+        for record in &mut records {
+            let seq = w.manifest.next_seq;
+            w.manifest.next_seq += 1;
+            match record {
+                Record::Insert { seq: s, .. } | Record::Delete { seq: s, .. } => *s = seq,
+            }
+        }
+        let frame = encode_frame(&records).map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let path = self.wal_path(w);
+        let logged = w
+            .wal
+            .write_all(&frame)
+            .map_err(io_error(&path, "write"))
+            .and_then(|()| match self.durability {
+                Durability::Sync => w.wal.sync().map_err(io_error(&path, "sync")),
+                Durability::Buffered => Ok(()),
+            });
+        self.poison_on_error(logged)?;
+        let full = {
+            let mut state = write_lock(&self.state);
+            for record in records {
+                apply(&mut state.memtable, record);
+            }
+            state.memtable.approximate_bytes() >= self.memtable_budget
+        };
+        if full {
+            self.flush_locked(writer)?;
+        }
+        Ok(())
+    }
+
+    fn flush_locked(&self, writer: &mut Option<Writer>) -> Result<()> {
+        let w = writer.as_mut().ok_or(Error::ReadOnly)?;
+        if read_lock(&self.state).memtable.is_empty() {
+            return Ok(());
+        }
+        let result = self.flush_memtable(w);
+        self.poison_on_error(result)
+    }
+
+    fn flush_memtable(&self, w: &mut Writer) -> Result<()> {
+        let mut manifest = w.manifest.clone();
+        let segment_id = manifest.next_segment_id;
+        manifest.next_segment_id += 1;
+        let (seg_bytes, ids_bytes) = {
+            let state = read_lock(&self.state);
+            let m = &state.memtable;
+            let tables =
+                (0..self.plan.tables().len()).map(|t| m.table_keys(t).collect::<Vec<u64>>());
+            let mut docs = DocMapWriter::new(segment_id);
+            for (id, version) in m.versions() {
+                match version {
+                    Version::Live(doc) => docs
+                        .push(DocEntry {
+                            fingerprint: doc.fingerprint,
+                            id,
+                            seq: doc.seq,
+                            timestamp: doc.timestamp,
+                            name: doc.name.as_deref(),
+                        })
+                        .map_err(|e| Error::InvalidArgument(e.to_string()))?,
+                    Version::Deleted { seq, timestamp } => docs.push_tombstone(Tombstone {
+                        id,
+                        seq: *seq,
+                        timestamp: *timestamp,
+                    }),
+                }
+            }
+            encode_segment(&self.plan, segment_id, tables, docs)?
+        };
+        let new_wal_id = manifest.next_wal_id;
+        manifest.next_wal_id += 1;
+        let old_wals = std::mem::replace(&mut manifest.wal_ids, vec![new_wal_id]);
+        let segment = self.publish_segment(
+            &mut manifest,
+            segment_id,
+            0,
+            &seg_bytes,
+            &ids_bytes,
+            Some(new_wal_id),
+        )?;
+        let new_wal = self
+            .fs
+            .open_append(&self.dir.join(FileKind::Wal.file_name(new_wal_id)))
+            .map_err(io_error(&self.dir, "open"))?;
+        {
+            let mut state = write_lock(&self.state);
+            state.segments.insert(0, Arc::new(segment));
+            state.memtable = Memtable::new(&self.plan);
+        }
+        w.wal = new_wal;
+        w.manifest = manifest;
+        for id in old_wals {
+            // Best effort: the manifest no longer names it.
+            let _ = self.fs.remove(&self.dir.join(FileKind::Wal.file_name(id)));
+        }
+        Ok(())
+    }
+
+    /// Writes and syncs a segment's two files (and a new WAL if asked),
+    /// commits `manifest` with the segment added, and maps it.
+    fn publish_segment(
+        &self,
+        manifest: &mut Manifest,
+        segment_id: u64,
+        level: u32,
+        seg_bytes: &[u8],
+        ids_bytes: &[u8],
+        new_wal: Option<u64>,
+    ) -> Result<Segment> {
+        let seg_path = self.dir.join(FileKind::Segment.file_name(segment_id));
+        let ids_path = self.dir.join(FileKind::DocMap.file_name(segment_id));
+        write_file(self.fs.as_ref(), &seg_path, seg_bytes)?;
+        write_file(self.fs.as_ref(), &ids_path, ids_bytes)?;
+        if let Some(wal_id) = new_wal {
+            new_wal_file(&self.dir, self.fs.as_ref(), wal_id)?;
+        }
+        let tables =
+            SegmentReader::new(seg_bytes.to_vec()).map_err(|e| corrupted(&seg_path, &e))?;
+        let docs = DocMapReader::new(ids_bytes.to_vec()).map_err(|e| corrupted(&ids_path, &e))?;
+        let mut meta = SegmentMeta {
+            id: segment_id,
+            level,
+            key_count: tables.key_count(),
+            doc_count: docs.len() as u64,
+            tombstone_count: docs.tombstone_count() as u64,
+            min_seq: u64::MAX,
+            max_seq: 0,
+            min_timestamp: u64::MAX,
+            max_timestamp: 0,
+            seg_file_len: seg_bytes.len() as u64,
+            ids_file_len: ids_bytes.len() as u64,
+            seg_footer_crc: tables.footer_crc(),
+            ids_footer_crc: docs.footer_crc(),
+        };
+        for entry in docs.entries() {
+            let entry = entry.map_err(|e| corrupted(&ids_path, &e))?;
+            meta.min_seq = meta.min_seq.min(entry.seq);
+            meta.max_seq = meta.max_seq.max(entry.seq);
+            meta.min_timestamp = meta.min_timestamp.min(entry.timestamp);
+            meta.max_timestamp = meta.max_timestamp.max(entry.timestamp);
+        }
+        for tombstone in docs.tombstones() {
+            let tombstone = tombstone.map_err(|e| corrupted(&ids_path, &e))?;
+            meta.min_seq = meta.min_seq.min(tombstone.seq);
+            meta.max_seq = meta.max_seq.max(tombstone.seq);
+            meta.min_timestamp = meta.min_timestamp.min(tombstone.timestamp);
+            meta.max_timestamp = meta.max_timestamp.max(tombstone.timestamp);
+        }
+        manifest.segments.push(meta);
+        manifest.generation += 1;
+        commit_manifest(&self.dir, self.fs.as_ref(), manifest)?;
+        Segment::open(&self.dir, &self.fs, meta, &self.plan)
+    }
+
+    fn compact_locked(&self, writer: &mut Option<Writer>) -> Result<()> {
+        let w = writer.as_mut().ok_or(Error::ReadOnly)?;
+        let old: Vec<Arc<Segment>> = read_lock(&self.state).segments.clone();
+        if old.len() <= 1
+            && old
+                .iter()
+                .all(|s| s.meta.tombstone_count == 0 && self.retention_ms == 0)
+        {
+            return Ok(());
+        }
+        // Newest version of every id across all segments; tombstones and
+        // expired documents are dropped (no older segment remains to hide).
+        let mut seen: HashSet<u64> = HashSet::new();
+        let mut survivors: Vec<(u64, Doc)> = Vec::new();
+        for segment in &old {
+            for tombstone in segment.docs.tombstones() {
+                let t = tombstone.map_err(|e| corrupted(&segment.ids_path, &e))?;
+                seen.insert(t.id);
+            }
+            for entry in segment.docs.entries() {
+                let e = entry.map_err(|e| corrupted(&segment.ids_path, &e))?;
+                if seen.insert(e.id) && self.fresh(e.timestamp) {
+                    survivors.push((
+                        e.id,
+                        Doc {
+                            seq: e.seq,
+                            fingerprint: e.fingerprint,
+                            timestamp: e.timestamp,
+                            name: e.name.map(Arc::from),
+                        },
+                    ));
+                }
+            }
+            // A tombstone and an entry of one id never share a segment, and
+            // segments are newest first, so `seen` resolves every id.
+        }
+        let mut manifest = w.manifest.clone();
+        let segment_id = manifest.next_segment_id;
+        manifest.next_segment_id += 1;
+        let mut fingerprints: Vec<u64> = survivors.iter().map(|(_, d)| d.fingerprint).collect();
+        fingerprints.sort_unstable();
+        fingerprints.dedup();
+        let tables = self.plan.tables().iter().map(|table| {
+            let mut keys: Vec<u64> = fingerprints.iter().map(|&fp| table.permute(fp)).collect();
+            keys.sort_unstable();
+            keys
+        });
+        let mut docs = DocMapWriter::new(segment_id);
+        for (id, doc) in &survivors {
+            docs.push(DocEntry {
+                fingerprint: doc.fingerprint,
+                id: *id,
+                seq: doc.seq,
+                timestamp: doc.timestamp,
+                name: doc.name.as_deref(),
+            })
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        }
+        let (seg_bytes, ids_bytes) = encode_segment(&self.plan, segment_id, tables, docs)?;
+        let level = old.iter().map(|s| s.meta.level).max().unwrap_or(0) + 1;
+        let old_ids: HashSet<u64> = old.iter().map(|s| s.meta.id).collect();
+        manifest.segments.retain(|m| !old_ids.contains(&m.id));
+        let segment = self.publish_segment(
+            &mut manifest,
+            segment_id,
+            level,
+            &seg_bytes,
+            &ids_bytes,
+            None,
+        )?;
+        {
+            let mut state = write_lock(&self.state);
+            state.segments.retain(|s| !old_ids.contains(&s.meta.id));
+            state.segments.push(Arc::new(segment));
+            state.segments.sort_by_key(|s| Reverse(s.meta.max_seq));
+        }
+        for segment in old {
+            segment.obsolete.store(true, Ordering::Release);
+        }
+        w.manifest = manifest;
+        Ok(())
+    }
+}
+
+/// Whether a version of `id` newer than segment `s` exists.
+fn shadowed(state: &State, s: usize, id: u64) -> Result<bool> {
+    if state.memtable.version(id).is_some() {
+        return Ok(true);
+    }
+    for newer in &state.segments[..s] {
+        if newer.by_id(id)?.is_some() || newer.tombstone(id)?.is_some() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Applies one logged record to the memtable; returns its sequence number.
+fn apply(memtable: &mut Memtable, record: Record) -> u64 {
+    match record {
+        Record::Insert {
+            seq,
+            id,
+            fingerprint,
+            timestamp,
+            name,
+        } => {
+            memtable.insert(
+                id,
+                Doc {
+                    seq,
+                    fingerprint,
+                    timestamp,
+                    name: name.map(Arc::from),
+                },
+            );
+            seq
+        }
+        Record::Delete { seq, id, timestamp } => {
+            memtable.delete(id, seq, timestamp);
+            seq
+        }
+    }
+}
+
+fn check_name(name: Option<&str>) -> Result<()> {
+    match name {
+        Some(n) if n.len() > crate::format::MAX_NAME_LEN => Err(Error::InvalidArgument(format!(
+            "a document name is {} bytes; the limit is {} bytes",
+            n.len(),
+            crate::format::MAX_NAME_LEN
+        ))),
+        _ => Ok(()),
+    }
+}
+
+fn encode_segment(
+    plan: &Plan,
+    segment_id: u64,
+    tables: impl Iterator<Item = Vec<u64>>,
+    docs: DocMapWriter,
+) -> Result<(Vec<u8>, Vec<u8>)> {
+    let invalid = |e: crate::format::EncodeError| Error::InvalidArgument(e.to_string());
+    let mut tables = tables.peekable();
+    let key_count = tables.peek().map_or(0, |t| t.len() as u64);
+    let mut seg = SegmentWriter::new(SegmentInfo {
+        segment_id,
+        shape: plan.shape(),
+        k: plan.k(),
+        table_count: plan.tables().len() as u32,
+        key_count,
+    })
+    .map_err(invalid)?;
+    for keys in tables {
+        seg.push_table(keys).map_err(invalid)?;
+    }
+    Ok((
+        seg.finish().map_err(invalid)?,
+        docs.finish().map_err(invalid)?,
+    ))
+}
+
+fn write_file(fs: &dyn FileSystem, path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut file = fs.create(path).map_err(io_error(path, "create"))?;
+    file.write_all(bytes).map_err(io_error(path, "write"))?;
+    file.sync().map_err(io_error(path, "sync"))
+}
+
+fn new_wal_file(dir: &Path, fs: &dyn FileSystem, wal_id: u64) -> Result<()> {
+    let path = dir.join(FileKind::Wal.file_name(wal_id));
+    write_file(fs, &path, &encode_wal_header(wal_id))
+}
+
+fn new_wal(dir: &Path, fs: &dyn FileSystem, wal_id: u64) -> Result<()> {
+    new_wal_file(dir, fs, wal_id)
+}
+
+/// The commit point: the manifest is written to a temporary file, synced,
+/// renamed over `MANIFEST`, and the directory synced.
+fn commit_manifest(dir: &Path, fs: &dyn FileSystem, manifest: &Manifest) -> Result<()> {
+    let bytes = manifest
+        .encode()
+        .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+    let tmp = dir.join(MANIFEST_TMP);
+    write_file(fs, &tmp, &bytes)?;
+    let path = dir.join(MANIFEST);
+    fs.rename(&tmp, &path).map_err(io_error(&path, "rename"))?;
+    fs.sync_dir(dir).map_err(io_error(dir, "sync"))
+}
+
+/// Removes files the manifest does not name (left by a crash mid-flush or
+/// mid-compaction). Best effort.
+fn remove_orphans(dir: &Path, fs: &dyn FileSystem, manifest: &Manifest) {
+    let Ok(files) = fs.list(dir) else { return };
+    let segments: HashSet<u64> = manifest.segments.iter().map(|m| m.id).collect();
+    let wals: HashSet<u64> = manifest.wal_ids.iter().copied().collect();
+    for path in files {
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let orphan = match FileKind::parse_file_name(name) {
+            Some((FileKind::Segment | FileKind::DocMap, id)) => !segments.contains(&id),
+            Some((FileKind::Wal, id)) => !wals.contains(&id),
+            _ => name == MANIFEST_TMP,
+        };
+        if orphan {
+            let _ = fs.remove(&dir.join(name));
+        }
+    }
+}
+
+impl Segment {
+    /// Maps a published segment, refusing files shorter than the manifest
+    /// says before mapping them, and checking their footers.
+    fn open(
+        dir: &Path,
+        fs: &Arc<dyn FileSystem>,
+        meta: SegmentMeta,
+        plan: &Plan,
+    ) -> Result<Segment> {
+        let seg_path = dir.join(FileKind::Segment.file_name(meta.id));
+        let ids_path = dir.join(FileKind::DocMap.file_name(meta.id));
+        let map = |path: &Path, expected_len: u64| -> Result<Mapped> {
+            let len = fs.len(path).map_err(io_error(path, "stat"))?;
+            if len != expected_len {
+                return Err(Error::Corrupted {
+                    path: path.to_path_buf(),
+                    offset: len.min(expected_len),
+                    reason: format!("the file is {len} bytes; the manifest says {expected_len}"),
+                });
+            }
+            fs.map(path).map_err(io_error(path, "map"))
+        };
+        let tables = SegmentReader::new(map(&seg_path, meta.seg_file_len)?)
+            .map_err(|e| corrupted(&seg_path, &e))?;
+        let docs = DocMapReader::new(map(&ids_path, meta.ids_file_len)?)
+            .map_err(|e| corrupted(&ids_path, &e))?;
+        let mismatch = |path: &Path, what: &str| Error::Corrupted {
+            path: path.to_path_buf(),
+            offset: 0,
+            reason: format!("{what} does not match the manifest"),
+        };
+        if tables.footer_crc() != meta.seg_footer_crc {
+            return Err(mismatch(&seg_path, "the footer checksum"));
+        }
+        if docs.footer_crc() != meta.ids_footer_crc {
+            return Err(mismatch(&ids_path, "the footer checksum"));
+        }
+        let info = tables.info();
+        if info.shape != plan.shape()
+            || info.k != plan.k()
+            || tables.table_count() != plan.tables().len()
+        {
+            return Err(mismatch(&seg_path, "the plan"));
+        }
+        Ok(Segment {
+            meta,
+            seg_path,
+            ids_path,
+            tables,
+            docs,
+            obsolete: AtomicBool::new(false),
+            fs: fs.clone(),
+        })
+    }
+
+    /// Distinct fingerprints of this segment within `k` of `fp`, each once.
+    fn matching_fingerprints(&self, plan: &Plan, fp: u64, k: u32) -> Result<Vec<u64>> {
+        let mut out = Vec::new();
+        for (t, table) in plan.tables().iter().enumerate() {
+            let reader = self
+                .tables
+                .table(t)
+                .map_err(|e| corrupted(&self.seg_path, &e))?;
+            let q = table.permute(fp);
+            let (lo, hi) = table.prefix_range(q);
+            for key in reader.range(lo, hi) {
+                let key = key.map_err(|e| corrupted(&self.seg_path, &e))?;
+                if (key ^ q).count_ones() <= k {
+                    let found = table.unpermute(key);
+                    if plan.first_table_sharing(t, found ^ fp) {
+                        out.push(found);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn by_id(&self, id: u64) -> Result<Option<DocEntry<'_>>> {
+        self.docs
+            .by_id(id)
+            .map_err(|e| corrupted(&self.ids_path, &e))
+    }
+
+    fn tombstone(&self, id: u64) -> Result<Option<Tombstone>> {
+        self.docs
+            .tombstone(id)
+            .map_err(|e| corrupted(&self.ids_path, &e))
+    }
+}

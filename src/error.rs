@@ -1,0 +1,123 @@
+//! Errors of the persistent index.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+use crate::plan::PlanError;
+
+/// What went wrong in an [`Index`](crate::Index) operation.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// A file-system call failed.
+    Io {
+        /// The file or directory involved.
+        path: PathBuf,
+        /// What the engine was doing ("write", "sync", "rename", ...).
+        op: &'static str,
+        /// The operating system's error.
+        source: io::Error,
+    },
+    /// A file of the index holds bytes that fail their checksum or cannot be
+    /// decoded. The index is not used; restore it from a copy or rebuild it.
+    Corrupted {
+        /// The damaged file.
+        path: PathBuf,
+        /// Byte offset of the damage within the file (best known).
+        offset: u64,
+        /// What was wrong.
+        reason: String,
+    },
+    /// Another process (or another `Index` in this one) holds the directory's lock.
+    Locked {
+        /// The index directory.
+        dir: PathBuf,
+    },
+    /// A query asked for a distance the index's plan cannot answer exactly.
+    DistanceTooLarge {
+        /// The distance asked for.
+        requested: u32,
+        /// The largest distance the plan answers.
+        plan_k: u32,
+    },
+    /// The index was created with other settings than those given to `open`.
+    Mismatch {
+        /// Which setting ("plan", "fingerprint config").
+        what: &'static str,
+        /// As recorded in the index.
+        recorded: String,
+        /// As given.
+        given: String,
+    },
+    /// A plan could not be built.
+    Plan(PlanError),
+    /// An argument was refused (a name too long, ...); nothing was written.
+    InvalidArgument(String),
+    /// An earlier write or sync failed, so the state on disk is uncertain:
+    /// every later write fails until the index is reopened.
+    Poisoned,
+    /// The index was opened read-only.
+    ReadOnly,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io { path, op, source } => {
+                write!(f, "cannot {op} {}: {source}", path.display())
+            }
+            Error::Corrupted {
+                path,
+                offset,
+                reason,
+            } => write!(
+                f,
+                "{} is corrupted at byte {offset}: {reason}; restore the index from a copy or rebuild it",
+                path.display()
+            ),
+            Error::Locked { dir } => {
+                write!(f, "index at {} is locked by another process", dir.display())
+            }
+            Error::DistanceTooLarge { requested, plan_k } => write!(
+                f,
+                "distance {requested} exceeds the index's k = {plan_k}: the answer could be \
+                 incomplete, so it is refused (create the index with k >= {requested})"
+            ),
+            Error::Mismatch {
+                what,
+                recorded,
+                given,
+            } => write!(
+                f,
+                "the index was created with {what} `{recorded}`, but `{given}` was given; \
+                 open it with its recorded settings (or none)"
+            ),
+            Error::Plan(e) => write!(f, "{e}"),
+            Error::InvalidArgument(m) => f.write_str(m),
+            Error::Poisoned => f.write_str(
+                "an earlier write failed, so the index refuses further writes; reopen it to recover",
+            ),
+            Error::ReadOnly => f.write_str("the index is open read-only"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            Error::Plan(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<PlanError> for Error {
+    fn from(e: PlanError) -> Error {
+        Error::Plan(e)
+    }
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,149 @@
+//! The persistent index against a model (a map of live documents, searched by
+//! brute force), over random sequences of writes, flushes, compactions and
+//! reopens.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use simhashdb::engine::fault::FaultFs;
+use simhashdb::engine::fs::FileSystem;
+use simhashdb::plan::Plan;
+use simhashdb::{Index, Match, Options, hamming};
+
+#[derive(Debug, Clone)]
+enum Op {
+    Insert(u64, u64),
+    InsertNamed(u64, u64),
+    Batch(Vec<(u64, u64)>),
+    Delete(u64),
+    Query(u64, u32),
+    Get(u64),
+    Flush,
+    Compact,
+    Reopen,
+}
+
+/// Fingerprints near a few centres, so queries have answers.
+fn fingerprint() -> impl Strategy<Value = u64> {
+    (0usize..4, any::<u64>(), 0u32..6).prop_map(|(c, noise, flips)| {
+        const CENTRES: [u64; 4] = [0, u64::MAX, 0x0123_4567_89ab_cdef, 0xdead_beef_cafe_f00d];
+        let mut fp = CENTRES[c];
+        for i in 0..flips {
+            fp ^= 1 << ((noise >> (6 * i)) & 63);
+        }
+        fp
+    })
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let id = 0u64..24;
+    prop_oneof![
+        8 => (id.clone(), fingerprint()).prop_map(|(i, f)| Op::Insert(i, f)),
+        2 => (id.clone(), fingerprint()).prop_map(|(i, f)| Op::InsertNamed(i, f)),
+        2 => proptest::collection::vec((id.clone(), fingerprint()), 1..6).prop_map(Op::Batch),
+        3 => id.clone().prop_map(Op::Delete),
+        6 => (fingerprint(), 0u32..=3).prop_map(|(f, k)| Op::Query(f, k)),
+        2 => id.prop_map(Op::Get),
+        2 => Just(Op::Flush),
+        1 => Just(Op::Compact),
+        2 => Just(Op::Reopen),
+    ]
+}
+
+fn name(id: u64) -> String {
+    format!("https://example.com/doc/{id}")
+}
+
+fn brute_force(model: &BTreeMap<u64, (u64, Option<String>)>, fp: u64, k: u32) -> Vec<Match> {
+    let mut out: Vec<Match> = model
+        .iter()
+        .filter(|(_, (f, _))| hamming(*f, fp) <= k)
+        .map(|(&id, (f, n))| Match {
+            id,
+            fingerprint: *f,
+            distance: hamming(*f, fp),
+            name: n.clone(),
+        })
+        .collect();
+    out.sort_by_key(|m| (m.distance, m.id));
+    out
+}
+
+fn options(fs: &FaultFs, memtable_bytes: usize) -> Options {
+    Options {
+        plan: Some(Plan::new(5, 3).unwrap()),
+        memtable_bytes,
+        file_system: Some(Arc::new(fs.clone()) as Arc<dyn FileSystem>),
+        ..Options::default()
+    }
+}
+
+fn run(ops: Vec<Op>, memtable_bytes: usize) -> Result<(), TestCaseError> {
+    let fs = FaultFs::with_seed(1);
+    let dir = Path::new("/index");
+    let mut index = Index::open(dir, options(&fs, memtable_bytes)).unwrap();
+    let mut model: BTreeMap<u64, (u64, Option<String>)> = BTreeMap::new();
+    for op in ops {
+        match op {
+            Op::Insert(id, fp) => {
+                index.insert(id, fp).unwrap();
+                model.insert(id, (fp, None));
+            }
+            Op::InsertNamed(id, fp) => {
+                index.insert_named(id, fp, name(id)).unwrap();
+                model.insert(id, (fp, Some(name(id))));
+            }
+            Op::Batch(docs) => {
+                index
+                    .insert_batch(docs.iter().map(|&(id, fp)| (id, fp, None::<String>)))
+                    .unwrap();
+                for (id, fp) in docs {
+                    model.insert(id, (fp, None));
+                }
+            }
+            Op::Delete(id) => {
+                index.delete(id).unwrap();
+                model.remove(&id);
+            }
+            Op::Query(fp, k) => {
+                prop_assert_eq!(index.query(fp, k).unwrap(), brute_force(&model, fp, k));
+            }
+            Op::Get(id) => {
+                prop_assert_eq!(index.get(id).unwrap(), model.get(&id).map(|(fp, _)| *fp));
+            }
+            Op::Flush => index.flush().unwrap(),
+            Op::Compact => index.compact().unwrap(),
+            Op::Reopen => {
+                drop(index);
+                index = Index::open(dir, options(&fs, memtable_bytes)).unwrap();
+            }
+        }
+    }
+    // Everything, one last time, after a reopen.
+    drop(index);
+    let index = Index::open(dir, options(&fs, memtable_bytes)).unwrap();
+    for id in 0..24 {
+        prop_assert_eq!(index.get(id).unwrap(), model.get(&id).map(|(fp, _)| *fp));
+    }
+    for fp in [0, u64::MAX, 0x0123_4567_89ab_cdef, 0xdead_beef_cafe_f00d] {
+        prop_assert_eq!(index.query(fp, 3).unwrap(), brute_force(&model, fp, 3));
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn index_equals_model(ops in proptest::collection::vec(op(), 1..80)) {
+        run(ops, 64 << 20)?;
+    }
+
+    /// A tiny memtable budget: most writes trigger a flush.
+    #[test]
+    fn index_equals_model_with_frequent_flushes(ops in proptest::collection::vec(op(), 1..60)) {
+        run(ops, 600)?;
+    }
+}
