@@ -674,8 +674,7 @@ impl Index {
         let (seg_bytes, ids_bytes) = {
             let state = read_lock(&self.state);
             let m = &state.memtable;
-            let tables =
-                (0..self.plan.tables().len()).map(|t| m.table_keys(t).collect::<Vec<u64>>());
+            let tables = m.sorted_tables().into_iter();
             let mut docs = DocMapWriter::new(segment_id);
             for (id, version) in m.versions() {
                 match version {

@@ -1,14 +1,18 @@
 //! The in-memory part of the index: recent writes, not yet in a segment.
 //!
-//! One B-tree per permuted table holds the permuted fingerprints of the live
-//! documents (with a count, since several ids may share a fingerprint), beside
-//! the doc map: the latest version of every id written since the last flush,
-//! live or deleted. Queries read it under the engine's read lock.
+//! Per permuted table, a hash map from the table's prefix to the live
+//! fingerprints having it: a query looks up one bucket per table. (The tables
+//! need sorting only when the memtable is written as a segment, so the
+//! memtable keeps no order; see docs/ARCHITECTURE.md.) Beside them, the doc
+//! map: the latest version of every id written since the last flush, live or
+//! deleted, and the live ids of each fingerprint.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use crate::plan::Plan;
+use fnv::FnvHashMap;
+use rayon::prelude::*;
+
+use crate::plan::{Plan, Table};
 
 /// The latest version of one id in the memtable.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,30 +33,76 @@ pub(crate) struct Doc {
     pub name: Option<Arc<str>>,
 }
 
+/// A small set of `u64`, without a heap allocation for the common single value.
+#[derive(Debug, Clone)]
+enum Set {
+    One(u64),
+    Many(Vec<u64>),
+}
+
+impl Set {
+    fn insert(&mut self, value: u64) {
+        match self {
+            Set::One(v) if *v == value => {}
+            Set::One(v) => *self = Set::Many(vec![*v, value]),
+            Set::Many(values) if !values.contains(&value) => values.push(value),
+            Set::Many(_) => {}
+        }
+    }
+
+    /// Removes `value`; returns whether the set is now empty.
+    fn remove(&mut self, value: u64) -> bool {
+        match self {
+            Set::One(v) => *v == value,
+            Set::Many(values) => {
+                values.retain(|&v| v != value);
+                if let [only] = values[..] {
+                    *self = Set::One(only);
+                }
+                matches!(self, Set::Many(values) if values.is_empty())
+            }
+        }
+    }
+
+    fn as_slice(&self) -> &[u64] {
+        match self {
+            Set::One(v) => std::slice::from_ref(v),
+            Set::Many(values) => values,
+        }
+    }
+}
+
 /// Approximate heap bytes per table entry and per document, used for the
-/// flush budget (B-tree nodes, hash map slots, the fingerprint index).
-const TABLE_ENTRY_BYTES: usize = 24;
+/// flush budget (hash map slots and buckets, the fingerprint index).
+const TABLE_ENTRY_BYTES: usize = 32;
 const DOC_BYTES: usize = 96;
 
 #[derive(Debug)]
 pub(crate) struct Memtable {
     plan: Plan,
-    /// Per permuted table: permuted fingerprint → number of live ids with it.
-    tables: Vec<BTreeMap<u64, u32>>,
+    /// Per permuted table: the table's prefix → live fingerprints with it.
+    tables: Vec<FnvHashMap<u64, Set>>,
     /// id → latest version.
-    docs: HashMap<u64, Version>,
+    docs: FnvHashMap<u64, Version>,
     /// fingerprint → live ids with it.
-    by_fingerprint: BTreeMap<u64, BTreeSet<u64>>,
+    by_fingerprint: FnvHashMap<u64, Set>,
     bytes: usize,
+}
+
+/// The prefix of `fp` in `table`, as a number.
+#[inline]
+fn prefix(table: &Table, fp: u64) -> u64 {
+    // prefix_bits is in 1..=64.
+    table.permute(fp) >> (64 - table.prefix_bits())
 }
 
 impl Memtable {
     pub(crate) fn new(plan: &Plan) -> Memtable {
         Memtable {
             plan: plan.clone(),
-            tables: vec![BTreeMap::new(); plan.tables().len()],
-            docs: HashMap::new(),
-            by_fingerprint: BTreeMap::new(),
+            tables: vec![FnvHashMap::default(); plan.tables().len()],
+            docs: FnvHashMap::default(),
+            by_fingerprint: FnvHashMap::default(),
             bytes: 0,
         }
     }
@@ -102,8 +152,8 @@ impl Memtable {
     pub(crate) fn ids_with(&self, fingerprint: u64) -> impl Iterator<Item = (u64, &Doc)> + '_ {
         self.by_fingerprint
             .get(&fingerprint)
-            .into_iter()
-            .flatten()
+            .map_or(&[][..], Set::as_slice)
+            .iter()
             .filter_map(|id| match self.docs.get(id) {
                 Some(Version::Live(doc)) => Some((*id, doc)),
                 _ => None,
@@ -114,15 +164,14 @@ impl Memtable {
     /// each once.
     pub(crate) fn matching_fingerprints(&self, fp: u64, k: u32) -> Vec<u64> {
         let mut out = Vec::new();
-        for (t, (table, keys)) in self.plan.tables().iter().zip(&self.tables).enumerate() {
-            let q = table.permute(fp);
-            let (lo, hi) = table.prefix_range(q);
-            for (&key, _) in keys.range(lo..=hi) {
-                if (key ^ q).count_ones() <= k {
-                    let found = table.unpermute(key);
-                    if self.plan.first_table_sharing(t, found ^ fp) {
-                        out.push(found);
-                    }
+        for (t, (table, buckets)) in self.plan.tables().iter().zip(&self.tables).enumerate() {
+            let Some(bucket) = buckets.get(&prefix(table, fp)) else {
+                continue;
+            };
+            for &found in bucket.as_slice() {
+                let diff = found ^ fp;
+                if diff.count_ones() <= k && self.plan.first_table_sharing(t, diff) {
+                    out.push(found);
                 }
             }
         }
@@ -137,23 +186,35 @@ impl Memtable {
             .filter_map(|id| self.docs.get(&id).map(|v| (id, v)))
     }
 
-    /// Distinct live fingerprints in ascending order of table `t`'s permuted key.
-    pub(crate) fn table_keys(&self, t: usize) -> impl Iterator<Item = u64> + '_ {
-        self.tables
-            .get(t)
-            .into_iter()
-            .flat_map(|keys| keys.keys().copied())
+    /// For each permuted table, its keys (the live fingerprints, permuted)
+    /// in ascending order: the tables of a segment.
+    pub(crate) fn sorted_tables(&self) -> Vec<Vec<u64>> {
+        let fingerprints: Vec<u64> = self.by_fingerprint.keys().copied().collect();
+        self.plan
+            .tables()
+            .par_iter()
+            .map(|table| {
+                let mut keys: Vec<u64> = fingerprints.iter().map(|&fp| table.permute(fp)).collect();
+                keys.sort_unstable();
+                keys
+            })
+            .collect()
     }
 
     fn link(&mut self, id: u64, fingerprint: u64) {
-        let ids = self.by_fingerprint.entry(fingerprint).or_default();
-        if ids.is_empty() {
-            for (table, keys) in self.plan.tables().iter().zip(&mut self.tables) {
-                *keys.entry(table.permute(fingerprint)).or_insert(0) += 1;
+        match self.by_fingerprint.get_mut(&fingerprint) {
+            Some(ids) => ids.insert(id),
+            None => {
+                self.by_fingerprint.insert(fingerprint, Set::One(id));
+                for (table, buckets) in self.plan.tables().iter().zip(&mut self.tables) {
+                    buckets
+                        .entry(prefix(table, fingerprint))
+                        .and_modify(|b| b.insert(fingerprint))
+                        .or_insert(Set::One(fingerprint));
+                }
+                self.bytes += TABLE_ENTRY_BYTES * (self.tables.len() + 1);
             }
-            self.bytes += TABLE_ENTRY_BYTES * self.tables.len();
         }
-        ids.insert(id);
     }
 
     fn unlink_live(&mut self, id: u64) {
@@ -161,22 +222,20 @@ impl Memtable {
             return;
         };
         let fingerprint = doc.fingerprint;
-        if let Some(ids) = self.by_fingerprint.get_mut(&fingerprint) {
-            ids.remove(&id);
-            if ids.is_empty() {
-                self.by_fingerprint.remove(&fingerprint);
-                for (table, keys) in self.plan.tables().iter().zip(&mut self.tables) {
-                    let key = table.permute(fingerprint);
-                    if let Some(count) = keys.get_mut(&key) {
-                        *count -= 1;
-                        if *count == 0 {
-                            keys.remove(&key);
-                        }
-                    }
-                }
-                self.bytes -= TABLE_ENTRY_BYTES * self.tables.len();
+        let Some(ids) = self.by_fingerprint.get_mut(&fingerprint) else {
+            return;
+        };
+        if !ids.remove(id) {
+            return;
+        }
+        self.by_fingerprint.remove(&fingerprint);
+        for (table, buckets) in self.plan.tables().iter().zip(&mut self.tables) {
+            let key = prefix(table, fingerprint);
+            if buckets.get_mut(&key).is_some_and(|b| b.remove(fingerprint)) {
+                buckets.remove(&key);
             }
         }
+        self.bytes -= TABLE_ENTRY_BYTES * (self.tables.len() + 1);
     }
 }
 
@@ -226,11 +285,9 @@ mod tests {
                 timestamp: 0
             })
         );
-        assert!(
-            m.table_keys(0).eq([u64::MAX]
-                .into_iter()
-                .map(|fp| plan.tables()[0].permute(fp)))
-        );
+        let tables = m.sorted_tables();
+        assert_eq!(tables.len(), plan.tables().len());
+        assert_eq!(tables[0], vec![plan.tables()[0].permute(u64::MAX)]);
         assert_eq!(m.len(), 2);
     }
 
