@@ -98,14 +98,15 @@ pub fn clusters(fingerprints: &[u64], plan: &Plan) -> Vec<Vec<usize>> {
     let mut distinct: Vec<u64> = Vec::new();
     let mut representative: Vec<u32> = Vec::new();
     {
-        let mut order: Vec<u32> = (0..n).collect();
-        order.par_sort_unstable_by_key(|&i| (fingerprints[i as usize], i));
-        for (m, &i) in order.iter().enumerate() {
-            let previous = m.checked_sub(1).map(|p| order[p]);
-            match previous {
-                Some(p) if fingerprints[p as usize] == fingerprints[i as usize] => sets.union(p, i),
+        // Sorted (value, position) pairs: sequential reads, unlike sorting
+        // positions by looking their values up.
+        let mut order: Vec<(u64, u32)> = fingerprints.iter().copied().zip(0..n).collect();
+        order.par_sort_unstable();
+        for (m, &(fp, i)) in order.iter().enumerate() {
+            match m.checked_sub(1).map(|p| order[p]) {
+                Some((previous_fp, p)) if previous_fp == fp => sets.union(p, i),
                 _ => {
-                    distinct.push(fingerprints[i as usize]);
+                    distinct.push(fp);
                     representative.push(i);
                 }
             }
