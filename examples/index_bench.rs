@@ -1,0 +1,143 @@
+//! Ingest, open and query figures of the persistent index.
+//!
+//! `cargo run --release --example index_bench -- N [DIR]`
+//!
+//! Builds an index of N xorshift64 fingerprints in a fresh directory (default:
+//! a temporary one) with the default options (k = 3, automatic plan,
+//! Buffered), inserting batches of 10,000 (flushes included), compacts it to
+//! one segment, reopens it (timing the open), then times 10,000 queries at
+//! k = 3 (half near a stored fingerprint, half random), one thread, warm page
+//! cache, against a brute-force popcount scan of the same fingerprints in the
+//! same run.
+
+use std::time::Instant;
+
+use simhashdb::{Index, Options, hamming};
+
+fn xorshift(mut s: u64) -> impl FnMut() -> u64 {
+    move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let n: usize = args.first().map_or(Ok(1_000_000), |s| s.parse())?;
+    let temp = tempfile::tempdir()?;
+    let dir = args
+        .get(1)
+        .map_or_else(|| temp.path().join("index"), std::path::PathBuf::from);
+    let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
+    let fps: Vec<u64> = (0..n).map(|_| next()).collect();
+
+    // An existing index in DIR (built by an earlier run with the same N) is reused.
+    let reuse = dir.join("MANIFEST").exists();
+    let index = Index::open(&dir, Options::default())?;
+    println!("plan: {}", index.plan());
+    let start = Instant::now();
+    if !reuse {
+        for (b, chunk) in fps.chunks(10_000).enumerate() {
+            let base = (b * 10_000) as u64;
+            index.insert_batch(
+                chunk
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &fp)| (base + i as u64, fp, None::<String>)),
+            )?;
+        }
+        index.flush()?;
+        let ingest = start.elapsed();
+        println!(
+            "ingest: {n} fingerprints in {:.2} s = {:.0} per second (batches of 10,000, Buffered, flushes included); {} segments",
+            ingest.as_secs_f64(),
+            n as f64 / ingest.as_secs_f64(),
+            index.stats().segments
+        );
+        let start = Instant::now();
+        index.compact()?;
+        println!("compact: {:.2} s", start.elapsed().as_secs_f64());
+    }
+    drop(index);
+
+    let rss_before = rss_kib();
+    let start = Instant::now();
+    let index = Index::open(&dir, Options::default())?;
+    let open = start.elapsed();
+    let stats = index.stats();
+    println!(
+        "open: {:.1} ms; resident memory grew by {} KiB; {} segment(s), {:.2} table bytes per key ({:.1} bits), {:.1} MiB on disk",
+        open.as_secs_f64() * 1e3,
+        rss_kib().saturating_sub(rss_before),
+        stats.segments,
+        stats.table_bytes_per_key,
+        stats.table_bytes_per_key * 8.0,
+        stats.disk_bytes as f64 / (1 << 20) as f64
+    );
+
+    let mut noise = xorshift(12345);
+    let queries: Vec<u64> = (0..10_000)
+        .map(|i| {
+            let r = noise();
+            if i % 2 == 0 {
+                fps[(r % n as u64) as usize] ^ (1 << (r >> 58))
+            } else {
+                r
+            }
+        })
+        .collect();
+    // Warm the page cache and the code.
+    for &q in queries.iter().take(1000) {
+        index.query(q, 3)?;
+    }
+    let mut times = Vec::with_capacity(queries.len());
+    let mut found = 0usize;
+    for &q in &queries {
+        let t = Instant::now();
+        found += index.query(q, 3)?.len();
+        times.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    times.sort_by(f64::total_cmp);
+    let brute_queries = 20;
+    let t = Instant::now();
+    let mut brute_found = 0usize;
+    for &q in queries.iter().take(brute_queries) {
+        brute_found += fps.iter().filter(|&&f| hamming(f, q) <= 3).count();
+    }
+    let brute = t.elapsed().as_secs_f64() * 1e6 / brute_queries as f64;
+    let index_found_first: usize = queries
+        .iter()
+        .take(brute_queries)
+        .map(|&q| index.query(q, 3).map(|m| m.len()).unwrap_or(0))
+        .sum();
+    assert_eq!(
+        brute_found, index_found_first,
+        "index and brute force disagree"
+    );
+    println!(
+        "query k=3 (10,000 queries, {found} matches): p50 {:.1} µs, p99 {:.1} µs, mean {:.1} µs; brute-force scan {:.0} µs: {:.0}x faster at p50",
+        percentile(&times, 0.5),
+        percentile(&times, 0.99),
+        times.iter().sum::<f64>() / times.len() as f64,
+        brute,
+        brute / percentile(&times, 0.5)
+    );
+    Ok(())
+}
