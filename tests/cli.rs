@@ -188,3 +188,45 @@ fn plan_marks_the_choice() {
     assert!(chosen[0].contains("5 blocks"), "{text}");
     assert!(text.contains("candidates/query"));
 }
+
+#[test]
+fn compact_merges_segments_and_respects_the_writer_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let db_arg = db.to_str().unwrap();
+    {
+        let index = simhashdb::Index::open(&db, simhashdb::Options::default()).unwrap();
+        for batch in 0..3u64 {
+            index.insert(batch, batch * 0x0101_0101).unwrap();
+            index.flush().unwrap();
+        }
+        index.delete(0).unwrap();
+        index.flush().unwrap();
+        assert_eq!(index.stats().segments, 4);
+        // While this writer holds the index, the tool refuses clearly.
+        let out = simhashdb(&["compact", "--db", db_arg], b"");
+        assert_eq!(out.status.code(), Some(1));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("is locked by another process"));
+    }
+    let out = simhashdb(&["compact", "--db", db_arg], b"");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = stdout(&out);
+    assert!(text.contains("before: 4 segment(s)"), "{text}");
+    assert!(
+        text.contains("after:  1 segment(s), 2 documents, 0 tombstones"),
+        "{text}"
+    );
+    let index = simhashdb::Index::open(&db, simhashdb::Options::default()).unwrap();
+    assert_eq!(index.get(0).unwrap(), None);
+    assert_eq!(index.get(2).unwrap(), Some(2 * 0x0101_0101));
+
+    let out = simhashdb(
+        &["compact", "--db", dir.path().join("none").to_str().unwrap()],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(2));
+}

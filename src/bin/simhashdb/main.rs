@@ -3,6 +3,7 @@
 mod batch_cmd;
 mod error;
 mod fingerprint_cmd;
+mod index_cmd;
 mod input;
 mod plan_cmd;
 
@@ -47,6 +48,12 @@ enum Command {
     /// Show the table plans for a corpus size and distance, and which one is chosen.
     #[command(after_help = EXIT_CODES)]
     Plan(plan_cmd::Args),
+    /// Merge an index's segments into one, dropping replaced, deleted and expired entries.
+    ///
+    /// Takes the index's writer lock: it fails (exit code 1) while another
+    /// process has the index open for writing.
+    #[command(after_help = EXIT_CODES)]
+    Compact(index_cmd::CompactArgs),
 }
 
 fn main() -> ExitCode {
@@ -56,6 +63,7 @@ fn main() -> ExitCode {
         Command::FindAll(args) => batch_cmd::run(&args, batch_cmd::Mode::Pairs),
         Command::Clusters(args) => batch_cmd::run(&args, batch_cmd::Mode::Clusters),
         Command::Plan(args) => plan_cmd::run(&args),
+        Command::Compact(args) => index_cmd::compact(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
