@@ -309,41 +309,60 @@ impl Index {
 
         let mut memtable = Memtable::new(&plan);
         let mut next_seq = manifest.next_seq;
-        let mut last_wal: Option<(PathBuf, u64)> = None;
+        // The valid frames of every WAL, in order, and whether a WAL ended
+        // in a torn tail.
+        let mut logged: Vec<u8> = Vec::new();
+        let mut torn = false;
         for &wal_id in &manifest.wal_ids {
             let path = dir.join(FileKind::Wal.file_name(wal_id));
             let bytes = fs.read(&path).map_err(io_error(&path, "read"))?;
             let reader = WalReader::new(&bytes).map_err(|e| corrupted(&path, &e))?;
             let (frames, end) = reader.read_all();
             for frame in frames {
+                logged.extend_from_slice(
+                    bytes
+                        .get(frame.offset as usize..frame.end as usize)
+                        .unwrap_or_default(),
+                );
                 for record in frame.records {
                     next_seq = next_seq.max(apply(&mut memtable, record) + 1);
                 }
             }
-            let valid_len = match end {
-                WalEnd::Clean => bytes.len() as u64,
-                WalEnd::TornTail { offset } => offset,
+            match end {
+                WalEnd::Clean => {}
+                WalEnd::TornTail { .. } => torn = true,
                 WalEnd::Corrupted { error, .. } => return Err(corrupted(&path, &error)),
-            };
-            last_wal = Some((path, valid_len));
+            }
         }
 
         let writer = if read_only {
             None
         } else {
-            let (path, valid_len) = last_wal.ok_or_else(|| Error::Corrupted {
-                path: manifest_path.clone(),
-                offset: 0,
-                reason: "the manifest names no write-ahead log".to_string(),
-            })?;
-            if fs.len(&path).map_err(io_error(&path, "stat"))? > valid_len {
-                // Drop a torn tail: those writes were never acknowledged.
-                fs.truncate(&path, valid_len)
-                    .map_err(io_error(&path, "truncate"))?;
-            }
-            let wal = fs.open_append(&path).map_err(io_error(&path, "open"))?;
             let mut manifest = manifest.clone();
             manifest.next_seq = next_seq;
+            let path = if logged.is_empty() && !torn && manifest.wal_ids.len() == 1 {
+                // A crash may have come between a rename and its directory
+                // sync: make what was recovered durable before building on it.
+                fs.sync_dir(dir).map_err(io_error(dir, "sync"))?;
+                dir.join(FileKind::Wal.file_name(manifest.wal_ids[0]))
+            } else {
+                // What was replayed may be visible without being durable
+                // (unsynced when the last process died, or lost to a failed
+                // sync), so new writes must not be appended after it: log it
+                // again in a new, synced WAL (dropping any torn tail), and
+                // commit a manifest naming that one only.
+                let wal_id = manifest.next_wal_id;
+                manifest.next_wal_id += 1;
+                manifest.wal_ids = vec![wal_id];
+                manifest.generation += 1;
+                let path = dir.join(FileKind::Wal.file_name(wal_id));
+                let mut bytes = encode_wal_header(wal_id);
+                bytes.extend_from_slice(&logged);
+                write_file(fs.as_ref(), &path, &bytes)?;
+                commit_manifest(dir, fs.as_ref(), &manifest)?;
+                path
+            };
+            let wal = fs.open_append(&path).map_err(io_error(&path, "open"))?;
             remove_orphans(dir, fs.as_ref(), &manifest);
             Some(Writer { wal, manifest })
         };

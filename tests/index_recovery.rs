@@ -1,0 +1,676 @@
+//! Recovery of the persistent index: unflushed writes after a process kill,
+//! torn WAL tails, power loss at every file-system operation of a workload,
+//! and damaged files (reported as `Error::Corrupted` naming the file, never a
+//! panic or a wrong answer).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use simhashdb::engine::fault::{CrashMode, Fault, FaultFs, FaultKind, Unsynced};
+use simhashdb::engine::fs::{FileSystem, RealFs};
+use simhashdb::format::{WalEnd, WalReader};
+use simhashdb::plan::Plan;
+use simhashdb::{Durability, Error, Index, Match, Options, hamming};
+
+/// id → (fingerprint, name): the live documents.
+type Model = BTreeMap<u64, (u64, Option<String>)>;
+
+const DIR: &str = "/index";
+/// Ids the workloads use; nothing outside it is ever written.
+const ID_SPACE: u64 = 40;
+const CENTRES: [u64; 4] = [0, u64::MAX, 0x0123_4567_89ab_cdef, 0xdead_beef_cafe_f00d];
+
+fn dir() -> &'static Path {
+    Path::new(DIR)
+}
+
+fn plan() -> Plan {
+    Plan::new(5, 3).unwrap()
+}
+
+fn fault_options(fs: &FaultFs, durability: Durability, memtable_bytes: usize) -> Options {
+    Options {
+        plan: Some(plan()),
+        durability,
+        memtable_bytes,
+        file_system: Some(Arc::new(fs.clone()) as Arc<dyn FileSystem>),
+        ..Options::default()
+    }
+}
+
+fn real_options(durability: Durability) -> Options {
+    Options {
+        plan: Some(plan()),
+        durability,
+        ..Options::default()
+    }
+}
+
+/// splitmix64: deterministic workloads without a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    /// A fingerprint near one of the centres, so queries have answers.
+    fn fingerprint(&mut self) -> u64 {
+        let mut fp = CENTRES[self.below(4) as usize];
+        for _ in 0..self.below(6) {
+            fp ^= 1 << self.below(64);
+        }
+        fp
+    }
+}
+
+fn name(id: u64, fp: u64) -> String {
+    format!("https://example.com/{id}/{fp:016x}")
+}
+
+fn brute_force(model: &Model, fp: u64, k: u32) -> Vec<Match> {
+    let mut out: Vec<Match> = model
+        .iter()
+        .filter(|(_, (f, _))| hamming(*f, fp) <= k)
+        .map(|(&id, (f, n))| Match {
+            id,
+            fingerprint: *f,
+            distance: hamming(*f, fp),
+            name: n.clone(),
+        })
+        .collect();
+    out.sort_by_key(|m| (m.distance, m.id));
+    out
+}
+
+/// What the index holds, read through `get` and `query` and checked for
+/// consistency between the two: every id of `ids` with its fingerprint and
+/// name, and no document outside `ids` at any of those fingerprints.
+fn snapshot(index: &Index, ids: impl IntoIterator<Item = u64>) -> Model {
+    let mut seen = Model::new();
+    for id in ids {
+        if let Some(fp) = index.get(id).unwrap() {
+            let matches = index.query(fp, 0).unwrap();
+            let m = matches
+                .iter()
+                .find(|m| m.id == id)
+                .unwrap_or_else(|| panic!("get({id}) = {fp:#x}, but a query of it misses {id}"));
+            seen.insert(id, (fp, m.name.clone()));
+        }
+    }
+    let fps: BTreeSet<u64> = seen.values().map(|(fp, _)| *fp).collect();
+    for fp in fps {
+        assert_eq!(
+            index.query(fp, 0).unwrap(),
+            brute_force(&seen, fp, 0),
+            "query({fp:#x}, 0) disagrees with get"
+        );
+    }
+    seen
+}
+
+fn assert_holds(index: &Index, model: &Model) {
+    assert_eq!(&snapshot(index, 0..ID_SPACE), model);
+    for fp in CENTRES {
+        assert_eq!(index.query(fp, 3).unwrap(), brute_force(model, fp, 3));
+    }
+}
+
+/// The WAL files of an index directory.
+fn wal_files(fs: &dyn FileSystem, dir: &Path) -> Vec<PathBuf> {
+    fs.list(dir)
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.extension().is_some_and(|e| e == "wal"))
+        .map(|n| dir.join(n))
+        .collect()
+}
+
+fn files_with_extension(fs: &dyn FileSystem, dir: &Path, ext: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = fs
+        .list(dir)
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.extension().is_some_and(|e| e == ext))
+        .map(|n| dir.join(n))
+        .collect();
+    files.sort();
+    files
+}
+
+/// A new file system holding a durable copy of `dir` from `src`, each file
+/// passed through `edit` (by name) first.
+fn copy_dir(src: &FaultFs, dir: &Path, mut edit: impl FnMut(&str, &mut Vec<u8>)) -> FaultFs {
+    let dst = FaultFs::new();
+    dst.create_dir_all(dir).unwrap();
+    dst.sync_dir(Path::new("/")).unwrap();
+    for name in src.list(dir).unwrap() {
+        let path = dir.join(&name);
+        let mut bytes = src.read(&path).unwrap();
+        edit(name.to_str().unwrap(), &mut bytes);
+        let mut file = dst.create(&path).unwrap();
+        file.write_all(&bytes).unwrap();
+        file.sync().unwrap();
+    }
+    dst.sync_dir(dir).unwrap();
+    dst
+}
+
+// ---------------------------------------------------------------------------
+// Dropped without a flush.
+
+/// A mix of writes of every kind, applied to the index and the model.
+fn mixed_writes(index: &Index, model: &mut Model, rng: &mut Rng, count: usize) {
+    for _ in 0..count {
+        let id = rng.below(ID_SPACE);
+        let fp = rng.fingerprint();
+        match rng.below(5) {
+            0 | 1 => {
+                index.insert(id, fp).unwrap();
+                model.insert(id, (fp, None));
+            }
+            2 => {
+                index.insert_named(id, fp, name(id, fp)).unwrap();
+                model.insert(id, (fp, Some(name(id, fp))));
+            }
+            3 => {
+                let docs: Vec<(u64, u64)> = (0..1 + rng.below(4))
+                    .map(|_| (rng.below(ID_SPACE), rng.fingerprint()))
+                    .collect();
+                index
+                    .insert_batch(docs.iter().map(|&(i, f)| (i, f, Some(name(i, f)))))
+                    .unwrap();
+                for (i, f) in docs {
+                    model.insert(i, (f, Some(name(i, f))));
+                }
+            }
+            _ => {
+                index.delete(id).unwrap();
+                model.remove(&id);
+            }
+        }
+    }
+}
+
+#[test]
+fn unflushed_writes_survive_drop_on_the_real_file_system() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("index");
+    let mut model = Model::new();
+    let mut rng = Rng(7);
+    for round in 0..4 {
+        let index = Index::open(&dir, real_options(Durability::Buffered)).unwrap();
+        assert_holds(&index, &model);
+        mixed_writes(&index, &mut model, &mut rng, 60);
+        if round == 1 {
+            // Some of it in a segment, the rest only in the WAL.
+            index.flush().unwrap();
+            mixed_writes(&index, &mut model, &mut rng, 30);
+        }
+        drop(index);
+        let index = Index::open(&dir, real_options(Durability::Buffered)).unwrap();
+        assert_holds(&index, &model);
+    }
+}
+
+#[test]
+fn unflushed_writes_survive_a_process_kill() {
+    for durability in [Durability::Buffered, Durability::Sync] {
+        let fs = FaultFs::with_seed(3);
+        let mut model = Model::new();
+        let mut rng = Rng(11);
+        for round in 0..4 {
+            let index = Index::open(dir(), fault_options(&fs, durability, 64 << 20)).unwrap();
+            assert_holds(&index, &model);
+            mixed_writes(&index, &mut model, &mut rng, 50);
+            if round == 2 {
+                index.flush().unwrap();
+                mixed_writes(&index, &mut model, &mut rng, 20);
+            }
+            // Killed: the index is never dropped cleanly; its writers die.
+            fs.crash(CrashMode::ProcessKill);
+            let reopened = Index::open(dir(), fault_options(&fs, durability, 64 << 20)).unwrap();
+            assert_holds(&reopened, &model);
+            drop(index);
+            drop(reopened);
+        }
+        assert_eq!(fs.violations(), vec![]);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Torn WAL tails.
+
+/// Batches written to a fresh index, not flushed: the model of all but the
+/// last, the model of all, and where the last frame lies in the WAL.
+struct TornSetup {
+    fs: FaultFs,
+    wal: PathBuf,
+    before_last: Model,
+    frame: std::ops::Range<u64>,
+}
+
+fn torn_setup() -> TornSetup {
+    let fs = FaultFs::with_seed(5);
+    let index = Index::open(dir(), fault_options(&fs, Durability::Buffered, 64 << 20)).unwrap();
+    let wal = wal_files(&fs, dir()).pop().unwrap();
+    let mut model = Model::new();
+    let mut rng = Rng(99);
+    for batch in 0..6 {
+        index.delete(batch).unwrap();
+        model.remove(&batch);
+        let docs: Vec<(u64, u64)> = (0..3)
+            .map(|_| (rng.below(ID_SPACE), rng.fingerprint()))
+            .collect();
+        index
+            .insert_batch(docs.iter().map(|&(i, f)| (i, f, Some(name(i, f)))))
+            .unwrap();
+        for (i, f) in docs {
+            model.insert(i, (f, Some(name(i, f))));
+        }
+    }
+    let before_last = model.clone();
+    let start = fs.len(&wal).unwrap();
+    // The last frame: a batch with long names, so there are many cut points
+    // inside names as well as in headers and fixed fields.
+    let last: Vec<(u64, u64, Option<String>)> = (0..3)
+        .map(|i| {
+            let fp = rng.fingerprint();
+            (
+                30 + i,
+                fp,
+                Some(format!("{}#{}", name(30 + i, fp), "x".repeat(40))),
+            )
+        })
+        .collect();
+    index.insert_batch(last.clone()).unwrap();
+    let end = fs.len(&wal).unwrap();
+    assert!(end > start + 100, "the last frame is {} bytes", end - start);
+    drop(index);
+    TornSetup {
+        fs,
+        wal,
+        before_last,
+        frame: start..end,
+    }
+}
+
+fn wal_frames(fs: &dyn FileSystem, wal: &Path) -> (usize, WalEnd) {
+    let bytes = fs.read(wal).unwrap();
+    let (frames, end) = WalReader::new(&bytes).unwrap().read_all();
+    (frames.len(), end)
+}
+
+/// Frames in all the WAL files of the directory, and whether every one of
+/// them ends cleanly (no garbage after its last frame).
+fn log_frames(fs: &dyn FileSystem) -> (usize, bool) {
+    let mut total = 0;
+    let mut clean = true;
+    for wal in wal_files(fs, dir()) {
+        let (frames, end) = wal_frames(fs, &wal);
+        total += frames;
+        clean &= end == WalEnd::Clean;
+    }
+    (total, clean)
+}
+
+/// Reopens a directory whose WAL lost its last frame from `cut` on (the rest
+/// `tail`: cut off, or zeros), then checks the recovery and that the log
+/// continues cleanly after it.
+fn check_torn(setup: &TornSetup, cut: u64, zero_tail: bool) {
+    let wal_name = setup.wal.file_name().unwrap().to_str().unwrap().to_owned();
+    let fs = copy_dir(&setup.fs, dir(), |name, bytes| {
+        if name == wal_name {
+            if zero_tail {
+                bytes[cut as usize..].fill(0);
+            } else {
+                bytes.truncate(cut as usize);
+            }
+        }
+    });
+    let ctx = format!("WAL torn at byte {cut} (zero tail: {zero_tail})");
+    let index = Index::open(dir(), fault_options(&fs, Durability::Buffered, 64 << 20))
+        .unwrap_or_else(|e| panic!("{ctx}: {e}"));
+    assert_eq!(snapshot(&index, 0..ID_SPACE), setup.before_last, "{ctx}");
+    assert_eq!(
+        log_frames(&fs),
+        (12, true),
+        "{ctx}: the torn tail was not cut off"
+    );
+
+    let mut model = setup.before_last.clone();
+    index.insert_named(35, 0x5555, "after the tear").unwrap();
+    model.insert(35, (0x5555, Some("after the tear".to_owned())));
+    index.delete(0).unwrap();
+    model.remove(&0);
+    drop(index);
+    assert_eq!(log_frames(&fs), (12 + 2, true), "{ctx}");
+
+    let index = Index::open(dir(), fault_options(&fs, Durability::Buffered, 64 << 20)).unwrap();
+    assert_eq!(snapshot(&index, 0..ID_SPACE), model, "{ctx}");
+}
+
+#[test]
+fn every_cut_inside_the_last_wal_frame_drops_exactly_that_frame() {
+    let setup = torn_setup();
+    let (frames, end) = wal_frames(&setup.fs, &setup.wal);
+    assert_eq!((frames, end), (13, WalEnd::Clean));
+    for cut in setup.frame.clone() {
+        check_torn(&setup, cut, false);
+    }
+}
+
+#[test]
+fn a_zeroed_last_frame_is_a_torn_tail() {
+    let setup = torn_setup();
+    for cut in setup.frame.clone() {
+        check_torn(&setup, cut, true);
+    }
+}
+
+#[test]
+fn torn_tail_on_the_real_file_system() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("index");
+    let index = Index::open(&dir, real_options(Durability::Sync)).unwrap();
+    let mut model = Model::new();
+    for id in 0..10 {
+        index.insert(id, id * 0x1111).unwrap();
+        model.insert(id, (id * 0x1111, None));
+    }
+    let wal = files_with_extension(&RealFs, &dir, "wal").pop().unwrap();
+    let start = std::fs::metadata(&wal).unwrap().len();
+    index
+        .insert_batch([(20, 1, Some("a")), (21, 2, Some("b"))])
+        .unwrap();
+    let end = std::fs::metadata(&wal).unwrap().len();
+    let manifest = std::fs::read(dir.join("MANIFEST")).unwrap();
+    drop(index);
+    let full = std::fs::read(&wal).unwrap();
+    for cut in [
+        start,
+        start + 1,
+        start + 7,
+        start + 8,
+        (start + end) / 2,
+        end - 1,
+    ] {
+        // The WAL as the first crash left it, under its original name (and
+        // the manifest that names it).
+        for wal in files_with_extension(&RealFs, &dir, "wal") {
+            std::fs::remove_file(wal).unwrap();
+        }
+        std::fs::write(&wal, &full[..cut as usize]).unwrap();
+        std::fs::write(dir.join("MANIFEST"), &manifest).unwrap();
+        let index = Index::open(&dir, real_options(Durability::Sync)).unwrap();
+        assert_eq!(snapshot(&index, 0..ID_SPACE), model, "cut at {cut}");
+        let wals = files_with_extension(&RealFs, &dir, "wal");
+        assert_eq!(wals.len(), 1);
+        let bytes = std::fs::read(&wals[0]).unwrap();
+        let (frames, end) = WalReader::new(&bytes).unwrap().read_all();
+        assert_eq!((frames.len(), end), (10, WalEnd::Clean), "cut at {cut}");
+        index.insert(22, 3).unwrap();
+        drop(index);
+        let index = Index::open(&dir, real_options(Durability::Sync)).unwrap();
+        let mut expected = model.clone();
+        expected.insert(22, (3, None));
+        assert_eq!(snapshot(&index, 0..ID_SPACE), expected, "cut at {cut}");
+        index.delete(22).unwrap();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Power loss (and process kill) at every file-system operation of a workload.
+
+#[derive(Debug, Clone)]
+enum W {
+    Insert(u64, u64),
+    Named(u64, u64),
+    Batch(Vec<(u64, u64)>),
+    Delete(u64),
+    Flush,
+    Sync,
+    Compact,
+}
+
+/// A small memtable budget: writes flush every few documents, so crashes
+/// land inside flushes as well as between them.
+const SMALL_MEMTABLE: usize = 3_000;
+
+fn workload(seed: u64, len: usize) -> Vec<W> {
+    let mut rng = Rng(seed);
+    (0..len)
+        .map(|_| {
+            let id = rng.below(ID_SPACE);
+            match rng.below(20) {
+                0..=6 => W::Insert(id, rng.fingerprint()),
+                7..=9 => W::Named(id, rng.fingerprint()),
+                10..=12 => W::Batch(
+                    (0..1 + rng.below(4))
+                        .map(|_| (rng.below(ID_SPACE), rng.fingerprint()))
+                        .collect(),
+                ),
+                13..=15 => W::Delete(id),
+                16 => W::Flush,
+                17 | 18 => W::Sync,
+                _ => W::Compact,
+            }
+        })
+        .collect()
+}
+
+fn perform(index: &Index, op: &W) -> simhashdb::Result<()> {
+    match op {
+        W::Insert(id, fp) => index.insert(*id, *fp),
+        W::Named(id, fp) => index.insert_named(*id, *fp, name(*id, *fp)),
+        W::Batch(docs) => index.insert_batch(docs.iter().map(|&(i, f)| (i, f, Some(name(i, f))))),
+        W::Delete(id) => index.delete(*id),
+        W::Flush => index.flush(),
+        W::Sync => index.sync(),
+        W::Compact => index.compact(),
+    }
+}
+
+/// The model after each prefix of `ops`: `models[p]` after the first `p`.
+fn prefix_models(ops: &[W]) -> Vec<Model> {
+    let mut model = Model::new();
+    let mut out = vec![model.clone()];
+    for op in ops {
+        match op {
+            W::Insert(id, fp) => {
+                model.insert(*id, (*fp, None));
+            }
+            W::Named(id, fp) => {
+                model.insert(*id, (*fp, Some(name(*id, *fp))));
+            }
+            W::Batch(docs) => {
+                for &(i, f) in docs {
+                    model.insert(i, (f, Some(name(i, f))));
+                }
+            }
+            W::Delete(id) => {
+                model.remove(id);
+            }
+            W::Flush | W::Sync | W::Compact => {}
+        }
+        out.push(model.clone());
+    }
+    out
+}
+
+/// Runs `ops` with every file-system operation from the `n`-th on failing
+/// (a dead device), crashes in `mode`, reopens, and checks what survived:
+/// everything acknowledged in `Sync` mode or after a process kill; in
+/// `Buffered` mode after power loss, the state after some prefix of the
+/// operations, no shorter than the last successful flush, sync or compaction.
+/// The failed operation itself may or may not have happened.
+fn crash_at(ops: &[W], models: &[Model], n: u64, mode: CrashMode, durability: Durability) {
+    let fs = FaultFs::with_seed(n);
+    let options = || fault_options(&fs, durability, SMALL_MEMTABLE);
+    let index = Index::open(dir(), options()).unwrap();
+    fs.inject(Fault::new(FaultKind::Eio).after(n).sticky());
+    let mut acked = 0;
+    let mut floor = 0;
+    let mut failed = false;
+    for op in ops {
+        match perform(&index, op) {
+            Ok(()) => {
+                acked += 1;
+                if matches!(op, W::Flush | W::Sync | W::Compact) {
+                    floor = acked;
+                }
+            }
+            Err(e) => {
+                failed = true;
+                // Later writes are refused without touching the disk.
+                assert!(
+                    matches!(index.insert(0, 0), Err(Error::Poisoned)),
+                    "after {e}, a write was not refused as poisoned"
+                );
+                break;
+            }
+        }
+    }
+    // Queries still answer from memory after a failure.
+    let _ = index.query(CENTRES[0], 3).unwrap();
+    fs.crash(mode);
+    drop(index);
+
+    let ctx = format!("{mode:?}, {durability:?}, device dead from operation {n}");
+    let index = Index::open(dir(), options()).unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
+    let got = snapshot(&index, 0..ID_SPACE);
+    let newest = acked + usize::from(failed);
+    let oldest = match (mode, durability) {
+        (CrashMode::PowerLoss(_), Durability::Buffered) => floor,
+        _ => acked,
+    };
+    let survivor = (oldest..=newest).rev().find(|&p| models[p] == got);
+    assert!(
+        survivor.is_some(),
+        "{ctx}: after reopening, the index equals the model after none of the operations \
+         {oldest}..={newest} (acknowledged: {acked}, failed: {failed})\n got: {got:?}\n \
+         acknowledged: {:?}",
+        models[acked]
+    );
+
+    // The recovered index takes new writes, and they survive another crash.
+    let mut expected = got;
+    index
+        .insert_named(ID_SPACE - 1, 0x77, "after recovery")
+        .unwrap();
+    expected.insert(ID_SPACE - 1, (0x77, Some("after recovery".to_owned())));
+    index.sync().unwrap();
+    fs.crash(CrashMode::PowerLoss(Unsynced::Lost));
+    drop(index);
+    let index =
+        Index::open(dir(), options()).unwrap_or_else(|e| panic!("{ctx}: second reopen: {e}"));
+    assert_eq!(
+        snapshot(&index, 0..ID_SPACE),
+        expected,
+        "{ctx}: second reopen"
+    );
+    assert_eq!(fs.violations(), vec![], "{ctx}");
+}
+
+/// File-system operations a fault-free run of `ops` performs after the open.
+fn operations(ops: &[W], durability: Durability) -> u64 {
+    let fs = FaultFs::new();
+    let index = Index::open(dir(), fault_options(&fs, durability, SMALL_MEMTABLE)).unwrap();
+    let start = fs.op_count();
+    for op in ops {
+        perform(&index, op).unwrap();
+    }
+    let models = prefix_models(ops);
+    assert_eq!(&snapshot(&index, 0..ID_SPACE), models.last().unwrap());
+    fs.op_count() - start
+}
+
+fn crash_everywhere(durability: Durability, seed: u64) {
+    let ops = workload(seed, 60);
+    let models = prefix_models(&ops);
+    let total = operations(&ops, durability);
+    assert!(total > 100, "only {total} operations");
+    for n in 0..=total {
+        for mode in [
+            CrashMode::ProcessKill,
+            CrashMode::PowerLoss(Unsynced::Lost),
+            CrashMode::PowerLoss(Unsynced::Kept),
+            CrashMode::PowerLoss(Unsynced::Torn),
+        ] {
+            crash_at(&ops, &models, n, mode, durability);
+        }
+    }
+}
+
+#[test]
+fn power_loss_at_every_operation_loses_nothing_synced() {
+    crash_everywhere(Durability::Sync, 1);
+}
+
+#[test]
+fn power_loss_at_every_operation_keeps_a_prefix_when_buffered() {
+    crash_everywhere(Durability::Buffered, 2);
+}
+
+/// Faults that do not kill the device: one failed operation, then power loss.
+#[test]
+fn a_single_failed_operation_then_power_loss() {
+    let ops = workload(3, 40);
+    let models = prefix_models(&ops);
+    for durability in [Durability::Sync, Durability::Buffered] {
+        let total = operations(&ops, durability);
+        for n in 0..total {
+            for kind in [
+                FaultKind::SyncFails,
+                FaultKind::ShortWrite,
+                FaultKind::NoSpace,
+            ] {
+                let fs = FaultFs::with_seed(n);
+                let options = || fault_options(&fs, durability, SMALL_MEMTABLE);
+                let index = Index::open(dir(), options()).unwrap();
+                fs.inject(Fault::new(kind).after(n));
+                let mut acked = 0;
+                let mut floor = 0;
+                let mut failed = false;
+                for op in &ops {
+                    match perform(&index, op) {
+                        Ok(()) => {
+                            acked += 1;
+                            if matches!(op, W::Flush | W::Sync | W::Compact) {
+                                floor = acked;
+                            }
+                        }
+                        Err(_) => {
+                            failed = true;
+                            break;
+                        }
+                    }
+                }
+                fs.crash(CrashMode::PowerLoss(Unsynced::Kept));
+                drop(index);
+                let ctx = format!("{kind:?} at operation {n}, {durability:?}");
+                let index = Index::open(dir(), options()).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+                let got = snapshot(&index, 0..ID_SPACE);
+                let oldest = if durability == Durability::Sync {
+                    acked
+                } else {
+                    floor
+                };
+                let newest = acked + usize::from(failed);
+                assert!(
+                    (oldest..=newest).any(|p| models[p] == got),
+                    "{ctx}: no prefix in {oldest}..={newest} matches"
+                );
+            }
+        }
+    }
+}
