@@ -4,10 +4,11 @@
 //! panic or a wrong answer).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use simhashdb::engine::fault::{CrashMode, Fault, FaultFs, FaultKind, Unsynced};
+use simhashdb::engine::fault::{CrashMode, Fault, FaultFs, FaultKind, Op, Unsynced};
 use simhashdb::engine::fs::{FileSystem, RealFs};
 use simhashdb::format::{WalEnd, WalReader};
 use simhashdb::plan::Plan;
@@ -671,6 +672,329 @@ fn a_single_failed_operation_then_power_loss() {
                     "{ctx}: no prefix in {oldest}..={newest} matches"
                 );
             }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Damaged files.
+
+/// Two segments (the second with upserts and tombstones over the first) and
+/// a few writes in the WAL, on `fs` under `dir`; returns the model.
+fn corruption_setup(fs: Option<&FaultFs>, dir: &Path) -> Model {
+    let options = || match fs {
+        Some(fs) => fault_options(fs, Durability::Buffered, 64 << 20),
+        None => real_options(Durability::Buffered),
+    };
+    let index = Index::open(dir, options()).unwrap();
+    let mut model = Model::new();
+    let mut rng = Rng(2024);
+    for id in 0..24 {
+        let fp = rng.fingerprint();
+        index.insert_named(id, fp, name(id, fp)).unwrap();
+        model.insert(id, (fp, Some(name(id, fp))));
+    }
+    index.flush().unwrap();
+    for id in (0..6).chain(24..30) {
+        let fp = rng.fingerprint();
+        index.insert(id, fp).unwrap();
+        model.insert(id, (fp, None));
+    }
+    for id in [7, 8, 25] {
+        index.delete(id).unwrap();
+        model.remove(&id);
+    }
+    index.flush().unwrap();
+    index.insert(31, CENTRES[2]).unwrap();
+    index.delete(9).unwrap();
+    model.insert(31, (CENTRES[2], None));
+    model.remove(&9);
+    drop(index);
+    model
+}
+
+/// How a damaged file showed.
+#[derive(Debug, Default)]
+struct Outcomes {
+    refused_at_open: usize,
+    reported_by_a_read: usize,
+    unnoticed: usize,
+}
+
+/// Opens the index and reads everything; every answer must be the model's
+/// or `Error::Corrupted` naming `damaged`.
+fn read_damaged(
+    open: impl FnOnce() -> simhashdb::Result<Index>,
+    damaged: &Path,
+    model: &Model,
+    ctx: &str,
+) -> Outcomes {
+    let mut outcomes = Outcomes::default();
+    let check = |e: Error, what: &str| match e {
+        Error::Corrupted { ref path, .. } if path == damaged => {}
+        other => panic!("{ctx}: {what} failed with {other:?}, not Corrupted naming the file"),
+    };
+    let index = match open() {
+        Ok(index) => index,
+        Err(e) => {
+            check(e, "open");
+            outcomes.refused_at_open += 1;
+            return outcomes;
+        }
+    };
+    let mut reported = false;
+    for id in 0..ID_SPACE {
+        match index.get(id) {
+            Ok(fp) => assert_eq!(fp, model.get(&id).map(|d| d.0), "{ctx}: get({id})"),
+            Err(e) => {
+                check(e, "get");
+                reported = true;
+            }
+        }
+    }
+    let fps: BTreeSet<u64> = model.values().map(|d| d.0).chain(CENTRES).collect();
+    for fp in fps {
+        match index.query(fp, 3) {
+            Ok(found) => assert_eq!(found, brute_force(model, fp, 3), "{ctx}: query({fp:#x})"),
+            Err(e) => {
+                check(e, "query");
+                reported = true;
+            }
+        }
+    }
+    if reported {
+        outcomes.reported_by_a_read += 1;
+    } else {
+        outcomes.unnoticed += 1;
+    }
+    outcomes
+}
+
+/// Flips one bit of every byte of `file` in turn (a fresh copy each time).
+fn flip_every_byte(src: &FaultFs, file: &Path, model: &Model) -> Outcomes {
+    let len = src.len(file).unwrap() as usize;
+    let target = file.file_name().unwrap().to_str().unwrap().to_owned();
+    let mut total = Outcomes::default();
+    for offset in 0..len {
+        let fs = copy_dir(src, dir(), |name, bytes| {
+            if name == target {
+                bytes[offset] ^= 1 << (offset % 8);
+            }
+        });
+        let ctx = format!("{} with byte {offset} flipped", file.display());
+        let open = || Index::open(dir(), fault_options(&fs, Durability::Buffered, 64 << 20));
+        let outcome = catch_unwind(AssertUnwindSafe(|| read_damaged(open, file, model, &ctx)))
+            .unwrap_or_else(|_| panic!("{ctx}: panicked (see above)"));
+        total.refused_at_open += outcome.refused_at_open;
+        total.reported_by_a_read += outcome.reported_by_a_read;
+        total.unnoticed += outcome.unnoticed;
+    }
+    total
+}
+
+#[test]
+fn a_flipped_bit_in_the_manifest_is_refused_at_open() {
+    let src = FaultFs::new();
+    let model = corruption_setup(Some(&src), dir());
+    let outcomes = flip_every_byte(&src, &dir().join("MANIFEST"), &model);
+    assert_eq!(
+        outcomes.refused_at_open,
+        src.len(&dir().join("MANIFEST")).unwrap() as usize
+    );
+}
+
+#[test]
+fn a_flipped_bit_in_a_segment_is_reported_or_harmless() {
+    let src = FaultFs::new();
+    let model = corruption_setup(Some(&src), dir());
+    let segments = files_with_extension(&src, dir(), "seg");
+    assert_eq!(segments.len(), 2);
+    for file in segments {
+        let outcomes = flip_every_byte(&src, &file, &model);
+        eprintln!("{}: {outcomes:?}", file.display());
+        assert!(outcomes.refused_at_open > 0 && outcomes.reported_by_a_read > 0);
+    }
+}
+
+#[test]
+fn a_flipped_bit_in_a_doc_map_is_reported_or_harmless() {
+    let src = FaultFs::new();
+    let model = corruption_setup(Some(&src), dir());
+    let doc_maps = files_with_extension(&src, dir(), "ids");
+    assert_eq!(doc_maps.len(), 2);
+    for file in doc_maps {
+        let outcomes = flip_every_byte(&src, &file, &model);
+        eprintln!("{}: {outcomes:?}", file.display());
+        assert!(outcomes.refused_at_open > 0 && outcomes.reported_by_a_read > 0);
+    }
+}
+
+#[test]
+fn a_flipped_bit_before_the_last_wal_frame_is_refused_at_open() {
+    let src = FaultFs::new();
+    let index = Index::open(dir(), fault_options(&src, Durability::Sync, 64 << 20)).unwrap();
+    let wal = wal_files(&src, dir()).pop().unwrap();
+    let mut model = Model::new();
+    for id in 0..4 {
+        index
+            .insert_named(id, id << 20, name(id, id << 20))
+            .unwrap();
+        model.insert(id, (id << 20, Some(name(id, id << 20))));
+    }
+    let last_frame = src.len(&wal).unwrap() as usize;
+    index.insert(4, 4).unwrap();
+    model.insert(4, (4, None));
+    drop(index);
+    let target = wal.file_name().unwrap().to_str().unwrap().to_owned();
+    // Damage before the last frame is acknowledged data: never dropped
+    // silently. (Damage inside the last frame cannot be told from a torn
+    // write.)
+    for offset in 0..last_frame {
+        let fs = copy_dir(&src, dir(), |name, bytes| {
+            if name == target {
+                bytes[offset] ^= 1 << (offset % 8);
+            }
+        });
+        let ctx = format!("{} with byte {offset} flipped", wal.display());
+        match Index::open(dir(), fault_options(&fs, Durability::Sync, 64 << 20)) {
+            Err(Error::Corrupted { path, .. }) if path == wal => {}
+            Err(e) => panic!("{ctx}: {e:?}"),
+            Ok(index) => panic!("{ctx}: opened, holding {:?}", snapshot(&index, 0..ID_SPACE)),
+        }
+    }
+}
+
+/// A fresh copy of the real directory `src` in a new temporary directory.
+fn copy_real(src: &Path) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(src).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), tmp.path().join(entry.file_name())).unwrap();
+    }
+    tmp
+}
+
+#[test]
+fn damaged_real_files_are_reported_with_their_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("index");
+    let model = corruption_setup(None, &src);
+    let seg = files_with_extension(&RealFs, &src, "seg").remove(0);
+    let ids = files_with_extension(&RealFs, &src, "ids").remove(0);
+    let seg_len = std::fs::metadata(&seg).unwrap().len() as usize;
+    let ids_len = std::fs::metadata(&ids).unwrap().len() as usize;
+    // Bytes in the first table section, the doc map's sections, the
+    // footers, and the manifest's fixed fields and segment list.
+    let mut targets: Vec<(PathBuf, usize)> = Vec::new();
+    for offset in (44..seg_len).step_by(37) {
+        targets.push((seg.clone(), offset));
+    }
+    for offset in (44..ids_len).step_by(53) {
+        targets.push((ids.clone(), offset));
+    }
+    for offset in [0, 20, 40, 90, 130] {
+        targets.push((src.join("MANIFEST"), offset));
+    }
+    let mut noticed = 0;
+    for (file, offset) in targets {
+        let copy = copy_real(&src);
+        let damaged = copy.path().join(file.file_name().unwrap());
+        let mut bytes = std::fs::read(&damaged).unwrap();
+        bytes[offset] ^= 0x10;
+        std::fs::write(&damaged, &bytes).unwrap();
+        let ctx = format!("{} with byte {offset} flipped", damaged.display());
+        let open = || Index::open(copy.path(), real_options(Durability::Buffered));
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            read_damaged(open, &damaged, &model, &ctx)
+        }))
+        .unwrap_or_else(|_| panic!("{ctx}: panicked (see above)"));
+        noticed += outcome.refused_at_open + outcome.reported_by_a_read;
+    }
+    assert!(noticed > 0);
+}
+
+#[test]
+fn a_segment_file_of_the_wrong_length_is_refused_before_it_is_mapped() {
+    let src = FaultFs::new();
+    let index = Index::open(dir(), fault_options(&src, Durability::Buffered, 64 << 20)).unwrap();
+    for id in 0..50 {
+        index
+            .insert(id, id.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+            .unwrap();
+    }
+    index.flush().unwrap();
+    drop(index);
+    for ext in ["seg", "ids"] {
+        let file = files_with_extension(&src, dir(), ext).remove(0);
+        let target = file.file_name().unwrap().to_str().unwrap().to_owned();
+        for change in [-1i64, -200, 1, 4096] {
+            let fs = copy_dir(&src, dir(), |name, bytes| {
+                if name == target {
+                    let len = bytes.len() as i64 + change;
+                    bytes.resize(len as usize, 0);
+                }
+            });
+            // Mapping the damaged file would fail (the segment file is
+            // mapped first): its length must be checked before.
+            let mapped_before = if ext == "seg" { 0 } else { 1 };
+            fs.inject(
+                Fault::new(FaultKind::Eio)
+                    .on(&[Op::Map])
+                    .after(mapped_before)
+                    .sticky(),
+            );
+            match Index::open(dir(), fault_options(&fs, Durability::Buffered, 64 << 20)) {
+                Err(Error::Corrupted { path, reason, .. }) => {
+                    assert_eq!(path, file, "{ext} {change:+}");
+                    assert!(reason.contains("manifest"), "{reason}");
+                }
+                other => panic!("{ext} {change:+}: {other:?}"),
+            }
+        }
+    }
+
+    // The same on real files.
+    let tmp = tempfile::tempdir().unwrap();
+    let index = Index::open(tmp.path(), real_options(Durability::Buffered)).unwrap();
+    index.insert(1, 2).unwrap();
+    index.flush().unwrap();
+    drop(index);
+    let seg = files_with_extension(&RealFs, tmp.path(), "seg").remove(0);
+    let len = std::fs::metadata(&seg).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&seg)
+        .unwrap()
+        .set_len(len - 10)
+        .unwrap();
+    match Index::open(tmp.path(), real_options(Durability::Buffered)) {
+        Err(Error::Corrupted { path, .. }) => assert_eq!(path, seg),
+        other => panic!("{other:?}"),
+    }
+    match Index::open_read_only(tmp.path()) {
+        Err(Error::Corrupted { path, .. }) => assert_eq!(path, seg),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_missing_file_named_by_the_manifest_is_corruption() {
+    let src = FaultFs::new();
+    let index = Index::open(dir(), fault_options(&src, Durability::Buffered, 64 << 20)).unwrap();
+    index.insert(1, 2).unwrap();
+    index.flush().unwrap();
+    index.insert(3, 4).unwrap();
+    drop(index);
+    let mut files = files_with_extension(&src, dir(), "seg");
+    files.extend(files_with_extension(&src, dir(), "ids"));
+    files.extend(wal_files(&src, dir()));
+    assert_eq!(files.len(), 3);
+    for file in files {
+        let fs = copy_dir(&src, dir(), |_, _| {});
+        fs.remove(&file).unwrap();
+        match Index::open(dir(), fault_options(&fs, Durability::Buffered, 64 << 20)) {
+            Err(Error::Corrupted { path, .. }) => assert_eq!(path, file),
+            other => panic!("{} missing: {other:?}", file.display()),
         }
     }
 }

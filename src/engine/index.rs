@@ -201,6 +201,22 @@ fn io_error<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(std::io::Error)
     }
 }
 
+/// [`io_error`], except that a file the manifest names but which does not
+/// exist is damage to the index, not a failed call.
+fn named_file_error<'a>(
+    path: &'a Path,
+    op: &'static str,
+) -> impl FnOnce(std::io::Error) -> Error + 'a {
+    move |source| match source.kind() {
+        std::io::ErrorKind::NotFound => Error::Corrupted {
+            path: path.to_path_buf(),
+            offset: 0,
+            reason: "the manifest names this file, but it does not exist".to_string(),
+        },
+        _ => io_error(path, op)(source),
+    }
+}
+
 fn corrupted(path: &Path, e: &FormatError) -> Error {
     Error::Corrupted {
         path: path.to_path_buf(),
@@ -315,7 +331,7 @@ impl Index {
         let mut torn = false;
         for &wal_id in &manifest.wal_ids {
             let path = dir.join(FileKind::Wal.file_name(wal_id));
-            let bytes = fs.read(&path).map_err(io_error(&path, "read"))?;
+            let bytes = fs.read(&path).map_err(named_file_error(&path, "read"))?;
             let reader = WalReader::new(&bytes).map_err(|e| corrupted(&path, &e))?;
             let (frames, end) = reader.read_all();
             for frame in frames {
@@ -1023,7 +1039,7 @@ impl Segment {
         let seg_path = dir.join(FileKind::Segment.file_name(meta.id));
         let ids_path = dir.join(FileKind::DocMap.file_name(meta.id));
         let map = |path: &Path, expected_len: u64| -> Result<Mapped> {
-            let len = fs.len(path).map_err(io_error(path, "stat"))?;
+            let len = fs.len(path).map_err(named_file_error(path, "stat"))?;
             if len != expected_len {
                 return Err(Error::Corrupted {
                     path: path.to_path_buf(),
