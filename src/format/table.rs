@@ -26,6 +26,11 @@ const BLOCK_HEADER_LEN: usize = 9;
 const CRC_LEN: usize = 4;
 /// The smallest possible block: header and CRC around an empty bit stream.
 const MIN_BLOCK_LEN_BYTES: usize = BLOCK_HEADER_LEN + CRC_LEN;
+/// The largest Rice parameter: low bits of a gap fit one unaligned 8-byte
+/// load at any bit offset. See docs/FORMAT.md#table-blocks.
+pub(crate) const MAX_RICE: u32 = 56;
+/// Keys a range iterator decodes at a time.
+const CHUNK: usize = 32;
 /// First key and block offset, both `u64`.
 const INDEX_ENTRY_LEN: usize = 16;
 /// Key count, index offset, block length, index CRC, footer CRC.
@@ -50,11 +55,11 @@ fn rice_parameter<I: Iterator<Item = u64> + Clone>(gaps: I) -> u32 {
         return 0;
     }
     let mean = u64::try_from(sum / count).unwrap_or(u64::MAX);
-    let r0 = 63u32.saturating_sub(mean.leading_zeros());
+    let r0 = 63u32.saturating_sub(mean.leading_zeros()).min(MAX_RICE);
     let cost = |r: u32| -> u128 {
         count * u128::from(r + 1) + gaps.clone().map(|g| u128::from(g >> r)).sum::<u128>()
     };
-    (r0.saturating_sub(1)..=(r0 + 1).min(63))
+    (r0.saturating_sub(1)..=(r0 + 1).min(MAX_RICE))
         .min_by_key(|&r| (cost(r), r))
         .unwrap_or(r0)
 }
@@ -105,8 +110,9 @@ impl<'a> BitWriter<'a> {
     }
 }
 
-/// Appends one encoded block of `keys` (non-empty, strictly increasing).
-/// See docs/FORMAT.md#table-blocks.
+/// Appends one encoded block of `keys` (non-empty, strictly increasing):
+/// first key, Rice parameter, the low bits of every gap, then the unary
+/// high parts, then the CRC. See docs/FORMAT.md#table-blocks.
 fn encode_block(keys: &[u64], out: &mut Vec<u8>) {
     let Some((&first, rest)) = keys.split_first() else {
         return;
@@ -116,12 +122,16 @@ fn encode_block(keys: &[u64], out: &mut Vec<u8>) {
     let r = rice_parameter(gaps.clone());
     out.extend_from_slice(&first.to_le_bytes());
     out.push(r as u8);
-    let mut bits = BitWriter::new(out);
-    for gap in gaps {
-        bits.unary(gap >> r);
-        bits.write(gap & low_mask(r), r);
+    let mut low = BitWriter::new(out);
+    for gap in gaps.clone() {
+        low.write(gap & low_mask(r), r);
     }
-    bits.finish();
+    low.finish();
+    let mut high = BitWriter::new(out);
+    for gap in gaps {
+        high.unary(gap >> r);
+    }
+    high.finish();
     let crc = out.get(start..).map(crc32).unwrap_or(0);
     out.extend_from_slice(&crc.to_le_bytes());
 }
@@ -237,163 +247,152 @@ impl<W: Write> TableWriter<W> {
     }
 }
 
-/// Reads bits least-significant first from a block's bit stream, never past
-/// its end. See docs/FORMAT.md#table-blocks.
-#[derive(Debug, Clone, Copy)]
-struct BitReader<'a> {
-    data: &'a [u8],
-    /// Bytes of `data` accounted for in `avail`.
-    pos: usize,
-    /// The next `avail` bits are the low bits of `buf`. Bits above them may
-    /// hold the following bytes already (they are the same bits again when
-    /// loaded properly).
-    buf: u64,
-    avail: u32,
-}
-
-impl<'a> BitReader<'a> {
-    fn new(data: &'a [u8]) -> Self {
-        BitReader {
-            data,
-            pos: 0,
-            buf: 0,
-            avail: 0,
-        }
-    }
-
-    /// Makes at least 56 bits available, or all that remain.
-    #[inline]
-    fn refill(&mut self) {
-        if let Some(chunk) = self.data.get(self.pos..).and_then(|s| s.first_chunk::<8>()) {
-            self.buf |= u64::from_le_bytes(*chunk) << self.avail;
-            self.pos += ((63 - self.avail) >> 3) as usize;
-            self.avail |= 56;
-        } else {
-            while self.avail <= 55 {
-                let Some(&b) = self.data.get(self.pos) else {
-                    break;
-                };
-                self.buf |= u64::from(b) << self.avail;
-                self.pos += 1;
-                self.avail += 8;
-            }
-        }
-    }
-
-    /// `n <= avail`.
-    #[inline]
-    fn consume(&mut self, n: u32) {
-        self.buf >>= n;
-        self.avail -= n;
-    }
-
-    /// One Rice code with parameter `r <= 63`; `None` when it runs past the
-    /// end of the data or does not fit in a `u64`.
-    #[inline]
-    fn rice(&mut self, r: u32) -> Option<u64> {
-        self.refill();
-        let window = self.buf & low_mask(self.avail);
-        if window != 0 {
-            let zeros = window.trailing_zeros();
-            if zeros + 1 + r <= self.avail {
-                // zeros <= 62 - r, so zeros << r fits in 64 bits.
-                let rem = (self.buf >> (zeros + 1)) & low_mask(r);
-                self.consume(zeros + 1 + r);
-                return Some((u64::from(zeros) << r) | rem);
-            }
-        }
-        let q = self.unary()?;
-        let rem = self.bits(r)?;
-        if q > u64::MAX >> r {
-            return None;
-        }
-        Some((q << r) | rem)
-    }
-
-    fn unary(&mut self) -> Option<u64> {
-        let mut q: u64 = 0;
-        loop {
-            self.refill();
-            if self.avail == 0 {
-                return None;
-            }
-            let window = self.buf & low_mask(self.avail);
-            if window != 0 {
-                let zeros = window.trailing_zeros();
-                self.consume(zeros + 1);
-                return Some(q + u64::from(zeros));
-            }
-            q += u64::from(self.avail);
-            self.consume(self.avail);
-        }
-    }
-
-    fn bits(&mut self, n: u32) -> Option<u64> {
-        if n > 56 {
-            let low = self.bits(32)?;
-            let high = self.bits(n - 32)?;
-            return Some(low | (high << 32));
-        }
-        self.refill();
-        if self.avail < n {
-            return None;
-        }
-        let v = self.buf & low_mask(n);
-        self.consume(n);
-        Some(v)
-    }
-
-    /// Whether all that is left is fewer than 8 zero bits (the padding).
-    fn at_padding(&self) -> bool {
-        self.pos == self.data.len() && self.avail < 8 && self.buf & low_mask(self.avail) == 0
+/// Eight bytes at `at`, zero-padded past the end of `data`.
+#[inline]
+fn load_u64(data: &[u8], at: usize) -> u64 {
+    match data.get(at..).and_then(|s| s.first_chunk::<8>()) {
+        Some(chunk) => u64::from_le_bytes(*chunk),
+        None => load_u64_padded(data, at),
     }
 }
 
-/// Decodes one block key by key.
+#[cold]
+#[inline(never)]
+fn load_u64_padded(data: &[u8], at: usize) -> u64 {
+    let mut padded = [0u8; 8];
+    for (dst, src) in padded.iter_mut().zip(data.get(at..).unwrap_or_default()) {
+        *dst = *src;
+    }
+    u64::from_le_bytes(padded)
+}
+
+/// The `width <= 56` bits starting at bit `bit` of `data` (least
+/// significant first), zero past the end.
+#[inline]
+fn bits_at(data: &[u8], bit: usize, width: u32) -> u64 {
+    (load_u64(data, bit / 8) >> (bit % 8)) & low_mask(width)
+}
+
+/// Decodes one block key by key: the low bits of gap `i` are at bit `i * r`
+/// of the low stream; its high part is the run of zeros before the next one
+/// bit of the unary stream. See docs/FORMAT.md#table-blocks.
 #[derive(Debug, Clone, Copy)]
 struct BlockCursor<'a> {
-    bits: BitReader<'a>,
+    low: &'a [u8],
+    unary: &'a [u8],
     r: u32,
-    /// Gaps still to decode.
-    left: u64,
+    /// Gaps in the block, and gaps decoded so far.
+    gaps: usize,
+    done: usize,
+    /// The unary word being read, its bits already used cleared.
+    word: u64,
+    /// Bit index (in the unary stream) of bit 0 of `word`.
+    word_base: u64,
+    /// Bit index just past the previous one bit.
+    next_bit: u64,
     prev: u64,
     started: bool,
     /// Absolute offset of the block, for errors.
     offset: u64,
 }
 
-impl BlockCursor<'_> {
-    #[inline]
-    fn next_key(&mut self) -> Result<Option<u64>, FormatError> {
+impl<'a> BlockCursor<'a> {
+    /// `body` is the block without its CRC; `count` its number of keys.
+    fn new(body: &'a [u8], count: usize, offset: u64) -> Result<Self, FormatError> {
+        let malformed = |what| FormatError::malformed(FILE, offset, what);
+        let first = u64_at(body, 0).unwrap_or_default();
+        let r = u32::from(body.get(8).copied().unwrap_or_default());
+        if r > MAX_RICE {
+            return Err(malformed("a block's Rice parameter is above 56"));
+        }
+        let gaps = count.saturating_sub(1);
+        let low_len = (gaps * r as usize).div_ceil(8);
+        let streams = body.get(BLOCK_HEADER_LEN..).unwrap_or_default();
+        let Some((low, unary)) = streams.split_at_checked(low_len) else {
+            return Err(malformed("a block is shorter than its low bits"));
+        };
+        Ok(BlockCursor {
+            low,
+            unary,
+            r,
+            gaps,
+            done: 0,
+            word: load_u64(unary, 0),
+            word_base: 0,
+            next_bit: 0,
+            prev: first,
+            started: false,
+            offset,
+        })
+    }
+
+    fn malformed(&self, what: &'static str) -> FormatError {
+        FormatError::malformed(FILE, self.offset, what)
+    }
+
+    /// Whether both streams end exactly after the last gap, padded with
+    /// zero bits to a byte.
+    fn ends_cleanly(&self) -> bool {
+        let low_bits = self.gaps * self.r as usize;
+        let low_padding = self.low.len() * 8 - low_bits;
+        let unary_bytes = to_usize(self.next_bit.div_ceil(8));
+        bits_at(self.low, low_bits, low_padding as u32) == 0
+            && unary_bytes == Some(self.unary.len())
+            && self.word == 0
+    }
+
+    /// Decodes the next keys of the block into `out`; returns how many
+    /// (0 once the block is exhausted). Checks that the block ends cleanly
+    /// when its last key is decoded.
+    #[inline(never)]
+    fn decode_chunk(&mut self, out: &mut [u64; CHUNK]) -> Result<usize, FormatError> {
+        let mut n = 0;
         if !self.started {
             self.started = true;
-            return Ok(Some(self.prev));
-        }
-        if self.left == 0 {
-            if !self.bits.at_padding() {
-                return Err(FormatError::malformed(
-                    FILE,
-                    self.offset,
-                    "a block has bits left after its last key",
-                ));
+            if let Some(slot) = out.first_mut() {
+                *slot = self.prev;
             }
-            return Ok(None);
+            n = 1;
         }
-        let key = self
-            .bits
-            .rice(self.r)
-            .and_then(|gap| self.prev.checked_add(gap))
-            .and_then(|k| k.checked_add(1))
-            .ok_or_else(|| {
-                FormatError::malformed(
-                    FILE,
-                    self.offset,
-                    "a block's gap codes run past its end or past the largest key",
-                )
-            })?;
-        self.prev = key;
-        self.left -= 1;
-        Ok(Some(key))
+        let want = (self.gaps - self.done).min(CHUNK - n);
+        let (low, unary, r) = (self.low, self.unary, self.r);
+        let (mask, limit) = (low_mask(r), u64::MAX >> r);
+        let (mut word, mut word_base) = (self.word, self.word_base);
+        let (mut next_bit, mut key) = (self.next_bit, self.prev);
+        let mut bit = self.done * r as usize;
+        // Overflow is collected and checked once per chunk, keeping the loop
+        // short; a damaged block only yields garbage until that check.
+        let mut overflow = false;
+        for slot in out.iter_mut().skip(n).take(want) {
+            while word == 0 {
+                word_base += 64;
+                let at = to_usize(word_base / 8).unwrap_or(usize::MAX);
+                if at >= unary.len() {
+                    return Err(self.malformed("a block's unary codes run past its end"));
+                }
+                word = load_u64(unary, at);
+            }
+            let one = word_base + u64::from(word.trailing_zeros());
+            word &= word - 1;
+            let q = one - next_bit;
+            next_bit = one + 1;
+            let low_bits = (load_u64(low, bit / 8) >> (bit % 8)) & mask;
+            bit += r as usize;
+            let (k, carry) = key.overflowing_add((q << r) | low_bits);
+            overflow |= carry | (q > limit) | (k == u64::MAX);
+            key = k.wrapping_add(1);
+            *slot = key;
+        }
+        if overflow {
+            return Err(self.malformed("a block's gaps run past the largest key"));
+        }
+        (self.word, self.word_base, self.next_bit, self.prev) = (word, word_base, next_bit, key);
+        self.done += want;
+        n += want;
+        if n > 0 && self.done == self.gaps && !self.ends_cleanly() {
+            return Err(self.malformed("a block has bits left after its last key"));
+        }
+        Ok(n)
     }
 }
 
@@ -556,42 +555,72 @@ impl<'a> TableReader<'a> {
         let stored = u32_at(stored, 0).unwrap_or_default();
         check_crc(FILE, self.base + to_u64(start), body, stored)?;
         let first = u64_at(body, 0).unwrap_or_default();
-        let r = u32::from(body.get(8).copied().unwrap_or_default());
         if first != indexed_first {
             return Err(self.malformed(
                 entry_at,
                 "the block index disagrees with the first key of its block",
             ));
         }
-        if r > 63 {
-            return Err(self.malformed(start + 8, "a block's Rice parameter is above 63"));
-        }
         // block < block_count, so block * block_len < key_count.
         let before = to_u64(block) * u64::from(self.block_len);
         let count = (self.key_count - before).min(u64::from(self.block_len));
-        Ok(BlockCursor {
-            bits: BitReader::new(body.get(BLOCK_HEADER_LEN..).unwrap_or_default()),
-            r,
-            left: count - 1,
-            prev: first,
-            started: false,
-            offset: self.base + to_u64(start),
-        })
+        BlockCursor::new(body, count as usize, self.base + to_u64(start))
     }
 
     /// The block a search for `key` starts in: the last one whose first key
     /// is `<= key` (block 0 if none).
+    ///
+    /// Permuted fingerprints are close to uniform, so the first guess
+    /// interpolates between the first and last block's first keys; the
+    /// search then gallops from the guess to bracket the block and finishes
+    /// by bisection. A damaged index can only make it start at a block whose
+    /// (checked) first key is `<= key`, which loses nothing.
     fn find_block(&self, key: u64) -> Result<usize, FormatError> {
-        let (mut lo, mut hi) = (0usize, self.block_count);
-        while lo < hi {
+        let n = self.block_count;
+        if n <= 1 {
+            return Ok(0);
+        }
+        let last = n - 1;
+        let (first_key, last_key) = (self.index_entry(0)?.0, self.index_entry(last)?.0);
+        if key < first_key {
+            return Ok(0);
+        }
+        if key >= last_key {
+            return Ok(last);
+        }
+        // first_key <= key < last_key, so the guess is in 0..last.
+        let span = u128::from(last_key - first_key);
+        let guess = u128::from(key - first_key) * to_u64(last) as u128 / span;
+        let guess = usize::try_from(guess).unwrap_or(0).min(last - 1);
+        // Invariant: entry(lo) <= key < entry(hi), lo < hi.
+        let (mut lo, mut hi);
+        let mut step = 1;
+        if self.index_entry(guess)?.0 <= key {
+            lo = guess;
+            hi = (guess + step).min(last);
+            while hi < last && self.index_entry(hi)?.0 <= key {
+                lo = hi;
+                step *= 2;
+                hi = (hi + step).min(last);
+            }
+        } else {
+            hi = guess;
+            lo = guess.saturating_sub(step);
+            while lo > 0 && self.index_entry(lo)?.0 > key {
+                hi = lo;
+                step *= 2;
+                lo = lo.saturating_sub(step);
+            }
+        }
+        while hi - lo > 1 {
             let mid = lo + (hi - lo) / 2;
             if self.index_entry(mid)?.0 <= key {
-                lo = mid + 1;
+                lo = mid;
             } else {
                 hi = mid;
             }
         }
-        Ok(lo.saturating_sub(1))
+        Ok(lo)
     }
 
     /// The keys in `lo..=hi`, ascending. Binary-searches the block index,
@@ -599,32 +628,17 @@ impl<'a> TableReader<'a> {
     ///
     /// Yields an error (and then stops) when a block it reads is damaged.
     pub fn range(&self, lo: u64, hi: u64) -> Range<'a> {
-        Range {
-            table: *self,
-            lo,
-            hi,
-            next_block: 0,
-            cursor: None,
-            last: None,
-            state: if lo > hi || self.key_count == 0 {
-                RangeState::Done
-            } else {
-                RangeState::Search
-            },
-        }
+        let state = if lo > hi || self.key_count == 0 {
+            RangeState::Done
+        } else {
+            RangeState::Search
+        };
+        Range::new(*self, lo, hi, state)
     }
 
     /// Every key, ascending.
     pub fn iter(&self) -> Range<'a> {
-        Range {
-            table: *self,
-            lo: 0,
-            hi: u64::MAX,
-            next_block: 0,
-            cursor: None,
-            last: None,
-            state: RangeState::Running,
-        }
+        Range::new(*self, 0, u64::MAX, RangeState::Running)
     }
 
     /// Checks everything: the block index's CRC, every block's CRC and
@@ -688,16 +702,71 @@ pub struct Range<'a> {
     hi: u64,
     next_block: usize,
     cursor: Option<BlockCursor<'a>>,
+    /// Decoded keys, `buf[pos..len]` not yet returned.
+    buf: [u64; CHUNK],
+    pos: usize,
+    len: usize,
     /// The last key decoded, to check that blocks follow each other in order.
     last: Option<u64>,
     state: RangeState,
 }
 
-impl Range<'_> {
-    fn fail(&mut self, e: FormatError) -> Option<Result<u64, FormatError>> {
-        self.state = RangeState::Done;
-        self.cursor = None;
-        Some(Err(e))
+impl<'a> Range<'a> {
+    fn new(table: TableReader<'a>, lo: u64, hi: u64, state: RangeState) -> Self {
+        Range {
+            table,
+            lo,
+            hi,
+            next_block: 0,
+            cursor: None,
+            buf: [0; CHUNK],
+            pos: 0,
+            len: 0,
+            last: None,
+            state,
+        }
+    }
+
+    /// Decodes the next chunk of keys into `buf`; `Ok(false)` at the end.
+    #[inline(never)]
+    fn fill(&mut self) -> Result<bool, FormatError> {
+        loop {
+            match self.state {
+                RangeState::Done => return Ok(false),
+                RangeState::Search => {
+                    self.next_block = self.table.find_block(self.lo)?;
+                    self.state = RangeState::Running;
+                }
+                RangeState::Running => {}
+            }
+            let cursor = match &mut self.cursor {
+                Some(cursor) => cursor,
+                None => {
+                    if self.next_block >= self.table.block_count {
+                        self.state = RangeState::Done;
+                        return Ok(false);
+                    }
+                    let cursor = self.table.block(self.next_block)?;
+                    self.next_block += 1;
+                    self.cursor.insert(cursor)
+                }
+            };
+            let n = cursor.decode_chunk(&mut self.buf)?;
+            if n == 0 {
+                self.cursor = None;
+                continue;
+            }
+            let first = self.buf.first().copied().unwrap_or_default();
+            if self.last.is_some_and(|last| first <= last) {
+                return Err(
+                    cursor.malformed("a block's first key is not above the previous block's keys")
+                );
+            }
+            self.last = self.buf.get(n - 1).copied();
+            self.pos = 0;
+            self.len = n;
+            return Ok(true);
+        }
     }
 }
 
@@ -707,56 +776,27 @@ impl Iterator for Range<'_> {
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            match self.state {
-                RangeState::Done => return None,
-                RangeState::Search => match self.table.find_block(self.lo) {
-                    Ok(block) => {
-                        self.next_block = block;
-                        self.state = RangeState::Running;
-                    }
-                    Err(e) => return self.fail(e),
-                },
-                RangeState::Running => {}
-            }
-            let cursor = match &mut self.cursor {
-                Some(cursor) => cursor,
-                None => {
-                    if self.next_block >= self.table.block_count {
-                        self.state = RangeState::Done;
-                        return None;
-                    }
-                    match self.table.block(self.next_block) {
-                        Ok(c) => {
-                            self.next_block += 1;
-                            self.cursor.insert(c)
-                        }
-                        Err(e) => return self.fail(e),
-                    }
+            if self.pos < self.len {
+                let key = self.buf.get(self.pos).copied().unwrap_or_default();
+                self.pos += 1;
+                if key > self.hi {
+                    self.state = RangeState::Done;
+                    self.len = 0;
+                    return None;
                 }
-            };
-            match cursor.next_key() {
-                Err(e) => return self.fail(e),
-                Ok(None) => self.cursor = None,
-                Ok(Some(key)) => {
-                    if let Some(last) = self.last
-                        && key <= last
-                    {
-                        let offset = cursor.offset;
-                        return self.fail(FormatError::malformed(
-                            FILE,
-                            offset,
-                            "a block's first key is not above the previous block's keys",
-                        ));
-                    }
-                    self.last = Some(key);
-                    if key > self.hi {
-                        self.state = RangeState::Done;
-                        self.cursor = None;
-                        return None;
-                    }
-                    if key >= self.lo {
-                        return Some(Ok(key));
-                    }
+                if key >= self.lo {
+                    return Some(Ok(key));
+                }
+                continue;
+            }
+            match self.fill() {
+                Ok(true) => {}
+                Ok(false) => return None,
+                Err(e) => {
+                    self.state = RangeState::Done;
+                    self.cursor = None;
+                    self.len = 0;
+                    return Some(Err(e));
                 }
             }
         }
@@ -827,11 +867,11 @@ mod tests {
         assert_eq!(rice_parameter(std::iter::empty()), 0);
         let r = rice_parameter([1u64 << 38; 100].into_iter());
         assert!((37..=39).contains(&r), "{r}");
-        assert_eq!(rice_parameter([u64::MAX; 3].into_iter()), 63);
+        assert_eq!(rice_parameter([u64::MAX; 3].into_iter()), MAX_RICE);
     }
 
     #[test]
-    fn huge_gaps_and_r_63() {
+    fn huge_gaps_and_the_largest_rice_parameter() {
         let keys = [0, 1 << 63, u64::MAX];
         let bytes = encode(&keys, 128);
         assert_eq!(all(&TableReader::new(&bytes).unwrap()), keys);
