@@ -470,6 +470,10 @@ impl Index {
             });
         }
         let mut writer = self.writer()?;
+        if records.is_empty() {
+            // Nothing to log (a WAL frame holds at least one record).
+            return Ok(());
+        }
         self.write(&mut writer, records)
     }
 
