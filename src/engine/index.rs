@@ -751,15 +751,10 @@ impl Index {
             .open_append(&self.dir.join(FileKind::Wal.file_name(new_wal_id)))
             .map_err(io_error(&self.dir, "open"))?;
         {
-            let capacity = {
-            let mut state = write_lock(&self.state);
-            let capacity = state.memtable.len();
-            state.memtable = Memtable::with_capacity(&self.plan, capacity);
-            capacity };
-            std::thread::yield_now();
-            let _ = capacity;
             let mut state = write_lock(&self.state);
             state.segments.insert(0, Arc::new(segment));
+            let capacity = state.memtable.len();
+            state.memtable = Memtable::with_capacity(&self.plan, capacity);
         }
         w.wal = new_wal;
         w.manifest = manifest;

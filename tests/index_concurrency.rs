@@ -1,0 +1,268 @@
+//! Queries from several threads while one thread writes, flushes (a small
+//! memtable budget) and compacts: no query ever misses a document whose
+//! insert was acknowledged before the query began, and nothing returned is
+//! wrong.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use simhashdb::engine::fault::FaultFs;
+use simhashdb::engine::fs::FileSystem;
+use simhashdb::plan::Plan;
+use simhashdb::{Index, Match, Options, hamming};
+
+/// `Index` is shared between threads by reference.
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Index>();
+};
+
+/// Documents the writer inserts, ids `0..DOCS`.
+const DOCS: u64 = 3_000;
+/// Ids of short-lived documents, inserted and deleted again (tombstones).
+const TEMP: u64 = 1 << 40;
+const READERS: usize = 2;
+const CENTRES: [u64; 8] = [
+    0,
+    u64::MAX,
+    0x0123_4567_89ab_cdef,
+    0xdead_beef_cafe_f00d,
+    0x5555_5555_5555_5555,
+    0xaaaa_aaaa_0000_ffff,
+    0x0f0f_0f0f_f0f0_f0f0,
+    0x8000_0000_0000_0001,
+];
+
+/// splitmix64.
+fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Document `id`'s fingerprint: up to three bits from one of the centres,
+/// so a query at distance 3 finds several.
+fn fp(id: u64) -> u64 {
+    let r = mix(id);
+    let mut fp = CENTRES[(r % 8) as usize];
+    for i in 0..(r >> 3) % 4 {
+        fp ^= 1 << ((r >> (8 + 6 * i)) & 63);
+    }
+    fp
+}
+
+fn name(id: u64) -> Option<String> {
+    (id % 3 == 0).then(|| format!("https://example.com/{id}"))
+}
+
+/// The writer: inserts `0..DOCS` in order, publishing each acknowledged id
+/// through `acked`; re-inserts older documents unchanged (their new version
+/// must shadow the old without a gap), inserts and deletes short-lived ones,
+/// and compacts now and then.
+fn write(index: &Index, acked: &AtomicU64) {
+    for id in 0..DOCS {
+        match name(id) {
+            Some(n) => index.insert_named(id, fp(id), n).unwrap(),
+            None => index.insert(id, fp(id)).unwrap(),
+        }
+        acked.store(id + 1, Ordering::Release);
+        if id % 5 == 4 {
+            let again = id / 2;
+            match name(again) {
+                Some(n) => index.insert_named(again, fp(again), n).unwrap(),
+                None => index.insert(again, fp(again)).unwrap(),
+            }
+        }
+        if id % 7 == 0 {
+            index.insert(TEMP + id, fp(id) ^ 1 << 17).unwrap();
+        }
+        if id % 7 == 3 && id > 7 {
+            index.delete(TEMP + id - 10).unwrap();
+        }
+        if id % 11 == 0 {
+            index
+                .insert_batch([
+                    (TEMP + id + 1, fp(id), None::<String>),
+                    (TEMP + id + 2, fp(id), None),
+                ])
+                .unwrap();
+            index.delete(TEMP + id + 1).unwrap();
+        }
+        if id % 600 == 300 {
+            index.compact().unwrap();
+        }
+    }
+}
+
+/// A reader: until `done`, picks an acknowledged id (often the newest) and
+/// checks that `get` and an exact query find it, and now and then that a
+/// query at distance 3 returns every acknowledged document within 3 bits
+/// and nothing wrong. Returns how many checks it made.
+fn read(index: &Index, acked: &AtomicU64, done: &AtomicBool, seed: u64) -> u64 {
+    let mut checks = 0u64;
+    let mut rng = seed;
+    while !done.load(Ordering::Acquire) {
+        let n = acked.load(Ordering::Acquire);
+        if n == 0 {
+            std::thread::yield_now();
+            continue;
+        }
+        rng = mix(rng);
+        let id = if rng % 2 == 0 { n - 1 } else { (rng >> 1) % n };
+        let f = fp(id);
+
+        assert_eq!(
+            index.get(id).unwrap(),
+            Some(f),
+            "get({id}) with {n} acknowledged"
+        );
+        let exact = index.query(f, 0).unwrap();
+        assert!(
+            exact.iter().any(|m| m.id == id && m.name == name(id)),
+            "query({f:#x}, 0) misses {id} with {n} acknowledged: {exact:?}"
+        );
+
+        if checks % 8 == 0 {
+            let found = index.query(f, 3).unwrap();
+            let after = acked.load(Ordering::Acquire);
+            for m in &found {
+                assert!(
+                    m.distance <= 3 && m.distance == hamming(m.fingerprint, f),
+                    "{m:?}"
+                );
+                if m.id < TEMP {
+                    // Visible at most one insert before its acknowledgement.
+                    assert!(m.id <= after, "{} returned with {after} acknowledged", m.id);
+                    assert_eq!(m.fingerprint, fp(m.id));
+                    assert_eq!(m.name, name(m.id));
+                }
+            }
+            let found: Vec<u64> = found.iter().map(|m| m.id).collect();
+            for other in 0..n {
+                if hamming(fp(other), f) <= 3 {
+                    assert!(
+                        found.contains(&other),
+                        "query({f:#x}, 3) misses {other} with {n} acknowledged"
+                    );
+                }
+            }
+        }
+        checks += 1;
+    }
+    checks
+}
+
+/// The short-lived documents alive after `write`: its inserts and deletes
+/// of them, replayed in order.
+fn short_lived() -> BTreeMap<u64, u64> {
+    let mut live = BTreeMap::new();
+    for id in 0..DOCS {
+        if id % 7 == 0 {
+            live.insert(TEMP + id, fp(id) ^ 1 << 17);
+        }
+        if id % 7 == 3 && id > 7 {
+            live.remove(&(TEMP + id - 10));
+        }
+        if id % 11 == 0 {
+            live.insert(TEMP + id + 1, fp(id));
+            live.insert(TEMP + id + 2, fp(id));
+            live.remove(&(TEMP + id + 1));
+        }
+    }
+    live
+}
+
+fn brute_force(fp_query: u64, k: u32) -> Vec<Match> {
+    let mut out: Vec<Match> = (0..DOCS)
+        .filter(|&id| hamming(fp(id), fp_query) <= k)
+        .map(|id| Match {
+            id,
+            fingerprint: fp(id),
+            distance: hamming(fp(id), fp_query),
+            name: name(id),
+        })
+        .collect();
+    for (t, f) in short_lived() {
+        if hamming(f, fp_query) <= k {
+            out.push(Match {
+                id: t,
+                fingerprint: f,
+                distance: hamming(f, fp_query),
+                name: None,
+            });
+        }
+    }
+    out.sort_by_key(|m| (m.distance, m.id));
+    out
+}
+
+fn run(index: Index) -> Index {
+    let index = Arc::new(index);
+    let acked = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..READERS as u64)
+        .map(|r| {
+            let (index, acked, done) = (index.clone(), acked.clone(), done.clone());
+            std::thread::spawn(move || read(&index, &acked, &done, r))
+        })
+        .collect();
+    let writer = {
+        let (index, acked) = (index.clone(), acked.clone());
+        std::thread::spawn(move || write(&index, &acked))
+    };
+    let written = writer.join();
+    done.store(true, Ordering::Release);
+    let checks: Vec<u64> = readers.into_iter().map(|r| r.join().unwrap()).collect();
+    written.unwrap();
+    assert!(checks.iter().all(|&c| c > 100), "too few reads: {checks:?}");
+
+    let stats = index.stats();
+    assert!(stats.segments >= 2, "{} segments", stats.segments);
+    for centre in CENTRES {
+        assert_eq!(index.query(centre, 3).unwrap(), brute_force(centre, 3));
+    }
+    for id in 0..DOCS {
+        assert_eq!(index.get(id).unwrap(), Some(fp(id)));
+    }
+    Arc::into_inner(index).unwrap()
+}
+
+fn options(memtable_bytes: usize) -> Options {
+    Options {
+        plan: Some(Plan::new(6, 3).unwrap()),
+        memtable_bytes,
+        ..Options::default()
+    }
+}
+
+#[test]
+fn readers_never_miss_an_acknowledged_insert_on_real_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let index = run(Index::open(tmp.path(), options(16 << 10)).unwrap());
+    drop(index);
+    let index = Index::open_read_only(tmp.path()).unwrap();
+    for centre in CENTRES {
+        assert_eq!(index.query(centre, 3).unwrap(), brute_force(centre, 3));
+    }
+}
+
+#[test]
+fn readers_never_miss_an_acknowledged_insert_on_fault_fs() {
+    let fs = FaultFs::new();
+    let dir = Path::new("/index");
+    let options = || Options {
+        file_system: Some(Arc::new(fs.clone()) as Arc<dyn FileSystem>),
+        ..options(8 << 10)
+    };
+    let index = run(Index::open(dir, options()).unwrap());
+    drop(index);
+    // No file was written or truncated while a reader had it mapped.
+    assert_eq!(fs.violations(), vec![]);
+    let index = Index::open(dir, options()).unwrap();
+    for centre in CENTRES {
+        assert_eq!(index.query(centre, 3).unwrap(), brute_force(centre, 3));
+    }
+}
