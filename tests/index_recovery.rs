@@ -998,3 +998,87 @@ fn a_missing_file_named_by_the_manifest_is_corruption() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------
+// Crashes during an open: creation and recovery are interrupted too.
+
+const CRASH_MODES: [CrashMode; 4] = [
+    CrashMode::ProcessKill,
+    CrashMode::PowerLoss(Unsynced::Lost),
+    CrashMode::PowerLoss(Unsynced::Kept),
+    CrashMode::PowerLoss(Unsynced::Torn),
+];
+
+#[test]
+fn an_interrupted_creation_leaves_an_index_that_opens() {
+    let probe = FaultFs::new();
+    drop(Index::open(dir(), fault_options(&probe, Durability::Sync, 64 << 20)).unwrap());
+    let total = probe.op_count();
+    for n in 0..total {
+        for mode in CRASH_MODES {
+            let fs = FaultFs::with_seed(n);
+            let options = || fault_options(&fs, Durability::Sync, 64 << 20);
+            fs.inject(Fault::new(FaultKind::Eio).after(n).sticky());
+            // Fails, unless only a best-effort step (removing stale files) failed.
+            let _ = Index::open(dir(), options());
+            fs.crash(mode);
+            let ctx = format!("creation stopped at operation {n}, {mode:?}");
+            let index = Index::open(dir(), options()).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            assert_eq!(snapshot(&index, 0..ID_SPACE), Model::new(), "{ctx}");
+            index.insert(1, 2).unwrap();
+            fs.crash(CrashMode::PowerLoss(Unsynced::Lost));
+            drop(index);
+            let index = Index::open(dir(), options()).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            assert_eq!(index.get(1).unwrap(), Some(2), "{ctx}");
+        }
+    }
+}
+
+#[test]
+fn an_interrupted_recovery_loses_nothing() {
+    for durability in [Durability::Sync, Durability::Buffered] {
+        // A directory with segments and a WAL holding frames and a torn tail.
+        let src = FaultFs::new();
+        let index = Index::open(dir(), fault_options(&src, durability, SMALL_MEMTABLE)).unwrap();
+        let ops = workload(17, 40);
+        for op in &ops {
+            perform(&index, op).unwrap();
+        }
+        let wal = wal_files(&src, dir()).pop().unwrap();
+        drop(index);
+        let model = prefix_models(&ops).pop().unwrap();
+        let mut appended = src.open_append(&wal).unwrap();
+        appended.write_all(&[7, 0, 0, 0, 1, 2]).unwrap();
+        drop(appended);
+
+        let probe = copy_dir(&src, dir(), |_, _| {});
+        let start = probe.op_count();
+        let index = Index::open(dir(), fault_options(&probe, durability, SMALL_MEMTABLE)).unwrap();
+        assert_holds(&index, &model);
+        let total = probe.op_count() - start;
+        for n in 0..total {
+            for mode in CRASH_MODES {
+                let fs = copy_dir(&src, dir(), |_, _| {});
+                let options = || fault_options(&fs, durability, SMALL_MEMTABLE);
+                fs.inject(Fault::new(FaultKind::Eio).after(n).sticky());
+                let _ = Index::open(dir(), options());
+                fs.crash(mode);
+                let ctx = format!("{durability:?} recovery stopped at operation {n}, {mode:?}");
+                let index = Index::open(dir(), options()).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+                assert_eq!(snapshot(&index, 0..ID_SPACE), model, "{ctx}");
+                index.insert(ID_SPACE - 1, 5).unwrap();
+                index.sync().unwrap();
+                fs.crash(CrashMode::PowerLoss(Unsynced::Lost));
+                drop(index);
+                let index = Index::open(dir(), options()).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+                let mut expected = model.clone();
+                expected.insert(ID_SPACE - 1, (5, None));
+                assert_eq!(
+                    snapshot(&index, 0..ID_SPACE),
+                    expected,
+                    "{ctx}: second reopen"
+                );
+            }
+        }
+    }
+}
