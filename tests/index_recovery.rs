@@ -1082,3 +1082,45 @@ fn an_interrupted_recovery_loses_nothing() {
         }
     }
 }
+
+/// A document name is user data (a crawled URL): one holding the bytes of a
+/// valid WAL frame must not make a crash while its batch was being appended
+/// look like damage in the middle of the log.
+#[test]
+#[ignore = "format: the torn-tail check finds the frame inside the name and reports Corrupted"]
+fn a_torn_frame_whose_name_holds_a_frame_is_still_a_torn_tail() {
+    use simhashdb::format::{Record, encode_frame};
+    // A frame whose every byte is ASCII, so it fits in a name.
+    let embedded = (0u64..)
+        .map(|id| {
+            encode_frame(&[Record::Delete {
+                seq: 1,
+                id: id & 0x7f7f_7f7f,
+                timestamp: 2,
+            }])
+            .unwrap()
+        })
+        .find(|frame| frame.iter().all(|b| b.is_ascii()))
+        .unwrap();
+    let name = format!(
+        "https://example.com/?q={}&p=2",
+        String::from_utf8(embedded).unwrap()
+    );
+    let src = FaultFs::new();
+    let index = Index::open(dir(), fault_options(&src, Durability::Sync, 64 << 20)).unwrap();
+    index.insert(5, 5).unwrap();
+    index.insert_named(1, 1, name).unwrap();
+    let wal = wal_files(&src, dir()).pop().unwrap();
+    drop(index);
+    let target = wal.file_name().unwrap().to_str().unwrap().to_owned();
+    let fs = copy_dir(&src, dir(), |name, bytes| {
+        if name == target {
+            // Cut inside "&p=2", after the embedded frame.
+            bytes.pop();
+        }
+    });
+    let index = Index::open(dir(), fault_options(&fs, Durability::Sync, 64 << 20))
+        .unwrap_or_else(|e| panic!("a torn tail refused: {e}"));
+    assert_eq!(index.get(5).unwrap(), Some(5));
+    assert_eq!(index.get(1).unwrap(), None);
+}
