@@ -466,9 +466,13 @@ fn a_batch_in_sync_mode_shares_one_sync_and_survives_power_loss() {
     let index = Index::open(dir(), sync()).unwrap();
     let before = fs.op_count();
     index
-        .insert_batch(
-            (0..100u64).map(|id| (id, mix(id), (id % 2 == 0).then(|| format!("doc {id}")))),
-        )
+        .insert_batch((0..100u64).map(|id| {
+            (
+                id,
+                mix(id),
+                id.is_multiple_of(2).then(|| format!("doc {id}")),
+            )
+        }))
         .unwrap();
     assert_eq!(fs.op_count() - before, 2, "one write and one sync");
     let before = fs.op_count();

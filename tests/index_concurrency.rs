@@ -55,7 +55,8 @@ fn fp(id: u64) -> u64 {
 }
 
 fn name(id: u64) -> Option<String> {
-    (id % 3 == 0).then(|| format!("https://example.com/{id}"))
+    id.is_multiple_of(3)
+        .then(|| format!("https://example.com/{id}"))
 }
 
 /// The writer: inserts `0..DOCS` in order, publishing each acknowledged id
@@ -76,13 +77,13 @@ fn write(index: &Index, acked: &AtomicU64) {
                 None => index.insert(again, fp(again)).unwrap(),
             }
         }
-        if id % 7 == 0 {
+        if id.is_multiple_of(7) {
             index.insert(TEMP + id, fp(id) ^ 1 << 17).unwrap();
         }
         if id % 7 == 3 && id > 7 {
             index.delete(TEMP + id - 10).unwrap();
         }
-        if id % 11 == 0 {
+        if id.is_multiple_of(11) {
             index
                 .insert_batch([
                     (TEMP + id + 1, fp(id), None::<String>),
@@ -111,7 +112,11 @@ fn read(index: &Index, acked: &AtomicU64, done: &AtomicBool, seed: u64) -> u64 {
             continue;
         }
         rng = mix(rng);
-        let id = if rng % 2 == 0 { n - 1 } else { (rng >> 1) % n };
+        let id = if rng.is_multiple_of(2) {
+            n - 1
+        } else {
+            (rng >> 1) % n
+        };
         let f = fp(id);
 
         assert_eq!(
@@ -125,7 +130,7 @@ fn read(index: &Index, acked: &AtomicU64, done: &AtomicBool, seed: u64) -> u64 {
             "query({f:#x}, 0) misses {id} with {n} acknowledged: {exact:?}"
         );
 
-        if checks % 8 == 0 {
+        if checks.is_multiple_of(8) {
             let found = index.query(f, 3).unwrap();
             let after = acked.load(Ordering::Acquire);
             for m in &found {
@@ -160,13 +165,13 @@ fn read(index: &Index, acked: &AtomicU64, done: &AtomicBool, seed: u64) -> u64 {
 fn short_lived() -> BTreeMap<u64, u64> {
     let mut live = BTreeMap::new();
     for id in 0..DOCS {
-        if id % 7 == 0 {
+        if id.is_multiple_of(7) {
             live.insert(TEMP + id, fp(id) ^ 1 << 17);
         }
         if id % 7 == 3 && id > 7 {
             live.remove(&(TEMP + id - 10));
         }
-        if id % 11 == 0 {
+        if id.is_multiple_of(11) {
             live.insert(TEMP + id + 1, fp(id));
             live.insert(TEMP + id + 2, fp(id));
             live.remove(&(TEMP + id + 1));
