@@ -412,6 +412,16 @@ fn torn_tail_on_the_real_file_system() {
         }
         std::fs::write(&wal, &full[..cut as usize]).unwrap();
         std::fs::write(dir.join("MANIFEST"), &manifest).unwrap();
+        // A reader sees the complete frames and changes nothing.
+        let reader = Index::open_read_only(&dir).unwrap();
+        assert_eq!(
+            snapshot(&reader, 0..ID_SPACE),
+            model,
+            "read-only, cut at {cut}"
+        );
+        drop(reader);
+        assert_eq!(std::fs::read(&wal).unwrap(), &full[..cut as usize]);
+        assert_eq!(std::fs::read(dir.join("MANIFEST")).unwrap(), manifest);
         let index = Index::open(&dir, real_options(Durability::Sync)).unwrap();
         assert_eq!(snapshot(&index, 0..ID_SPACE), model, "cut at {cut}");
         let wals = files_with_extension(&RealFs, &dir, "wal");
