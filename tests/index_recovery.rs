@@ -624,12 +624,16 @@ fn crash_everywhere(durability: Durability, seed: u64) {
 
 #[test]
 fn power_loss_at_every_operation_loses_nothing_synced() {
-    crash_everywhere(Durability::Sync, 1);
+    for seed in [1, 11, 21] {
+        crash_everywhere(Durability::Sync, seed);
+    }
 }
 
 #[test]
 fn power_loss_at_every_operation_keeps_a_prefix_when_buffered() {
-    crash_everywhere(Durability::Buffered, 2);
+    for seed in [2, 12, 22] {
+        crash_everywhere(Durability::Buffered, seed);
+    }
 }
 
 /// Faults that do not kill the device: one failed operation, then power loss.
