@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use simhashdb::engine::fault::{CrashMode, Fault, FaultFs, FaultKind, Op, Unsynced};
 use simhashdb::engine::fs::FileSystem;
-use simhashdb::format::MAX_NAME_LEN;
+use simhashdb::format::{MAX_NAME_LEN, WalEnd, WalReader};
 use simhashdb::plan::Plan;
 use simhashdb::{Durability, Error, Index, Match, Options, Simhasher};
 
@@ -608,8 +608,18 @@ fn check_poisoned(fs: &FaultFs, index: Index, acknowledged: &[(u64, u64)]) {
     assert_eq!(index.get(900).unwrap(), None);
     index.insert(901, 2).unwrap();
     index.flush().unwrap();
+    index.insert(902, 3).unwrap();
     drop(index);
+    // No trace of the failed write is left in the log.
+    for name in fs.list(dir()).unwrap() {
+        if name.extension().is_some_and(|e| e == "wal") {
+            let bytes = fs.read(&dir().join(name)).unwrap();
+            let (frames, end) = WalReader::new(&bytes).unwrap().read_all();
+            assert_eq!((frames.len(), end), (1, WalEnd::Clean));
+        }
+    }
     let index = open(fs);
+    assert_eq!(index.get(902).unwrap(), Some(3));
     assert_eq!(index.get(901).unwrap(), Some(2));
     for &(id, fp) in acknowledged {
         assert_eq!(index.get(id).unwrap(), Some(fp));
