@@ -326,7 +326,10 @@ impl FaultFs {
     }
 
     /// Simulates a crash and restart: afterwards the state is what the next
-    /// process would find (see [`CrashMode`]), everything in it durable.
+    /// process would find (see [`CrashMode`]). After a power loss everything
+    /// left is durable; after a process kill, data the dead process never
+    /// synced stays unsynced (the operating system still holds it), so a later
+    /// power loss can still drop it.
     ///
     /// Writers opened before the crash fail with [`io::ErrorKind::Other`];
     /// mappings taken before it keep their bytes and are no longer tracked for
