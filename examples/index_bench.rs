@@ -104,7 +104,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .collect();
     // Warm the page cache and the code.
-    for &q in queries.iter().take(1000) {
+    let warmup: usize = std::env::var("WARMUP_QUERIES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    let mut warm = xorshift(777);
+    for q in (0..warmup).map(|_| warm()) {
         index.query(q, 3)?;
     }
     let mut times = Vec::with_capacity(queries.len());
