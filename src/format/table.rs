@@ -4,7 +4,7 @@
 //! in blocks of a fixed number of keys; a block holds its first key in full
 //! and every following key as a Rice-coded gap, with a Rice parameter chosen
 //! per block. A block index (first key and offset of every block) lets a
-//! reader binary-search to the one block where a range starts. Every block
+//! reader find the one block where a range starts. Every block
 //! carries its own CRC32, checked whenever the block is decoded, so a query
 //! never returns keys from a damaged block.
 //!
@@ -40,7 +40,7 @@ const FILE: FileKind = FileKind::Segment;
 
 #[inline]
 fn low_mask(bits: u32) -> u64 {
-    // bits <= 63 everywhere this is called.
+    // Callers pass a Rice parameter (<= 56) or a padding width (< 8).
     (1u64 << bits) - 1
 }
 
@@ -453,8 +453,8 @@ impl<'a> BlockCursor<'a> {
 
 /// A table section: checked cheaply when opened, each block checked when read.
 ///
-/// Generic over nothing: it borrows the bytes (usually a memory-mapped
-/// segment). `Copy`, so iterators carry their own.
+/// It borrows the bytes (usually part of a memory-mapped segment) and is
+/// `Copy`, so iterators carry their own.
 #[derive(Debug, Clone, Copy)]
 pub struct TableReader<'a> {
     bytes: &'a [u8],
