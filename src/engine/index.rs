@@ -24,18 +24,15 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::error::{Error, Result};
 use crate::fingerprint::{FingerprintConfig, Simhasher};
 use crate::format::{
-    DocEntry, DocMapReader, DocMapWriter, FileKind, FormatError, Manifest, Record, SegmentInfo,
-    SegmentMeta, SegmentReader, SegmentWriter, Tombstone, WalEnd, WalReader, encode_frame,
-    encode_wal_header,
+    DocEntry, DocMapReader, DocMapWriter, FileKind, FormatError, MANIFEST_TEMP_FILE_NAME, Manifest,
+    Record, SegmentInfo, SegmentMeta, SegmentReader, SegmentWriter, Tombstone, WalEnd, WalReader,
+    encode_frame, encode_wal_header,
 };
 use crate::plan::Plan;
 
 use super::fs::{FileSystem, Mapped, RealFs, WritableFile};
 use super::lock::{DirLock, LockError};
 use super::memtable::{Doc, Memtable, Version};
-
-const MANIFEST: &str = "MANIFEST";
-const MANIFEST_TMP: &str = "MANIFEST.tmp";
 
 /// When an acknowledged write is safe.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -288,7 +285,7 @@ impl Index {
                 fs.sync_dir(parent).map_err(io_error(parent, "sync"))?;
             }
         }
-        let manifest_path = dir.join(MANIFEST);
+        let manifest_path = dir.join(FileKind::Manifest.file_name(0));
         let manifest = match fs.read(&manifest_path) {
             Ok(bytes) => Manifest::decode(&bytes).map_err(|e| corrupted(&manifest_path, &e))?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !read_only => {
@@ -1004,9 +1001,9 @@ fn commit_manifest(dir: &Path, fs: &dyn FileSystem, manifest: &Manifest) -> Resu
     let bytes = manifest
         .encode()
         .map_err(|e| Error::InvalidArgument(e.to_string()))?;
-    let tmp = dir.join(MANIFEST_TMP);
+    let tmp = dir.join(MANIFEST_TEMP_FILE_NAME);
     write_file(fs, &tmp, &bytes)?;
-    let path = dir.join(MANIFEST);
+    let path = dir.join(FileKind::Manifest.file_name(0));
     fs.rename(&tmp, &path).map_err(io_error(&path, "rename"))?;
     fs.sync_dir(dir).map_err(io_error(dir, "sync"))
 }
@@ -1024,7 +1021,7 @@ fn remove_orphans(dir: &Path, fs: &dyn FileSystem, manifest: &Manifest) {
         let orphan = match FileKind::parse_file_name(name) {
             Some((FileKind::Segment | FileKind::DocMap, id)) => !segments.contains(&id),
             Some((FileKind::Wal, id)) => !wals.contains(&id),
-            _ => name == MANIFEST_TMP,
+            _ => name == MANIFEST_TEMP_FILE_NAME,
         };
         if orphan {
             let _ = fs.remove(&dir.join(name));
