@@ -392,7 +392,16 @@ impl Iterator for WalReader<'_> {
                 })
             }
             Err(error) => {
-                self.end = Some(match self.next_valid_frame(at + 1) {
+                // A frame whose header checksum holds has a trustworthy
+                // length: look for later frames only past its declared end,
+                // never inside its payload (a document name may hold the
+                // bytes of a valid frame). If that end lies past the end of
+                // the file, the frame is an interrupted append.
+                let search_from = match frame_header_at(self.bytes, at) {
+                    Some((len, _)) => at.saturating_add(FRAME_HEADER_LEN + len),
+                    None => at + 1,
+                };
+                self.end = Some(match self.next_valid_frame(search_from) {
                     None => WalEnd::TornTail { offset: to_u64(at) },
                     Some(next) => WalEnd::Corrupted {
                         error,
