@@ -145,11 +145,13 @@ pub struct Simhasher {
 impl Default for Simhasher {
     /// `v1 tokenizer=words shingle=1 weighting=tf hash=fnv1a64-fmix64`.
     fn default() -> Self {
+        // The builder's defaults are the single source of truth.
+        let b = SimhasherBuilder::default();
         Simhasher {
-            tokenizer: Tokenizer::Words,
-            shingle: 1,
-            weighting: Weighting::TermFrequency,
-            hash: FeatureHash::default(),
+            tokenizer: b.tokenizer,
+            shingle: b.shingle,
+            weighting: b.weighting,
+            hash: b.hash,
             idf: None,
         }
     }
