@@ -2,7 +2,8 @@
 //!
 //! [`find_all`] walks the tables of a [`Plan`] one at a time. For each table it
 //! permutes every fingerprint, groups the permuted keys by their leading bits
-//! (a parallel counting pass, then a sort inside each bucket), and compares
+//! (a parallel counting pass and scatter into buckets; a bucket is sorted only
+//! if a hash check finds two keys sharing a prefix in it), and compares
 //! fingerprints only inside runs that share the table's whole prefix. A pair is
 //! reported by the first table whose prefix it shares
 //! ([`Plan::first_table_sharing`]), so no pair is reported twice and no set of
@@ -14,11 +15,14 @@
 //! in at most `k` of them, so splitting those bits into `k + 1` parts leaves one
 //! part on which the pair agrees. The run is grouped on each part in turn and
 //! each group is searched the same way, a pair being reported under the first
-//! part it agrees on. Work grows with `n log n` plus the size of the answer,
-//! not with the square of a run.
+//! part it agrees on. A group that varies in few bits (at most 20) is instead
+//! indexed by those bits and each member's neighbours within `k` looked up
+//! directly. Work grows with `n log n` plus the size of the answer, not with
+//! the square of a run.
 //!
-//! Memory: the input, plus one permuted copy of it (16 bytes per fingerprint)
-//! while a table is processed, plus the pairs found.
+//! Memory: the input, plus one permuted copy of it (8 bytes per fingerprint:
+//! a key's prefix packed with its position) while a table is processed, plus
+//! the pairs found.
 
 use rayon::prelude::*;
 
