@@ -9,6 +9,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use simhashdb::engine::fault::FaultFs;
 use simhashdb::engine::fs::FileSystem;
+use simhashdb::engine::policy::{MergePolicy, TieredMergePolicy};
 use simhashdb::plan::Plan;
 use simhashdb::{Index, Match, Options, hamming};
 
@@ -71,19 +72,21 @@ fn brute_force(model: &BTreeMap<u64, (u64, Option<String>)>, fp: u64, k: u32) ->
     out
 }
 
-fn options(fs: &FaultFs, memtable_bytes: usize) -> Options {
+fn options(fs: &FaultFs, memtable_bytes: usize, fan_in: Option<usize>) -> Options {
     Options {
         plan: Some(Plan::new(5, 3).unwrap()),
         memtable_bytes,
         file_system: Some(Arc::new(fs.clone()) as Arc<dyn FileSystem>),
+        merge_policy: fan_in
+            .map(|fan_in| Arc::new(TieredMergePolicy { fan_in }) as Arc<dyn MergePolicy>),
         ..Options::default()
     }
 }
 
-fn run(ops: Vec<Op>, memtable_bytes: usize) -> Result<(), TestCaseError> {
+fn run(ops: Vec<Op>, memtable_bytes: usize, fan_in: Option<usize>) -> Result<(), TestCaseError> {
     let fs = FaultFs::with_seed(1);
     let dir = Path::new("/index");
-    let mut index = Index::open(dir, options(&fs, memtable_bytes)).unwrap();
+    let mut index = Index::open(dir, options(&fs, memtable_bytes, fan_in)).unwrap();
     let mut model: BTreeMap<u64, (u64, Option<String>)> = BTreeMap::new();
     for op in ops {
         match op {
@@ -117,13 +120,13 @@ fn run(ops: Vec<Op>, memtable_bytes: usize) -> Result<(), TestCaseError> {
             Op::Compact => index.compact().unwrap(),
             Op::Reopen => {
                 drop(index);
-                index = Index::open(dir, options(&fs, memtable_bytes)).unwrap();
+                index = Index::open(dir, options(&fs, memtable_bytes, fan_in)).unwrap();
             }
         }
     }
     // Everything, one last time, after a reopen.
     drop(index);
-    let index = Index::open(dir, options(&fs, memtable_bytes)).unwrap();
+    let index = Index::open(dir, options(&fs, memtable_bytes, fan_in)).unwrap();
     for id in 0..24 {
         prop_assert_eq!(index.get(id).unwrap(), model.get(&id).map(|(fp, _)| *fp));
     }
@@ -138,12 +141,19 @@ proptest! {
 
     #[test]
     fn index_equals_model(ops in proptest::collection::vec(op(), 1..80)) {
-        run(ops, 64 << 20)?;
+        run(ops, 64 << 20, Some(8))?;
     }
 
     /// A tiny memtable budget: most writes trigger a flush.
     #[test]
     fn index_equals_model_with_frequent_flushes(ops in proptest::collection::vec(op(), 1..60)) {
-        run(ops, 600)?;
+        run(ops, 600, None)?;
+    }
+
+    /// Frequent flushes, and a merge of the newest segments whenever two of
+    /// one level exist: partial merges that must keep their tombstones.
+    #[test]
+    fn index_equals_model_with_frequent_partial_merges(ops in proptest::collection::vec(op(), 1..60)) {
+        run(ops, 600, Some(2))?;
     }
 }

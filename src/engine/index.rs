@@ -33,6 +33,7 @@ use crate::plan::Plan;
 use super::fs::{FileSystem, Mapped, RealFs, WritableFile};
 use super::lock::{DirLock, LockError};
 use super::memtable::{Doc, Memtable, Version};
+use super::policy::{MergePolicy, TieredMergePolicy};
 
 /// When an acknowledged write is safe.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -71,6 +72,9 @@ pub struct Options {
     /// The file system under the engine (tests swap in a fault-injecting one);
     /// `None` is the real one. Only the real one takes the directory lock.
     pub file_system: Option<Arc<dyn FileSystem>>,
+    /// Which segments to merge after a flush; `None` merges only on
+    /// `compact()`. Default: [`TieredMergePolicy`] with a fan-in of 8.
+    pub merge_policy: Option<Arc<dyn MergePolicy>>,
 }
 
 impl Default for Options {
@@ -84,6 +88,7 @@ impl Default for Options {
             retention: None,
             memtable_bytes: 64 << 20,
             file_system: None,
+            merge_policy: Some(Arc::new(TieredMergePolicy::default())),
         }
     }
 }
@@ -140,6 +145,7 @@ pub struct Index {
     durability: Durability,
     retention_ms: u64,
     memtable_budget: usize,
+    merge_policy: Option<Arc<dyn MergePolicy>>,
     read_only: bool,
     _lock: Option<DirLock>,
     state: RwLock<State>,
@@ -388,6 +394,7 @@ impl Index {
             durability: options.durability,
             retention_ms: manifest.retention_ms,
             memtable_budget: options.memtable_bytes,
+            merge_policy: options.merge_policy.clone(),
             read_only,
             _lock: lock,
             state: RwLock::new(State { memtable, segments }),
@@ -700,6 +707,8 @@ impl Index {
             return Ok(());
         }
         let result = self.flush_memtable(w);
+        self.poison_on_error(result)?;
+        let result = self.apply_merge_policy(writer);
         self.poison_on_error(result)
     }
 
@@ -819,23 +828,60 @@ impl Index {
     }
 
     fn compact_locked(&self, writer: &mut Option<Writer>) -> Result<()> {
-        let w = writer.as_mut().ok_or(Error::ReadOnly)?;
-        let old: Vec<Arc<Segment>> = read_lock(&self.state).segments.clone();
-        if old.len() <= 1
-            && old
+        let segments = read_lock(&self.state).segments.len();
+        self.merge_newest(writer, segments)
+    }
+
+    /// Lets the merge policy merge runs of the newest segments until it is
+    /// satisfied.
+    fn apply_merge_policy(&self, writer: &mut Option<Writer>) -> Result<()> {
+        let Some(policy) = &self.merge_policy else {
+            return Ok(());
+        };
+        loop {
+            let metas: Vec<SegmentMeta> = read_lock(&self.state)
+                .segments
                 .iter()
-                .all(|s| s.meta.tombstone_count == 0 && self.retention_ms == 0)
+                .map(|s| s.meta)
+                .collect();
+            match policy.merge_newest(&metas) {
+                Some(n) if n >= 2 && n <= metas.len() => self.merge_newest(writer, n)?,
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    /// Merges the `n` newest segments into one: the newest version of every
+    /// id wins and expired documents are dropped; tombstones are dropped too
+    /// when no older segment remains for them to hide, and kept otherwise.
+    fn merge_newest(&self, writer: &mut Option<Writer>, n: usize) -> Result<()> {
+        let w = writer.as_mut().ok_or(Error::ReadOnly)?;
+        let (run, all): (Vec<Arc<Segment>>, usize) = {
+            let state = read_lock(&self.state);
+            (
+                state.segments.iter().take(n).cloned().collect(),
+                state.segments.len(),
+            )
+        };
+        let includes_oldest = run.len() == all;
+        if run.is_empty()
+            || (run.len() == 1
+                && (!includes_oldest
+                    || (run[0].meta.tombstone_count == 0 && self.retention_ms == 0)))
         {
             return Ok(());
         }
-        // Newest version of every id across all segments; tombstones and
-        // expired documents are dropped (no older segment remains to hide).
         let mut seen: HashSet<u64> = HashSet::new();
         let mut survivors: Vec<(u64, Doc)> = Vec::new();
-        for segment in &old {
+        let mut tombstones: Vec<Tombstone> = Vec::new();
+        // Segments are newest first, and an id has at most one version (an
+        // entry or a tombstone) per segment, so the first seen is the newest.
+        for segment in &run {
             for tombstone in segment.docs.tombstones() {
                 let t = tombstone.map_err(|e| corrupted(&segment.ids_path, &e))?;
-                seen.insert(t.id);
+                if seen.insert(t.id) && !includes_oldest {
+                    tombstones.push(t);
+                }
             }
             for entry in segment.docs.entries() {
                 let e = entry.map_err(|e| corrupted(&segment.ids_path, &e))?;
@@ -851,50 +897,60 @@ impl Index {
                     ));
                 }
             }
-            // A tombstone and an entry of one id never share a segment, and
-            // segments are newest first, so `seen` resolves every id.
         }
         let mut manifest = w.manifest.clone();
-        let segment_id = manifest.next_segment_id;
-        manifest.next_segment_id += 1;
-        let mut fingerprints: Vec<u64> = survivors.iter().map(|(_, d)| d.fingerprint).collect();
-        fingerprints.sort_unstable();
-        fingerprints.dedup();
-        let tables = self.plan.tables().iter().map(|table| {
-            let mut keys: Vec<u64> = fingerprints.iter().map(|&fp| table.permute(fp)).collect();
-            keys.sort_unstable();
-            keys
-        });
-        let mut docs = DocMapWriter::new(segment_id);
-        for (id, doc) in &survivors {
-            docs.push(DocEntry {
-                fingerprint: doc.fingerprint,
-                id: *id,
-                seq: doc.seq,
-                timestamp: doc.timestamp,
-                name: doc.name.as_deref(),
-            })
-            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
-        }
-        let (seg_bytes, ids_bytes) = encode_segment(&self.plan, segment_id, tables, docs)?;
-        let level = old.iter().map(|s| s.meta.level).max().unwrap_or(0) + 1;
-        let old_ids: HashSet<u64> = old.iter().map(|s| s.meta.id).collect();
-        manifest.segments.retain(|m| !old_ids.contains(&m.id));
-        let segment = self.publish_segment(
-            &mut manifest,
-            segment_id,
-            level,
-            &seg_bytes,
-            &ids_bytes,
-            None,
-        )?;
+        let run_ids: HashSet<u64> = run.iter().map(|s| s.meta.id).collect();
+        manifest.segments.retain(|m| !run_ids.contains(&m.id));
+        let merged = if survivors.is_empty() && tombstones.is_empty() {
+            // Nothing left: the run simply leaves the manifest.
+            manifest.generation += 1;
+            commit_manifest(&self.dir, self.fs.as_ref(), &manifest)?;
+            None
+        } else {
+            let segment_id = manifest.next_segment_id;
+            manifest.next_segment_id += 1;
+            let mut fingerprints: Vec<u64> = survivors.iter().map(|(_, d)| d.fingerprint).collect();
+            fingerprints.sort_unstable();
+            fingerprints.dedup();
+            let tables = self.plan.tables().iter().map(|table| {
+                let mut keys: Vec<u64> = fingerprints.iter().map(|&fp| table.permute(fp)).collect();
+                keys.sort_unstable();
+                keys
+            });
+            let mut docs = DocMapWriter::new(segment_id);
+            for (id, doc) in &survivors {
+                docs.push(DocEntry {
+                    fingerprint: doc.fingerprint,
+                    id: *id,
+                    seq: doc.seq,
+                    timestamp: doc.timestamp,
+                    name: doc.name.as_deref(),
+                })
+                .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+            }
+            for tombstone in tombstones {
+                docs.push_tombstone(tombstone);
+            }
+            let (seg_bytes, ids_bytes) = encode_segment(&self.plan, segment_id, tables, docs)?;
+            let level = run.iter().map(|s| s.meta.level).max().unwrap_or(0) + 1;
+            Some(self.publish_segment(
+                &mut manifest,
+                segment_id,
+                level,
+                &seg_bytes,
+                &ids_bytes,
+                None,
+            )?)
+        };
         {
             let mut state = write_lock(&self.state);
-            state.segments.retain(|s| !old_ids.contains(&s.meta.id));
-            state.segments.push(Arc::new(segment));
+            state.segments.retain(|s| !run_ids.contains(&s.meta.id));
+            if let Some(segment) = merged {
+                state.segments.push(Arc::new(segment));
+            }
             state.segments.sort_by_key(|s| Reverse(s.meta.max_seq));
         }
-        for segment in old {
+        for segment in run {
             segment.obsolete.store(true, Ordering::Release);
         }
         w.manifest = manifest;

@@ -6,5 +6,6 @@ pub mod fs;
 mod index;
 pub mod lock;
 mod memtable;
+pub mod policy;
 
 pub use index::{Durability, Index, Match, Options, Stats};
