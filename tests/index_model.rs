@@ -2,16 +2,19 @@
 //! brute force), over random sequences of writes, flushes, compactions and
 //! reopens.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use common::{Model, brute_force};
 use proptest::prelude::*;
 use simhashdb::engine::fault::FaultFs;
 use simhashdb::engine::fs::FileSystem;
 use simhashdb::engine::policy::{MergePolicy, TieredMergePolicy};
 use simhashdb::plan::Plan;
-use simhashdb::{Index, Match, Options, hamming};
+use simhashdb::{Index, Options};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -57,21 +60,6 @@ fn name(id: u64) -> String {
     format!("https://example.com/doc/{id}")
 }
 
-fn brute_force(model: &BTreeMap<u64, (u64, Option<String>)>, fp: u64, k: u32) -> Vec<Match> {
-    let mut out: Vec<Match> = model
-        .iter()
-        .filter(|(_, (f, _))| hamming(*f, fp) <= k)
-        .map(|(&id, (f, n))| Match {
-            id,
-            fingerprint: *f,
-            distance: hamming(*f, fp),
-            name: n.clone(),
-        })
-        .collect();
-    out.sort_by_key(|m| (m.distance, m.id));
-    out
-}
-
 fn options(fs: &FaultFs, memtable_bytes: usize, fan_in: Option<usize>) -> Options {
     Options {
         plan: Some(Plan::new(5, 3).unwrap()),
@@ -87,7 +75,7 @@ fn run(ops: Vec<Op>, memtable_bytes: usize, fan_in: Option<usize>) -> Result<(),
     let fs = FaultFs::with_seed(1);
     let dir = Path::new("/index");
     let mut index = Index::open(dir, options(&fs, memtable_bytes, fan_in)).unwrap();
-    let mut model: BTreeMap<u64, (u64, Option<String>)> = BTreeMap::new();
+    let mut model: Model = BTreeMap::new();
     for op in ops {
         match op {
             Op::Insert(id, fp) => {

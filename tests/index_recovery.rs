@@ -3,19 +3,19 @@
 //! and damaged files (reported as `Error::Corrupted` naming the file, never a
 //! panic or a wrong answer).
 
-use std::collections::{BTreeMap, BTreeSet};
+mod common;
+
+use std::collections::BTreeSet;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use common::{Model, brute_force};
 use simhashdb::engine::fault::{CrashMode, Fault, FaultFs, FaultKind, Op, Unsynced};
 use simhashdb::engine::fs::{FileSystem, RealFs};
 use simhashdb::format::{WalEnd, WalReader};
 use simhashdb::plan::Plan;
-use simhashdb::{Durability, Error, Index, Match, Options, hamming};
-
-/// id → (fingerprint, name): the live documents.
-type Model = BTreeMap<u64, (u64, Option<String>)>;
+use simhashdb::{Durability, Error, Index, Options};
 
 const DIR: &str = "/index";
 /// Ids the workloads use; nothing outside it is ever written.
@@ -76,21 +76,6 @@ impl Rng {
 
 fn name(id: u64, fp: u64) -> String {
     format!("https://example.com/{id}/{fp:016x}")
-}
-
-fn brute_force(model: &Model, fp: u64, k: u32) -> Vec<Match> {
-    let mut out: Vec<Match> = model
-        .iter()
-        .filter(|(_, (f, _))| hamming(*f, fp) <= k)
-        .map(|(&id, (f, n))| Match {
-            id,
-            fingerprint: *f,
-            distance: hamming(*f, fp),
-            name: n.clone(),
-        })
-        .collect();
-    out.sort_by_key(|m| (m.distance, m.id));
-    out
 }
 
 /// What the index holds, read through `get` and `query` and checked for
