@@ -34,7 +34,8 @@
 //!
 //! Modules: [`fingerprint`] (text to fingerprint), [`plan`] (block splits,
 //! permutations, the cost model), [`search`] (queries over in-memory tables),
-//! [`batch`] (all pairs and clusters of a set).
+//! [`batch`] (all pairs and clusters of a set), [`verify`] (exact Jaccard
+//! re-checks of candidate pairs), [`engine`] (the persistent [`Index`]).
 
 pub mod batch;
 pub mod engine;
@@ -43,6 +44,7 @@ pub mod fingerprint;
 pub mod format;
 pub mod plan;
 pub mod search;
+pub mod verify;
 
 pub use engine::{Durability, Index, Match, Options, Stats};
 pub use error::{Error, Result};
