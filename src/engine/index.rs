@@ -16,6 +16,9 @@
 
 use std::cmp::Reverse;
 use std::collections::HashSet;
+
+use fnv::FnvHashSet;
+use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -996,7 +999,14 @@ impl Index {
         {
             return Ok(());
         }
-        let mut seen: HashSet<u64> = HashSet::new();
+        let docs_in_run: u64 = run
+            .iter()
+            .map(|s| s.meta.doc_count + s.meta.tombstone_count)
+            .sum();
+        let mut seen: FnvHashSet<u64> = FnvHashSet::with_capacity_and_hasher(
+            usize::try_from(docs_in_run).unwrap_or(0),
+            Default::default(),
+        );
         let mut survivors: Vec<(u64, MemDoc)> = Vec::new();
         let mut tombstones: Vec<Tombstone> = Vec::new();
         // Segments are newest first, and an id has at most one version (an
@@ -1034,14 +1044,7 @@ impl Index {
         } else {
             let segment_id = manifest.next_segment_id;
             manifest.next_segment_id += 1;
-            let mut fingerprints: Vec<u64> = survivors.iter().map(|(_, d)| d.fingerprint).collect();
-            fingerprints.sort_unstable();
-            fingerprints.dedup();
-            let tables = self.plan.tables().iter().map(|table| {
-                let mut keys: Vec<u64> = fingerprints.iter().map(|&fp| table.permute(fp)).collect();
-                keys.sort_unstable();
-                keys
-            });
+            let tables = self.merged_tables(&run, &survivors)?;
             let mut docs = DocMapWriter::new(segment_id);
             for (id, doc) in &survivors {
                 docs.push(DocEntry {
@@ -1056,7 +1059,8 @@ impl Index {
             for tombstone in tombstones {
                 docs.push_tombstone(tombstone);
             }
-            let (seg_bytes, ids_bytes) = encode_segment(&self.plan, segment_id, tables, docs)?;
+            let (seg_bytes, ids_bytes) =
+                encode_segment(&self.plan, segment_id, tables.into_iter(), docs)?;
             let level = run.iter().map(|s| s.meta.level).max().unwrap_or(0) + 1;
             Some(self.publish_segment(
                 &mut manifest,
@@ -1080,6 +1084,77 @@ impl Index {
         }
         w.manifest = manifest;
         Ok(())
+    }
+}
+
+impl Index {
+    /// The permuted tables of a merge's output: each input segment's table
+    /// is already sorted, so the inputs are decoded, concatenated and merged
+    /// (a stable sort finds and merges the runs), less the fingerprints no
+    /// survivor has (replaced, deleted or expired), and less duplicates (one
+    /// fingerprint may live in several inputs).
+    fn merged_tables(
+        &self,
+        run: &[Arc<Segment>],
+        survivors: &[(u64, MemDoc)],
+    ) -> Result<Vec<Vec<u64>>> {
+        let mut live: Vec<u64> = survivors.iter().map(|(_, d)| d.fingerprint).collect();
+        live.sort_unstable();
+        live.dedup();
+        // Every fingerprint in an input table belongs to an entry of its doc
+        // map; those with no survivor are dropped.
+        let mut dropped: Vec<u64> = Vec::new();
+        for segment in run {
+            for entry in segment.docs.entries() {
+                let fp = entry
+                    .map_err(|e| corrupted(&segment.ids_path, &e))?
+                    .fingerprint;
+                if live.binary_search(&fp).is_err() {
+                    dropped.push(fp);
+                }
+            }
+        }
+        let total: usize = run
+            .iter()
+            .map(|s| usize::try_from(s.meta.key_count).unwrap_or(0))
+            .sum();
+        self.plan
+            .tables()
+            .par_iter()
+            .enumerate()
+            .map(|(t, table)| {
+                let mut dead: Vec<u64> = dropped.iter().map(|&fp| table.permute(fp)).collect();
+                dead.sort_unstable();
+                let mut keys = Vec::with_capacity(total);
+                for segment in run {
+                    let reader = segment
+                        .tables
+                        .table(t)
+                        .map_err(|e| corrupted(&segment.seg_path, &e))?;
+                    for key in reader.iter() {
+                        let key = key.map_err(|e| corrupted(&segment.seg_path, &e))?;
+                        if dead.is_empty() || dead.binary_search(&key).is_err() {
+                            keys.push(key);
+                        }
+                    }
+                }
+                keys.sort();
+                keys.dedup();
+                if keys.len() != live.len() {
+                    let segment = &run[0];
+                    return Err(Error::Corrupted {
+                        path: segment.seg_path.clone(),
+                        offset: 0,
+                        reason: format!(
+                            "merging table {t}: {} keys for {} live fingerprints (a table and its doc map disagree)",
+                            keys.len(),
+                            live.len()
+                        ),
+                    });
+                }
+                Ok(keys)
+            })
+            .collect()
     }
 }
 
