@@ -455,7 +455,7 @@ mod tests {
         for i in 0..(TAIL_LEN as u64 * 9 + 77) {
             let r = mix(i ^ 0xdead);
             let id = r % 5_000;
-            if r % 11 == 0 {
+            if r.is_multiple_of(11) {
                 m.delete(id, i, 0);
                 model.remove(&id);
             } else {
@@ -463,7 +463,7 @@ mod tests {
                 m.insert(id, doc(i, fp));
                 model.insert(id, fp);
             }
-            if i % 997 == 0 || i == TAIL_LEN as u64 * 9 + 76 {
+            if i.is_multiple_of(997) || i == TAIL_LEN as u64 * 9 + 76 {
                 let q = centres[(r >> 20) as usize % 1024] ^ (r & 1);
                 for k in 0..=3 {
                     let mut got: Vec<(u64, u64)> = m
