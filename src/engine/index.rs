@@ -918,8 +918,8 @@ impl Index {
             new_wal_file(&self.dir, self.fs.as_ref(), wal_id)?;
         }
         let tables =
-            SegmentReader::new(seg_bytes.to_vec()).map_err(|e| corrupted(&seg_path, &e))?;
-        let docs = DocMapReader::new(ids_bytes.to_vec()).map_err(|e| corrupted(&ids_path, &e))?;
+            SegmentReader::new(seg_bytes).map_err(|e| corrupted(&seg_path, &e))?;
+        let docs = DocMapReader::new(ids_bytes).map_err(|e| corrupted(&ids_path, &e))?;
         let mut meta = SegmentMeta {
             id: segment_id,
             level,
@@ -1008,6 +1008,7 @@ impl Index {
             Default::default(),
         );
         let mut survivors: Vec<(u64, MemDoc)> = Vec::new();
+        let mut not_surviving: Vec<u64> = Vec::new();
         let mut tombstones: Vec<Tombstone> = Vec::new();
         // Segments are newest first, and an id has at most one version (an
         // entry or a tombstone) per segment, so the first seen is the newest.
@@ -1020,7 +1021,10 @@ impl Index {
             }
             for entry in segment.docs.entries() {
                 let e = entry.map_err(|e| corrupted(&segment.ids_path, &e))?;
-                if seen.insert(e.id) && self.fresh(e.timestamp) {
+                if !(seen.insert(e.id) && self.fresh(e.timestamp)) {
+                    // Its fingerprint leaves the tables unless a survivor has it.
+                    not_surviving.push(e.fingerprint);
+                } else {
                     survivors.push((
                         e.id,
                         MemDoc {
@@ -1044,7 +1048,7 @@ impl Index {
         } else {
             let segment_id = manifest.next_segment_id;
             manifest.next_segment_id += 1;
-            let tables = self.merged_tables(&run, &survivors)?;
+            let tables = self.merged_tables(&run, &survivors, not_surviving)?;
             let mut docs = DocMapWriter::new(segment_id);
             for (id, doc) in &survivors {
                 docs.push(DocEntry {
@@ -1097,23 +1101,16 @@ impl Index {
         &self,
         run: &[Arc<Segment>],
         survivors: &[(u64, MemDoc)],
+        not_surviving: Vec<u64>,
     ) -> Result<Vec<Vec<u64>>> {
         let mut live: Vec<u64> = survivors.iter().map(|(_, d)| d.fingerprint).collect();
         live.sort_unstable();
         live.dedup();
-        // Every fingerprint in an input table belongs to an entry of its doc
-        // map; those with no survivor are dropped.
-        let mut dropped: Vec<u64> = Vec::new();
-        for segment in run {
-            for entry in segment.docs.entries() {
-                let fp = entry
-                    .map_err(|e| corrupted(&segment.ids_path, &e))?
-                    .fingerprint;
-                if live.binary_search(&fp).is_err() {
-                    dropped.push(fp);
-                }
-            }
-        }
+        // Every key of an input table is the fingerprint of an entry of its
+        // doc map; those of entries that did not survive are dropped, unless
+        // a survivor has the same fingerprint.
+        let mut dropped = not_surviving;
+        dropped.retain(|fp| live.binary_search(fp).is_err());
         let total: usize = run
             .iter()
             .map(|s| usize::try_from(s.meta.key_count).unwrap_or(0))
