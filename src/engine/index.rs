@@ -18,7 +18,6 @@ use std::cmp::Reverse;
 use std::collections::HashSet;
 
 use fnv::FnvHashSet;
-use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{
@@ -987,7 +986,8 @@ impl Index {
         let (seg_bytes, ids_bytes) = {
             let state = read_lock(&core.state);
             let m = &state.memtable;
-            let tables = m.sorted_tables().into_iter();
+            let tables = m.sorted_tables();
+            let key_count = tables.first().map_or(0, |t| t.len() as u64);
             let mut docs = DocMapWriter::new(segment_id);
             for (id, version) in m.versions() {
                 match version {
@@ -1007,7 +1007,13 @@ impl Index {
                     }),
                 }
             }
-            encode_segment(&core.plan, segment_id, tables, docs)?
+            encode_segment(
+                &core.plan,
+                segment_id,
+                key_count,
+                tables.into_iter().map(Ok),
+                docs,
+            )?
         };
         let segment = core.write_segment(segment_id, 0, &seg_bytes, &ids_bytes)?;
         new_wal_file(&core.dir, core.fs.as_ref(), new_wal_id)?;
@@ -1187,7 +1193,7 @@ impl Core {
                 m.next_segment_id += 1;
                 m.next_segment_id - 1
             };
-            let tables = self.merged_tables(&run, &survivors, not_surviving)?;
+            let (key_count, tables) = self.merged_tables(&run, &survivors, not_surviving);
             let mut docs = DocMapWriter::new(segment_id);
             for (id, doc) in &survivors {
                 docs.push(DocEntry {
@@ -1203,7 +1209,7 @@ impl Core {
                 docs.push_tombstone(tombstone);
             }
             let (seg_bytes, ids_bytes) =
-                encode_segment(&self.plan, segment_id, tables.into_iter(), docs)?;
+                encode_segment(&self.plan, segment_id, key_count, tables, docs)?;
             let level = run.iter().map(|s| s.meta.level).max().unwrap_or(0) + 1;
             Some(self.write_segment(segment_id, level, &seg_bytes, &ids_bytes)?)
         };
@@ -1237,61 +1243,59 @@ impl Core {
     /// (a stable sort finds and merges the runs), less the fingerprints no
     /// survivor has (replaced, deleted or expired), and less duplicates (one
     /// fingerprint may live in several inputs).
-    fn merged_tables(
-        &self,
-        run: &[Arc<Segment>],
+    fn merged_tables<'a>(
+        &'a self,
+        run: &'a [Arc<Segment>],
         survivors: &[(u64, MemDoc)],
         not_surviving: Vec<u64>,
-    ) -> Result<Vec<Vec<u64>>> {
-        let mut live: Vec<u64> = survivors.iter().map(|(_, d)| d.fingerprint).collect();
-        live.sort_unstable();
-        live.dedup();
+    ) -> (u64, impl Iterator<Item = Result<Vec<u64>>> + 'a) {
+        let mut live_fingerprints: Vec<u64> =
+            survivors.iter().map(|(_, d)| d.fingerprint).collect();
+        live_fingerprints.sort_unstable();
+        live_fingerprints.dedup();
+        let live = live_fingerprints.len();
         // Every key of an input table is the fingerprint of an entry of its
         // doc map; those of entries that did not survive are dropped, unless
         // a survivor has the same fingerprint.
         let mut dropped = not_surviving;
-        dropped.retain(|fp| live.binary_search(fp).is_err());
+        dropped.retain(|fp| live_fingerprints.binary_search(fp).is_err());
         let total: usize = run
             .iter()
             .map(|s| usize::try_from(s.meta.key_count).unwrap_or(0))
             .sum();
-        self.plan
-            .tables()
-            .par_iter()
-            .enumerate()
-            .map(|(t, table)| {
-                let mut dead: Vec<u64> = dropped.iter().map(|&fp| table.permute(fp)).collect();
-                dead.sort_unstable();
-                let mut keys = Vec::with_capacity(total);
-                for segment in run {
-                    let reader = segment
-                        .tables
-                        .table(t)
-                        .map_err(|e| corrupted(&segment.seg_path, &e))?;
-                    for key in reader.iter() {
-                        let key = key.map_err(|e| corrupted(&segment.seg_path, &e))?;
-                        if dead.is_empty() || dead.binary_search(&key).is_err() {
-                            keys.push(key);
-                        }
+        // One table at a time, as the segment writer asks for them: a merge
+        // of N fingerprints holds one table of N keys, not all of them.
+        let tables = self.plan.tables().iter().enumerate().map(move |(t, table)| {
+            let mut dead: Vec<u64> = dropped.iter().map(|&fp| table.permute(fp)).collect();
+            dead.sort_unstable();
+            let mut keys = Vec::with_capacity(total);
+            for segment in run {
+                let reader = segment
+                    .tables
+                    .table(t)
+                    .map_err(|e| corrupted(&segment.seg_path, &e))?;
+                for key in reader.iter() {
+                    let key = key.map_err(|e| corrupted(&segment.seg_path, &e))?;
+                    if dead.is_empty() || dead.binary_search(&key).is_err() {
+                        keys.push(key);
                     }
                 }
-                keys.sort();
-                keys.dedup();
-                if keys.len() != live.len() {
-                    let segment = &run[0];
-                    return Err(Error::Corrupted {
-                        path: segment.seg_path.clone(),
-                        offset: 0,
-                        reason: format!(
-                            "merging table {t}: {} keys for {} live fingerprints (a table and its doc map disagree)",
-                            keys.len(),
-                            live.len()
-                        ),
-                    });
-                }
-                Ok(keys)
-            })
-            .collect()
+            }
+            keys.sort();
+            keys.dedup();
+            if keys.len() != live {
+                return Err(Error::Corrupted {
+                    path: run.first().map(|s| s.seg_path.clone()).unwrap_or_default(),
+                    offset: 0,
+                    reason: format!(
+                        "merging table {t}: {} keys for {live} live fingerprints (a table and its doc map disagree)",
+                        keys.len()
+                    ),
+                });
+            }
+            Ok(keys)
+        });
+        (live as u64, tables)
     }
 }
 
@@ -1359,12 +1363,11 @@ fn check_name(name: Option<&str>) -> Result<()> {
 fn encode_segment(
     plan: &Plan,
     segment_id: u64,
-    tables: impl Iterator<Item = Vec<u64>>,
+    key_count: u64,
+    tables: impl Iterator<Item = Result<Vec<u64>>>,
     docs: DocMapWriter,
 ) -> Result<(Vec<u8>, Vec<u8>)> {
     let invalid = |e: crate::format::EncodeError| Error::InvalidArgument(e.to_string());
-    let mut tables = tables.peekable();
-    let key_count = tables.peek().map_or(0, |t| t.len() as u64);
     let mut seg = SegmentWriter::new(SegmentInfo {
         segment_id,
         shape: plan.shape(),
@@ -1374,7 +1377,7 @@ fn encode_segment(
     })
     .map_err(invalid)?;
     for keys in tables {
-        seg.push_table(keys).map_err(invalid)?;
+        seg.push_table(keys?).map_err(invalid)?;
     }
     Ok((
         seg.finish().map_err(invalid)?,
