@@ -1,11 +1,15 @@
 //! The `simhashdb` command line. Uses only the library's public API.
 
 mod batch_cmd;
+mod dedup_cmd;
+mod docs;
 mod error;
 mod fingerprint_cmd;
+mod html;
 mod index_cmd;
 mod input;
 mod plan_cmd;
+mod progress;
 
 use std::process::ExitCode;
 
@@ -16,8 +20,13 @@ use error::CliError;
 const EXIT_CODES: &str = "\
 Exit codes:
   0  success
-  1  failure: a file could not be read or written, or another runtime error
-  2  usage error or bad input (the message names the line); nothing was written";
+  1  failure: a file could not be read or written, the index is locked by
+     another process, a document to delete was not found, or another runtime error
+  2  usage error or bad input (the message names the line); nothing was written
+  3  the index is damaged (a checksum failed; the message names file and offset)
+
+Document ids: a named document's id is the FNV-1a 64 hash of its name's UTF-8
+bytes, so `get NAME` and `delete NAME` find what `add` and `check` stored.";
 
 /// An exact near-duplicate index for 64-bit SimHash fingerprints.
 #[derive(Parser, Debug)]
@@ -29,6 +38,31 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Print the groups of near-duplicate documents among files, directories or lines.
+    ///
+    /// Each group lists its members with their distance to its first member
+    /// (in input order); largest groups first. A summary goes to standard
+    /// error. Unreadable files are reported and skipped (exit code 1 at the end).
+    #[command(after_help = EXIT_CODES)]
+    Dedup(dedup_cmd::Args),
+    /// Create an index with chosen settings (`add` creates one with the defaults).
+    #[command(after_help = EXIT_CODES)]
+    Create(index_cmd::CreateArgs),
+    /// Add documents (files, directories, `NAME<TAB>TEXT` lines or fingerprints) to an index.
+    ///
+    /// Creates the index with the default settings if the directory holds
+    /// none. All input is read and checked first and then written, so bad input
+    /// writes nothing. A document with the name of an existing one replaces it.
+    #[command(after_help = EXIT_CODES)]
+    Add(index_cmd::AddArgs),
+    /// Find the documents of an index near a file, a text or a fingerprint.
+    ///
+    /// Prints `DISTANCE<TAB>ID<TAB>NAME` per match, nearest first.
+    #[command(after_help = EXIT_CODES)]
+    Query(index_cmd::QueryArgs),
+    /// Delete documents from an index by name or id.
+    #[command(after_help = EXIT_CODES)]
+    Delete(index_cmd::DeleteArgs),
     /// Print one `FINGERPRINT<TAB>NAME` line per document (fingerprint in decimal).
     #[command(after_help = EXIT_CODES)]
     Fingerprint(fingerprint_cmd::Args),
@@ -54,11 +88,20 @@ enum Command {
     /// process has the index open for writing.
     #[command(after_help = EXIT_CODES)]
     Compact(index_cmd::CompactArgs),
+    /// Show an index's plan, fingerprint configuration, segments and sizes.
+    #[command(after_help = EXIT_CODES)]
+    Stats(index_cmd::StatsArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Dedup(args) => dedup_cmd::run(&args),
+        Command::Create(args) => index_cmd::create(&args),
+        Command::Add(args) => index_cmd::add(&args),
+        Command::Query(args) => index_cmd::query(&args),
+        Command::Delete(args) => index_cmd::delete(&args),
+        Command::Stats(args) => index_cmd::stats(&args),
         Command::Fingerprint(args) => fingerprint_cmd::run(&args),
         Command::FindAll(args) => batch_cmd::run(&args, batch_cmd::Mode::Pairs),
         Command::Clusters(args) => batch_cmd::run(&args, batch_cmd::Mode::Clusters),
