@@ -32,7 +32,7 @@ use crate::plan::Plan;
 
 use super::fs::{FileSystem, Mapped, RealFs, WritableFile};
 use super::lock::{DirLock, LockError};
-use super::memtable::{Doc, Memtable, Version};
+use super::memtable::{Doc as MemDoc, Memtable, Version};
 use super::policy::{MergePolicy, TieredMergePolicy};
 
 /// When an acknowledged write is safe.
@@ -104,6 +104,28 @@ pub struct Match {
     pub distance: u32,
     /// Its name, if it was inserted with one.
     pub name: Option<String>,
+}
+
+/// A live document, as [`Index::get_doc`] and [`Index::for_each_doc`] return it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Doc {
+    /// The document id.
+    pub id: u64,
+    /// Its fingerprint.
+    pub fingerprint: u64,
+    /// Its name, if it was inserted with one.
+    pub name: Option<String>,
+    /// When it was inserted, in milliseconds since the Unix epoch.
+    pub timestamp_ms: u64,
+}
+
+/// What [`Index::verify`] read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct VerifyReport {
+    /// Files checked: the manifest, every WAL, every segment and doc map.
+    pub files: usize,
+    /// Bytes read and checked.
+    pub bytes: u64,
 }
 
 /// A snapshot of the index's shape and size.
@@ -502,6 +524,19 @@ impl Index {
         fingerprint: u64,
         k: u32,
     ) -> Result<std::result::Result<(), Vec<Match>>> {
+        self.insert_if_new_named(id, fingerprint, None, k)
+    }
+
+    /// [`insert_if_new`](Index::insert_if_new) with a name stored for the
+    /// inserted document.
+    pub fn insert_if_new_named(
+        &self,
+        id: u64,
+        fingerprint: u64,
+        name: Option<String>,
+        k: u32,
+    ) -> Result<std::result::Result<(), Vec<Match>>> {
+        check_name(name.as_deref())?;
         let mut writer = self.writer()?;
         let matches = self.query(fingerprint, k)?;
         if !matches.is_empty() {
@@ -512,7 +547,7 @@ impl Index {
             id,
             fingerprint,
             timestamp: now_ms(),
-            name: None,
+            name,
         };
         self.write(&mut writer, vec![record])?;
         Ok(Ok(()))
@@ -520,23 +555,113 @@ impl Index {
 
     /// The fingerprint of document `id`, if it is live.
     pub fn get(&self, id: u64) -> Result<Option<u64>> {
+        Ok(self.get_doc(id)?.map(|doc| doc.fingerprint))
+    }
+
+    /// Document `id` with its name and insertion time, if it is live.
+    pub fn get_doc(&self, id: u64) -> Result<Option<Doc>> {
         let state = read_lock(&self.state);
         match state.memtable.version(id) {
             Some(Version::Live(doc)) => {
-                return Ok(self.fresh(doc.timestamp).then_some(doc.fingerprint));
+                return Ok(self.fresh(doc.timestamp).then(|| Doc {
+                    id,
+                    fingerprint: doc.fingerprint,
+                    name: doc.name.as_deref().map(str::to_owned),
+                    timestamp_ms: doc.timestamp,
+                }));
             }
             Some(Version::Deleted { .. }) => return Ok(None),
             None => {}
         }
         for segment in &state.segments {
             if let Some(entry) = segment.by_id(id)? {
-                return Ok(self.fresh(entry.timestamp).then_some(entry.fingerprint));
+                return Ok(self.fresh(entry.timestamp).then(|| public_doc(&entry)));
             }
             if segment.tombstone(id)?.is_some() {
                 return Ok(None);
             }
         }
         Ok(None)
+    }
+
+    /// Calls `f` once for every live document, from a consistent snapshot:
+    /// the memtable's in id order, then each segment's in fingerprint order.
+    /// Holds the state's read lock throughout (writers wait for flushes, not
+    /// for this), so keep `f` quick.
+    pub fn for_each_doc(&self, mut f: impl FnMut(&Doc)) -> Result<()> {
+        let state = read_lock(&self.state);
+        for (id, version) in state.memtable.versions() {
+            if let Version::Live(doc) = version
+                && self.fresh(doc.timestamp)
+            {
+                f(&Doc {
+                    id,
+                    fingerprint: doc.fingerprint,
+                    name: doc.name.as_deref().map(str::to_owned),
+                    timestamp_ms: doc.timestamp,
+                });
+            }
+        }
+        for (s, segment) in state.segments.iter().enumerate() {
+            for entry in segment.docs.entries() {
+                let entry = entry.map_err(|e| corrupted(&segment.ids_path, &e))?;
+                if self.fresh(entry.timestamp) && !shadowed(&state, s, entry.id)? {
+                    f(&public_doc(&entry));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads every file the index consists of and checks every checksum and
+    /// structural invariant: the manifest, each WAL (a torn tail is not
+    /// damage: it is what a crash mid-append leaves, and recovery drops it),
+    /// and each segment's tables (every block decoded) and doc map. The first
+    /// damage found is returned as [`Error::Corrupted`] with its file and
+    /// offset.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        let _writer = if self.read_only {
+            None
+        } else {
+            // Hold off flushes and merges so the files stay as the manifest says.
+            Some(self.writer.lock().unwrap_or_else(PoisonError::into_inner))
+        };
+        let mut report = VerifyReport::default();
+        let manifest_path = self.dir.join(FileKind::Manifest.file_name(0));
+        let bytes = self
+            .fs
+            .read(&manifest_path)
+            .map_err(named_file_error(&manifest_path, "read"))?;
+        let manifest = Manifest::decode(&bytes).map_err(|e| corrupted(&manifest_path, &e))?;
+        report.files += 1;
+        report.bytes += bytes.len() as u64;
+        for &wal_id in &manifest.wal_ids {
+            let path = self.dir.join(FileKind::Wal.file_name(wal_id));
+            let bytes = self
+                .fs
+                .read(&path)
+                .map_err(named_file_error(&path, "read"))?;
+            let reader = WalReader::new(&bytes).map_err(|e| corrupted(&path, &e))?;
+            if let (_, WalEnd::Corrupted { error, .. }) = reader.read_all() {
+                return Err(corrupted(&path, &error));
+            }
+            report.files += 1;
+            report.bytes += bytes.len() as u64;
+        }
+        let state = read_lock(&self.state);
+        for segment in &state.segments {
+            segment
+                .tables
+                .verify()
+                .map_err(|e| corrupted(&segment.seg_path, &e))?;
+            segment
+                .docs
+                .verify()
+                .map_err(|e| corrupted(&segment.ids_path, &e))?;
+            report.files += 2;
+            report.bytes += segment.meta.seg_file_len + segment.meta.ids_file_len;
+        }
+        Ok(report)
     }
 
     /// Every live document within distance `k` of `fingerprint`, sorted by
@@ -872,7 +997,7 @@ impl Index {
             return Ok(());
         }
         let mut seen: HashSet<u64> = HashSet::new();
-        let mut survivors: Vec<(u64, Doc)> = Vec::new();
+        let mut survivors: Vec<(u64, MemDoc)> = Vec::new();
         let mut tombstones: Vec<Tombstone> = Vec::new();
         // Segments are newest first, and an id has at most one version (an
         // entry or a tombstone) per segment, so the first seen is the newest.
@@ -888,7 +1013,7 @@ impl Index {
                 if seen.insert(e.id) && self.fresh(e.timestamp) {
                     survivors.push((
                         e.id,
-                        Doc {
+                        MemDoc {
                             seq: e.seq,
                             fingerprint: e.fingerprint,
                             timestamp: e.timestamp,
@@ -958,6 +1083,15 @@ impl Index {
     }
 }
 
+fn public_doc(entry: &DocEntry<'_>) -> Doc {
+    Doc {
+        id: entry.id,
+        fingerprint: entry.fingerprint,
+        name: entry.name.map(str::to_owned),
+        timestamp_ms: entry.timestamp,
+    }
+}
+
 /// Whether a version of `id` newer than segment `s` exists.
 fn shadowed(state: &State, s: usize, id: u64) -> Result<bool> {
     if state.memtable.version(id).is_some() {
@@ -983,7 +1117,7 @@ fn apply(memtable: &mut Memtable, record: Record) -> u64 {
         } => {
             memtable.insert(
                 id,
-                Doc {
+                MemDoc {
                     seq,
                     fingerprint,
                     timestamp,
