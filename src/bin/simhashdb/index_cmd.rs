@@ -1,17 +1,17 @@
 //! Commands on a persistent index directory.
 
-use std::io::Write;
+use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::json;
-use simhashdb::{Index, Options, Stats};
+use simhashdb::{Durability, Index, Options, Stats};
 
 use crate::docs::{self, FingerprintArgs, ReadArgs, collect_inputs, doc_id, read_documents};
 use crate::error::CliError;
 use crate::input::{
-    check_complete, display_name, lines, open_output, parse_decimal_u64, parse_id_fingerprint,
-    parse_named_text, read_all, snippet,
+    MAX_LINE_BYTES, check_complete, display_name, line_error, lines, open_output,
+    parse_decimal_u64, parse_id_fingerprint, parse_named_text, read_all, snippet,
 };
 use crate::progress;
 
@@ -362,31 +362,58 @@ pub struct CompactArgs {
     db: Db,
 }
 
-fn describe(stats: &Stats) -> String {
+fn describe(stats: &Stats, dir_bytes: u64) -> String {
     format!(
-        "{} segment(s), {} documents, {} tombstones, {:.1} MiB",
+        "{} segment(s), {} entries ({} in the write-ahead log), {} tombstones, {} on disk",
         stats.segments,
-        stats.segment_docs,
+        stats.segment_docs + stats.memtable_docs as u64,
+        stats.memtable_docs,
         stats.tombstones,
-        stats.disk_bytes as f64 / (1 << 20) as f64
+        format_bytes(dir_bytes)
     )
+}
+
+/// Total size of the files in the index directory.
+fn dir_bytes(dir: &Path) -> Result<u64, CliError> {
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| CliError::read(&dir.display().to_string(), e))?;
+    let mut total = 0;
+    for entry in entries {
+        let entry = entry.map_err(|e| CliError::read(&dir.display().to_string(), e))?;
+        if let Ok(meta) = entry.metadata()
+            && meta.is_file()
+        {
+            total += meta.len();
+        }
+    }
+    Ok(total)
+}
+
+fn format_bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{v:.1} {}", UNITS[u])
 }
 
 /// `compact`: the offline compaction tool. Takes the index's writer lock, so
 /// it fails clearly while a service has the index open.
 pub fn compact(args: &CompactArgs) -> Result<(), CliError> {
     let index = args.db.writer()?;
-    let before = index.stats();
+    let before = describe(&index.stats(), dir_bytes(&args.db.db)?);
     let spinner = progress::spinner("compacting");
     let result = index.compact();
     spinner.finish_and_clear();
     result?;
-    let after = index.stats();
-    print(&format!(
-        "before: {}\nafter:  {}\n",
-        describe(&before),
-        describe(&after)
-    ))
+    let after = describe(&index.stats(), dir_bytes(&args.db.db)?);
+    print(&format!("before: {before}\nafter:  {after}\n"))
 }
 
 // ---------------------------------------------------------------- stats
@@ -400,58 +427,312 @@ pub struct StatsArgs {
     json: bool,
 }
 
+/// Documents sampled for the distance histogram: all pairs of 2,000 are
+/// about two million distances, enough to see the shape.
+const HISTOGRAM_SAMPLE: usize = 2000;
+
+/// A uniform sample of at most `size` live fingerprints (reservoir sampling
+/// with a fixed seed, so the same index gives the same sample), and the
+/// number of live documents.
+fn sample_fingerprints(index: &Index, size: usize) -> Result<(Vec<u64>, u64), CliError> {
+    let mut sample = Vec::with_capacity(size);
+    let mut seen = 0u64;
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    index.for_each_doc(|doc| {
+        seen += 1;
+        if sample.len() < size {
+            sample.push(doc.fingerprint);
+        } else {
+            // splitmix64
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^= z >> 31;
+            let slot = (z % seen) as usize;
+            if slot < size {
+                sample[slot] = doc.fingerprint;
+            }
+        }
+    })?;
+    Ok((sample, seen))
+}
+
+/// Counts of the pairwise Hamming distances (0..=64) of `fps`.
+fn distance_histogram(fps: &[u64]) -> [u64; 65] {
+    let mut counts = [0u64; 65];
+    for (i, &a) in fps.iter().enumerate() {
+        for &b in &fps[i + 1..] {
+            counts[(a ^ b).count_ones() as usize] += 1;
+        }
+    }
+    counts
+}
+
+/// A bar chart of the histogram, one row per distance from 0 to the
+/// largest seen, bars on a log scale so that the few close pairs show.
+fn histogram_chart(counts: &[u64; 65]) -> String {
+    const WIDTH: f64 = 50.0;
+    let Some(last) = counts.iter().rposition(|&c| c > 0) else {
+        return "  (fewer than two documents)\n".to_string();
+    };
+    let top = counts.iter().copied().max().unwrap_or(1).max(1) as f64;
+    let mut text = String::new();
+    for (d, &c) in counts.iter().enumerate().take(last + 1) {
+        let len = if c == 0 {
+            0
+        } else {
+            (((c as f64).ln_1p() / top.ln_1p()) * WIDTH).ceil() as usize
+        };
+        text.push_str(&format!("  {d:>2} {:>9} {}\n", c, "#".repeat(len)));
+    }
+    text
+}
+
 pub fn stats(args: &StatsArgs) -> Result<(), CliError> {
     let index = args.db.read_only()?;
     let s = index.stats();
+    let (sample, live) = sample_fingerprints(&index, HISTOGRAM_SAMPLE)?;
+    let counts = distance_histogram(&sample);
     let entries = s.segment_docs + s.memtable_docs as u64;
     let bytes_per_entry = if s.segment_docs > 0 {
         s.disk_bytes as f64 / s.segment_docs as f64
     } else {
         0.0
     };
+    let total_bytes = dir_bytes(&args.db.db)?;
     let text = if args.json {
         json_line(&json!({
             "plan": s.plan.to_string(),
             "k": s.plan.k(),
             "tables": s.plan.tables().len(),
             "fingerprint_config": s.fingerprint_config,
+            "documents": live,
             "segments": s.segments,
             "segment_entries": s.segment_docs,
-            "memtable_entries": s.memtable_docs,
+            "log_entries": s.memtable_docs,
             "tombstones": s.tombstones,
-            "disk_bytes": s.disk_bytes,
-            "disk_bytes_per_entry": bytes_per_entry,
+            "directory_bytes": total_bytes,
+            "segment_bytes": s.disk_bytes,
+            "segment_bytes_per_entry": bytes_per_entry,
             "table_bytes_per_key": s.table_bytes_per_key,
+            "histogram_sample": sample.len(),
+            "distance_histogram": counts.to_vec(),
         }))
     } else {
         format!(
-            "plan:          {} ({} tables, k = {})\n\
+            "plan:          {}\n\
              fingerprint:   {}\n\
-             segments:      {}\n\
-             entries:       {} ({} in segments, {} in the write-ahead log)\n\
+             documents:     {} live\n\
+             entries:       {} ({} in {} segment(s), {} in the write-ahead log)\n\
              tombstones:    {}\n\
-             disk:          {} bytes, {:.1} bytes per entry\n\
-             tables:        {:.2} bytes per fingerprint per table (raw: 8)\n",
+             disk:          {} in all ({} in segments, {:.1} bytes per segment entry)\n\
+             tables:        {:.2} bytes per fingerprint per table (uncompressed: 8)\n\
+             \n\
+             Hamming distances between {} pairs of {} sampled documents (log scale):\n{}",
             s.plan,
-            s.plan.tables().len(),
-            s.plan.k(),
             s.fingerprint_config,
-            s.segments,
+            live,
             entries,
             s.segment_docs,
+            s.segments,
             s.memtable_docs,
             s.tombstones,
-            s.disk_bytes,
+            format_bytes(total_bytes),
+            format_bytes(s.disk_bytes),
             bytes_per_entry,
             s.table_bytes_per_key,
+            counts.iter().sum::<u64>(),
+            sample.len(),
+            histogram_chart(&counts),
         )
     };
     print(&text)
 }
 
+// ---------------------------------------------------------------- check
+
+#[derive(clap::Args, Debug)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    db: Db,
+    /// Largest distance that counts as a duplicate; default and maximum: the index's k.
+    #[arg(short, long)]
+    distance: Option<u32>,
+    /// The texts are HTML: only their visible text counts.
+    #[arg(long)]
+    html: bool,
+    /// Sync every insert to the device before printing `new` (survives power
+    /// loss, not only a crash of the process).
+    #[arg(long)]
+    sync: bool,
+}
+
+/// `check`: reads `NAME<TAB>TEXT` lines from standard input as they arrive;
+/// for each, atomically inserts it and prints `new`, or prints
+/// `dup<TAB>NAME<TAB>DISTANCE` of the nearest existing document.
+pub fn check(args: &CheckArgs) -> Result<(), CliError> {
+    let options = Options {
+        durability: if args.sync {
+            Durability::Sync
+        } else {
+            Durability::Buffered
+        },
+        ..Options::default()
+    };
+    let index = Index::open(&args.db.db, options)?;
+    let hasher = docs::hasher_for(&index.stats().fingerprint_config)?;
+    let k = args.distance.unwrap_or(index.plan().k());
+    if k > index.plan().k() {
+        return Err(simhashdb::Error::DistanceTooLarge {
+            requested: k,
+            plan_k: index.plan().k(),
+        }
+        .into());
+    }
+    let stdin = std::io::stdin();
+    let mut input = stdin.lock();
+    let mut out = std::io::stdout().lock();
+    let write_err = |e| CliError::write("standard output", e);
+    let mut line = Vec::new();
+    for n in 1.. {
+        line.clear();
+        let read = input
+            .by_ref()
+            .take(MAX_LINE_BYTES as u64 + 2)
+            .read_until(b'\n', &mut line)
+            .map_err(|e| CliError::read("standard input", e))?;
+        if read == 0 {
+            break;
+        }
+        match line.strip_suffix(b"\n") {
+            Some(rest) => {
+                let len = rest.len();
+                line.truncate(len);
+            }
+            None if line.len() > MAX_LINE_BYTES => {
+                return Err(line_error(
+                    "standard input",
+                    n,
+                    format!("line longer than the limit of {MAX_LINE_BYTES} bytes"),
+                ));
+            }
+            None => {
+                return Err(line_error(
+                    "standard input",
+                    n,
+                    "truncated: the input ends without a newline after this line",
+                ));
+            }
+        }
+        if line.ends_with(b"\r") {
+            line.pop();
+        }
+        let (name, text) = parse_named_text(&line, "standard input", n)?;
+        let doc = docs::document(name.to_owned(), text.as_bytes(), args.html);
+        let fp = doc.fingerprint(&hasher, 1.0);
+        let answer = match index.insert_if_new_named(doc_id(&doc.name), fp, Some(doc.name), k)? {
+            Ok(()) => "new\n".to_string(),
+            Err(matches) => {
+                let nearest = &matches[0];
+                let name = nearest
+                    .name
+                    .clone()
+                    .unwrap_or_else(|| format!("id {}", nearest.id));
+                format!("dup\t{name}\t{}\n", nearest.distance)
+            }
+        };
+        out.write_all(answer.as_bytes())
+            .and_then(|()| out.flush())
+            .map_err(write_err)?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- get
+
+#[derive(clap::Args, Debug)]
+pub struct GetArgs {
+    #[command(flatten)]
+    db: Db,
+    #[command(flatten)]
+    which: Which,
+    /// Print one JSON object per document.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `get`: prints `ID<TAB>FINGERPRINT<TAB>TIMESTAMP_MS<TAB>NAME` per document.
+pub fn get(args: &GetArgs) -> Result<(), CliError> {
+    let index = args.db.read_only()?;
+    let mut text = String::new();
+    let mut missing = Vec::new();
+    for (id, label) in args.which.ids() {
+        match index.get_doc(id)? {
+            Some(doc) if args.json => text.push_str(&json_line(&json!({
+                "id": doc.id,
+                "fingerprint": doc.fingerprint,
+                "name": doc.name,
+                "timestamp_ms": doc.timestamp_ms,
+            }))),
+            Some(doc) => text.push_str(&format!(
+                "{}\t{}\t{}\t{}\n",
+                doc.id,
+                doc.fingerprint,
+                doc.timestamp_ms,
+                doc.name.as_deref().unwrap_or("")
+            )),
+            None => missing.push(label),
+        }
+    }
+    print(&text)?;
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::Failure(format!(
+            "not found: {}",
+            missing.join(", ")
+        )))
+    }
+}
+
+// ---------------------------------------------------------------- verify
+
+#[derive(clap::Args, Debug)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    db: Db,
+}
+
+/// `verify`: checks every checksum of every file; exit code 0 when healthy,
+/// 3 when damaged (the message names the file and offset).
+pub fn verify(args: &VerifyArgs) -> Result<(), CliError> {
+    let index = args.db.read_only()?;
+    let spinner = progress::spinner("verifying");
+    let report = index.verify();
+    spinner.finish_and_clear();
+    let report = report?;
+    print(&format!(
+        "ok: {} files, {} bytes checked\n",
+        report.files, report.bytes
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn histogram_counts_every_pair_once() {
+        let counts = distance_histogram(&[0, 1, 3, 0]);
+        assert_eq!(counts[0], 1);
+        assert_eq!(counts[1], 3);
+        assert_eq!(counts[2], 2);
+        assert_eq!(counts.iter().sum::<u64>(), 6);
+        let chart = histogram_chart(&counts);
+        assert_eq!(chart.lines().count(), 3);
+        assert!(chart.lines().nth(1).unwrap().ends_with(&"#".repeat(50)));
+    }
 
     #[test]
     fn durations() {

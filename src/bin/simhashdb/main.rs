@@ -60,6 +60,19 @@ enum Command {
     /// Prints `DISTANCE<TAB>ID<TAB>NAME` per match, nearest first.
     #[command(after_help = EXIT_CODES)]
     Query(index_cmd::QueryArgs),
+    /// Streaming check-and-insert: reads `NAME<TAB>TEXT` lines from standard input.
+    ///
+    /// For each line, as it arrives, prints `new` (and inserts the document)
+    /// or `dup<TAB>NAME<TAB>DISTANCE` naming the nearest existing document
+    /// (and inserts nothing). Check and insert are one atomic step. A bad line
+    /// stops the command with exit code 2; the lines before it have been
+    /// answered and applied, the bad one and those after it have not. A last
+    /// line without a newline is taken as cut off and refused.
+    #[command(after_help = EXIT_CODES)]
+    Check(index_cmd::CheckArgs),
+    /// Print documents of an index: `ID<TAB>FINGERPRINT<TAB>TIMESTAMP_MS<TAB>NAME`.
+    #[command(after_help = EXIT_CODES)]
+    Get(index_cmd::GetArgs),
     /// Delete documents from an index by name or id.
     #[command(after_help = EXIT_CODES)]
     Delete(index_cmd::DeleteArgs),
@@ -88,6 +101,12 @@ enum Command {
     /// process has the index open for writing.
     #[command(after_help = EXIT_CODES)]
     Compact(index_cmd::CompactArgs),
+    /// Read every file of an index and check every checksum.
+    ///
+    /// Exit code 0: healthy. Exit code 3: damaged; the message names the file
+    /// and byte offset of the first damage found.
+    #[command(after_help = EXIT_CODES)]
+    Verify(index_cmd::VerifyArgs),
     /// Show an index's plan, fingerprint configuration, segments and sizes.
     #[command(after_help = EXIT_CODES)]
     Stats(index_cmd::StatsArgs),
@@ -101,6 +120,9 @@ fn main() -> ExitCode {
         Command::Add(args) => index_cmd::add(&args),
         Command::Query(args) => index_cmd::query(&args),
         Command::Delete(args) => index_cmd::delete(&args),
+        Command::Check(args) => index_cmd::check(&args),
+        Command::Get(args) => index_cmd::get(&args),
+        Command::Verify(args) => index_cmd::verify(&args),
         Command::Stats(args) => index_cmd::stats(&args),
         Command::Fingerprint(args) => fingerprint_cmd::run(&args),
         Command::FindAll(args) => batch_cmd::run(&args, batch_cmd::Mode::Pairs),
