@@ -217,7 +217,7 @@ fn compact_merges_segments_and_respects_the_writer_lock() {
     let text = stdout(&out);
     assert!(text.contains("before: 4 segment(s)"), "{text}");
     assert!(
-        text.contains("after:  1 segment(s), 2 documents, 0 tombstones"),
+        text.contains("after:  1 segment(s), 2 entries (0 in the write-ahead log), 0 tombstones"),
         "{text}"
     );
     let index = simhashdb::Index::open(&db, simhashdb::Options::default()).unwrap();
