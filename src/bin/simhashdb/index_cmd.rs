@@ -469,22 +469,42 @@ fn distance_histogram(fps: &[u64]) -> [u64; 65] {
     counts
 }
 
-/// A bar chart of the histogram, one row per distance from 0 to the
-/// largest seen, bars on a log scale so that the few close pairs show.
+/// Distances up to this get a row each in the chart; above it, rows of
+/// four (the far side of the histogram matters less when choosing k).
+const CHART_SINGLE_ROWS: usize = 16;
+
+/// A bar chart of the histogram up to the largest distance seen, bars on a
+/// log scale so that the few close pairs show.
 fn histogram_chart(counts: &[u64; 65]) -> String {
     const WIDTH: f64 = 50.0;
     let Some(last) = counts.iter().rposition(|&c| c > 0) else {
         return "  (fewer than two documents)\n".to_string();
     };
-    let top = counts.iter().copied().max().unwrap_or(1).max(1) as f64;
+    let mut rows: Vec<(String, u64)> = Vec::new();
+    let mut d = 0;
+    while d <= last {
+        let end = if d <= CHART_SINGLE_ROWS {
+            d
+        } else {
+            (d + 3).min(64)
+        };
+        let label = if end == d {
+            d.to_string()
+        } else {
+            format!("{d}-{end}")
+        };
+        rows.push((label, counts[d..=end].iter().sum()));
+        d = end + 1;
+    }
+    let top = rows.iter().map(|r| r.1).max().unwrap_or(1).max(1) as f64;
     let mut text = String::new();
-    for (d, &c) in counts.iter().enumerate().take(last + 1) {
+    for (label, c) in rows {
         let len = if c == 0 {
             0
         } else {
             (((c as f64).ln_1p() / top.ln_1p()) * WIDTH).ceil() as usize
         };
-        text.push_str(&format!("  {d:>2} {:>9} {}\n", c, "#".repeat(len)));
+        text.push_str(&format!("  {label:>5} {c:>10} {}\n", "#".repeat(len)).replace(" \n", "\n"));
     }
     text
 }
@@ -732,6 +752,27 @@ mod tests {
         let chart = histogram_chart(&counts);
         assert_eq!(chart.lines().count(), 3);
         assert!(chart.lines().nth(1).unwrap().ends_with(&"#".repeat(50)));
+        let mut far = [0u64; 65];
+        far[0] = 1;
+        far[16] = 2;
+        far[17] = 3;
+        far[20] = 4;
+        far[22] = 5;
+        let chart = histogram_chart(&far);
+        let rows: Vec<&str> = chart.lines().collect();
+        assert_eq!(rows.len(), 19, "{chart}");
+        assert!(
+            rows[15].trim_start().starts_with("15          0"),
+            "{chart}"
+        );
+        assert!(
+            rows[17].trim_start().starts_with("17-20          7"),
+            "{chart}"
+        );
+        assert!(
+            rows[18].trim_start().starts_with("21-24          5"),
+            "{chart}"
+        );
     }
 
     #[test]
