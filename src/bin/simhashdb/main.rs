@@ -19,11 +19,13 @@ use error::CliError;
 
 const EXIT_CODES: &str = "\
 Exit codes:
-  0  success
-  1  failure: a file could not be read or written, the index is locked by
-     another process, a document to delete was not found, or another runtime error
-  2  usage error or bad input (the message names the line); nothing was written
-  3  the index is damaged (a checksum failed; the message names file and offset)
+  0  success (also when the reader of standard output goes away early)
+  1  failure: a file could not be read or written (dedup and fingerprint report
+     and skip unreadable inputs, then exit 1), the index is locked by another
+     process, a document to get or delete does not exist, or another runtime error
+  2  usage error or bad input: the message names the line, and nothing was
+     written (check has applied the lines before the bad one, none after it)
+  3  the index is damaged: a checksum failed; the message names file and offset
 
 Document ids: a named document's id is the FNV-1a 64 hash of its name's UTF-8
 bytes, so `get NAME` and `delete NAME` find what `add` and `check` stored.";
