@@ -10,7 +10,7 @@ use simhashdb::hamming;
 use simhashdb::plan::Plan;
 use simhashdb::verify::ShingleSet;
 
-use crate::docs::{FingerprintArgs, ReadArgs, collect_inputs, read_documents};
+use crate::docs::{Blank, FingerprintArgs, ReadArgs, collect_inputs, read_documents};
 use crate::error::CliError;
 use crate::input::open_output;
 use crate::progress;
@@ -18,7 +18,7 @@ use crate::progress;
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Files or directories (read recursively, in name order); `-` reads
-    /// standard input.
+    /// standard input. Blank documents (and blank lines) are left out.
     #[arg(required = true, value_name = "PATH")]
     paths: Vec<String>,
     #[command(flatten)]
@@ -97,7 +97,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
 
     let (files, mut skipped) = collect_inputs(&args.paths);
     let bar = progress::bytes(files.iter().map(|f| f.len).sum(), "reading");
-    let (docs, unreadable) = read_documents(&files, &args.read, &bar, |d| Doc {
+    let (docs, unreadable) = read_documents(&files, &args.read, Blank::Skip, &bar, |d| Doc {
         fingerprint: d.fingerprint(&hasher, args.read.heading_weight),
         shingles: args
             .verify

@@ -50,8 +50,7 @@ pub fn hasher_for(config_line: &str) -> Result<Simhasher, CliError> {
 /// How files are turned into documents.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ReadArgs {
-    /// Treat every line of every file as a document, named `PATH:LINE`
-    /// (blank lines are skipped).
+    /// Treat every line of every file as a document, named `PATH:LINE`.
     #[arg(long)]
     pub lines: bool,
     /// Read every input as HTML (by default only `.html`, `.htm` and `.xhtml`
@@ -165,12 +164,20 @@ fn collect_files(path: &Path, files: &mut Vec<InputFile>, failures: &mut Vec<Str
 /// Files are read this many at a time (in parallel within a batch).
 const FILES_PER_BATCH: usize = 256;
 
+/// Whether blank documents (no text at all) are passed on or left out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Blank {
+    Keep,
+    Skip,
+}
+
 /// Reads `files` as documents and maps each through `f` in parallel, in
 /// input order. Unreadable files are reported on standard error and their
 /// names returned; the rest are read.
 pub fn read_documents<T, F>(
     files: &[InputFile],
     read: &ReadArgs,
+    blank: Blank,
     progress: &ProgressBar,
     f: F,
 ) -> (Vec<T>, Vec<String>)
@@ -193,12 +200,12 @@ where
                         .map(|(n, line)| {
                             document(format!("{}:{}", file.name, n + 1), line, is_html)
                         })
-                        .filter(|d| !d.is_blank())
+                        .filter(|d| blank == Blank::Keep || !d.is_blank())
                         .map(&f)
                         .collect()
                 } else {
                     let doc = document(file.name.clone(), &data, is_html);
-                    if doc.is_blank() {
+                    if blank == Blank::Skip && doc.is_blank() {
                         Vec::new()
                     } else {
                         vec![f(doc)]

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use crate::docs::{FingerprintArgs, ReadArgs, collect_inputs, read_documents};
+use crate::docs::{Blank, FingerprintArgs, ReadArgs, collect_inputs, read_documents};
 use crate::error::CliError;
 use crate::input::open_output;
 use crate::progress;
@@ -22,7 +22,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     let hasher = args.fingerprint.hasher()?;
     let (files, mut failures) = collect_inputs(&args.paths);
     let bar = progress::bytes(files.iter().map(|f| f.len).sum(), "reading");
-    let (docs, unreadable) = read_documents(&files, &args.read, &bar, |d| {
+    let (docs, unreadable) = read_documents(&files, &args.read, Blank::Keep, &bar, |d| {
         (d.fingerprint(&hasher, args.read.heading_weight), d.name)
     });
     bar.finish_and_clear();

@@ -5,9 +5,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::json;
+use simhashdb::format::FileKind;
 use simhashdb::{Durability, Index, Options, Stats};
 
-use crate::docs::{self, FingerprintArgs, ReadArgs, collect_inputs, doc_id, read_documents};
+use crate::docs::{self, Blank, FingerprintArgs, ReadArgs, collect_inputs, doc_id, read_documents};
 use crate::error::CliError;
 use crate::input::{
     MAX_LINE_BYTES, check_complete, display_name, line_error, lines, open_output,
@@ -23,10 +24,15 @@ pub struct Db {
     pub db: PathBuf,
 }
 
+/// Whether `dir` holds an index (its manifest, the commit point, exists).
+fn holds_index(dir: &Path) -> bool {
+    dir.join(FileKind::Manifest.file_name(0)).exists()
+}
+
 impl Db {
     /// Fails with a usage error unless the directory holds an index.
     pub fn existing(&self) -> Result<&Path, CliError> {
-        if self.db.join("MANIFEST").exists() {
+        if holds_index(&self.db) {
             Ok(&self.db)
         } else {
             Err(CliError::Input(format!(
@@ -100,7 +106,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 pub fn create(args: &CreateArgs) -> Result<(), CliError> {
-    if args.db.db.join("MANIFEST").exists() {
+    if holds_index(&args.db.db) {
         return Err(CliError::Input(format!(
             "{} already holds an index; its settings were fixed when it was created",
             args.db.db.display()
@@ -196,7 +202,7 @@ pub fn add(args: &AddArgs) -> Result<(), CliError> {
         )
     }));
     let bar = progress::bytes(files.iter().map(|f| f.len).sum(), "reading");
-    let (from_files, unreadable) = read_documents(&files, &args.read, &bar, |d| {
+    let (from_files, unreadable) = read_documents(&files, &args.read, Blank::Keep, &bar, |d| {
         (
             doc_id(&d.name),
             d.fingerprint(&hasher, weight),
