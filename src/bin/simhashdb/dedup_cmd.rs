@@ -110,6 +110,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     let fps: Vec<u64> = docs.iter().map(|d| d.fingerprint).collect();
     // The plan only changes the speed, never the answer; size it for the input.
     let plan = Plan::auto(fps.len() as u64, args.distance).unwrap_or(plan);
+    let spinner = progress::spinner("searching");
     let groups: Vec<Vec<usize>> = match args.verify {
         None => clusters(&fps, &plan),
         Some(v) => {
@@ -134,6 +135,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         })
         .collect();
     groups.sort_by(|a, b| b.len().cmp(&a.len()).then(a[0].doc.cmp(&b[0].doc)));
+    spinner.finish_and_clear();
 
     let text = if args.json {
         json_report(&docs, &groups, &skipped)

@@ -192,18 +192,20 @@ where
             .par_iter()
             .map(|file| {
                 let data = read_all(&file.name)?;
-                progress.inc(file.len);
                 let is_html = read.html || html::is_html_name(&file.name);
                 Ok(if read.lines {
+                    // Progress by lines done: one large file is common here.
                     let docs: Vec<(usize, &[u8])> = lines(&data).enumerate().collect();
                     docs.into_par_iter()
                         .map(|(n, line)| {
+                            progress.inc(line.len() as u64 + 1);
                             document(format!("{}:{}", file.name, n + 1), line, is_html)
                         })
                         .filter(|d| blank == Blank::Keep || !d.is_blank())
                         .map(&f)
                         .collect()
                 } else {
+                    progress.inc(file.len);
                     let doc = document(file.name.clone(), &data, is_html);
                     if blank == Blank::Skip && doc.is_blank() {
                         Vec::new()
