@@ -417,6 +417,7 @@ fn bad_arguments_are_usage_errors() {
         vec!["-d", "65"],
         vec!["--tokenizer", "nonsense"],
         vec!["--heading-weight", "-1"],
+        vec!["--heading-weight", "0"],
     ] {
         simhashdb()
             .arg("dedup")

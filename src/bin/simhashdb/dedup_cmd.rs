@@ -87,11 +87,6 @@ struct Member {
 
 pub fn run(args: &Args) -> Result<(), CliError> {
     let hasher = args.fingerprint.hasher()?;
-    if !(args.read.heading_weight > 0.0 && args.read.heading_weight.is_finite()) {
-        return Err(CliError::Input(
-            "--heading-weight must be a positive number".into(),
-        ));
-    }
     let plan =
         Plan::new(args.distance + 1, args.distance).map_err(|e| CliError::Input(e.to_string()))?;
 

@@ -59,8 +59,15 @@ pub struct ReadArgs {
     pub html: bool,
     /// Weight of the words of an HTML document's title and headings relative
     /// to the rest of its text.
-    #[arg(long, default_value_t = 1.0, value_name = "W")]
+    #[arg(long, default_value_t = 1.0, value_name = "W", value_parser = parse_weight)]
     pub heading_weight: f64,
+}
+
+fn parse_weight(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(w) if w > 0.0 && w.is_finite() => Ok(w),
+        _ => Err(format!("expected a positive number, got `{s}`")),
+    }
 }
 
 /// One document: its name and text.
