@@ -12,7 +12,10 @@
 //!   deterministic sample (by a hash of the path); default 1500.
 //! - `--max-bytes N`: keep at most the first N bytes of each document
 //!   (default 200000).
-//! - `--zh PATH`: Chinese sources for the synthetic edits (repeatable).
+//! - `--zh PATH`: Chinese sources for the synthetic edits (repeatable);
+//!   gettext catalogs (`.mo`) contribute their translated messages.
+//! - `--zh-fallback PATH`: more Chinese sources, added only for a length at
+//!   which the `--zh` sources give fewer than half the wanted bases.
 //! - `--bases N`: base texts per language and length for the synthetic edits
 //!   (default 200).
 //! - `--out DIR`: where `results.md` and the SVG plots go (default
@@ -49,6 +52,7 @@ const LENGTHS: [usize; 4] = [50, 140, 500, 5000];
 struct Args {
     paths: Vec<PathBuf>,
     zh: Vec<PathBuf>,
+    zh_fallback: Vec<PathBuf>,
     cap: usize,
     max_bytes: usize,
     bases: usize,
@@ -59,6 +63,7 @@ fn parse_args() -> Args {
     let mut args = Args {
         paths: Vec::new(),
         zh: Vec::new(),
+        zh_fallback: Vec::new(),
         cap: 1500,
         max_bytes: 200_000,
         bases: 200,
@@ -74,6 +79,7 @@ fn parse_args() -> Args {
             }
             "--bases" => args.bases = value().parse().unwrap_or_else(|_| die("--bases N")),
             "--zh" => args.zh.push(PathBuf::from(value())),
+            "--zh-fallback" => args.zh_fallback.push(PathBuf::from(value())),
             "--out" => args.out = PathBuf::from(value()),
             _ if a.starts_with("--") => die(&format!("unknown option {a}")),
             _ => args.paths.push(PathBuf::from(a)),
@@ -148,6 +154,9 @@ fn list_files(paths: &[PathBuf], cap: usize) -> (Vec<PathBuf>, Vec<String>) {
 
 fn read_doc(path: &Path, max_bytes: usize) -> Option<String> {
     let raw = std::fs::read(path).ok()?;
+    if path.extension().is_some_and(|e| e == "mo") {
+        return mo_translations(&raw);
+    }
     let bytes = if path.extension().is_some_and(|e| e == "gz") {
         let mut out = Vec::new();
         flate2::read::MultiGzDecoder::new(&raw[..])
@@ -174,6 +183,33 @@ fn read_doc(path: &Path, max_bytes: usize) -> Option<String> {
         text.truncate(cut);
     }
     Some(text)
+}
+
+/// The translated messages of a GNU gettext catalog (`.mo`), one paragraph
+/// each.
+fn mo_translations(raw: &[u8]) -> Option<String> {
+    let word = |at: usize, le: bool| -> Option<usize> {
+        let b: [u8; 4] = raw.get(at..at + 4)?.try_into().ok()?;
+        Some(if le { u32::from_le_bytes(b) } else { u32::from_be_bytes(b) } as usize)
+    };
+    let le = match word(0, true)? {
+        0x9504_12de => true,
+        0xde12_0495 => false,
+        _ => return None,
+    };
+    let (n, table) = (word(8, le)?, word(16, le)?);
+    let mut out = String::new();
+    for i in 0..n {
+        let (len, off) = (word(table + 8 * i, le)?, word(table + 8 * i + 4, le)?);
+        let msg = std::str::from_utf8(raw.get(off..off + len)?).ok()?;
+        // Plural forms are separated by NUL; keep the first. Skip the header.
+        let msg = msg.split('\0').next().unwrap_or("");
+        if !msg.is_empty() && !msg.starts_with("Project-Id-Version") {
+            out.push_str(msg);
+            out.push_str("\n\n");
+        }
+    }
+    Some(out)
 }
 
 /// Removes troff comments, request names and font/escape sequences, keeping
@@ -283,29 +319,33 @@ fn builder(tokenizer: Tokenizer, shingle: usize) -> simhashdb::fingerprint::Simh
 
 /// The configurations measured; IDF tables are built from `idf_docs`.
 fn configs(idf_docs: &[&str], chinese: bool) -> Vec<Config> {
-    let mut bases: Vec<(String, Tokenizer, usize)> = vec![
-        ("words".into(), Tokenizer::Words, 1),
-        ("words-2".into(), Tokenizer::Words, 2),
-        ("words-3".into(), Tokenizer::Words, 3),
-        ("words-4".into(), Tokenizer::Words, 4),
-        ("chars:3".into(), Tokenizer::CharNgrams(3), 1),
-        ("chars:5".into(), Tokenizer::CharNgrams(5), 1),
+    use Weighting::{Binary, TermFrequency as Tf};
+    let mut bases: Vec<(&str, Tokenizer, usize, Weighting)> = vec![
+        ("words", Tokenizer::Words, 1, Tf),
+        ("words-2", Tokenizer::Words, 2, Tf),
+        ("words-3", Tokenizer::Words, 3, Tf),
+        ("words-4", Tokenizer::Words, 4, Tf),
+        ("words-bin", Tokenizer::Words, 1, Binary),
+        ("words-3-bin", Tokenizer::Words, 3, Binary),
+        ("chars:3", Tokenizer::CharNgrams(3), 1, Tf),
+        ("chars:5", Tokenizer::CharNgrams(5), 1, Tf),
     ];
     if chinese {
-        bases.push(("chinese".into(), Tokenizer::Chinese, 1));
-        bases.push(("chinese-2".into(), Tokenizer::Chinese, 2));
+        bases.push(("chinese", Tokenizer::Chinese, 1, Tf));
+        bases.push(("chinese-2", Tokenizer::Chinese, 2, Tf));
     }
     let mut out = Vec::new();
-    for (name, tok, w) in bases {
-        let plain = builder(tok, w).build().expect("valid config");
+    for (name, tok, w, weighting) in bases {
+        let b = builder(tok, w).weighting(weighting);
+        let plain = b.clone().build().expect("valid config");
         let idf = IdfTable::from_documents(&plain, idf_docs.iter());
         out.push(Config {
-            name: name.clone(),
+            name: name.to_owned(),
             hasher: plain,
         });
         out.push(Config {
             name: format!("{name}+idf"),
-            hasher: builder(tok, w).idf(idf).build().expect("valid config"),
+            hasher: b.idf(idf).build().expect("valid config"),
         });
     }
     out
@@ -384,13 +424,26 @@ struct CorpusResult {
     name: String,
     /// [threshold][k]
     prf: Vec<Vec<Prf>>,
+    /// With verification: [CORPUS_VERIFY][threshold][k].
+    verified: Vec<Vec<Vec<Prf>>>,
     /// Distance histograms: true pairs (J >= 0.8) and all other pairs.
     hist_true: [u64; 65],
     hist_other: [u64; 65],
 }
 
-fn corpus_run(config: &Config, docs: &[&str], truth: &HashMap<(u32, u32), f64>) -> CorpusResult {
+/// Verification settings tried on the corpus: (shingle width, threshold).
+const CORPUS_VERIFY: [(usize, f64); 4] = [(2, 0.4), (2, 0.5), (2, 0.6), (3, 0.5)];
+
+fn corpus_run(
+    config: &Config,
+    docs: &[&str],
+    truth: &HashMap<(u32, u32), f64>,
+    vsets: &[Vec<ShingleSet>],
+) -> CorpusResult {
     let fps: Vec<u64> = docs.iter().map(|d| config.hasher.fingerprint(d)).collect();
+    let kn = KMAX as usize + 1;
+    let mut vpred = vec![vec![0u64; kn]; CORPUS_VERIFY.len()];
+    let mut vtp = vec![vec![vec![0u64; kn]; THRESHOLDS.len()]; CORPUS_VERIFY.len()];
     let mut predicted = [0u64; KMAX as usize + 1];
     let mut tp = vec![[0u64; KMAX as usize + 1]; THRESHOLDS.len()];
     let mut hist_true = [0u64; 65];
@@ -413,8 +466,41 @@ fn corpus_run(config: &Config, docs: &[&str], truth: &HashMap<(u32, u32), f64>) 
                         }
                     }
                 }
+                for (v, &(w, vt)) in CORPUS_VERIFY.iter().enumerate() {
+                    let sets = &vsets[w - 2];
+                    if sets[i].jaccard(&sets[j]) >= vt {
+                        vpred[v][d as usize] += 1;
+                        for (t, &th) in THRESHOLDS.iter().enumerate() {
+                            if jac.is_some_and(|x| x >= th) {
+                                vtp[v][t][d as usize] += 1;
+                            }
+                        }
+                    }
+                }
             }
         }
+    }
+    let mut verified = Vec::new();
+    for v in 0..CORPUS_VERIFY.len() {
+        let mut per_t = Vec::new();
+        for (t, &th) in THRESHOLDS.iter().enumerate() {
+            let actual = truth.values().filter(|&&x| x >= th).count() as u64;
+            let (mut cp, mut ct) = (0, 0);
+            per_t.push(
+                (0..kn)
+                    .map(|k| {
+                        cp += vpred[v][k];
+                        ct += vtp[v][t][k];
+                        Prf {
+                            tp: ct,
+                            predicted: cp,
+                            actual,
+                        }
+                    })
+                    .collect::<Vec<_>>(),
+            );
+        }
+        verified.push(per_t);
     }
     let mut prf = Vec::new();
     for (t, &th) in THRESHOLDS.iter().enumerate() {
@@ -435,6 +521,7 @@ fn corpus_run(config: &Config, docs: &[&str], truth: &HashMap<(u32, u32), f64>) 
     CorpusResult {
         name: config.name.clone(),
         prf,
+        verified,
         hist_true,
         hist_other,
     }
@@ -477,10 +564,26 @@ struct Units {
 
 impl Units {
     fn render(&self, lang: Lang) -> String {
-        let sep = if lang == Lang::English { " " } else { "" };
         self.paras
             .iter()
-            .map(|p| p.join(sep))
+            .map(|p| match lang {
+                Lang::English => p.join(" "),
+                Lang::Chinese => {
+                    // Characters of Chinese text are written together; two
+                    // neighbouring runs of other characters keep a space.
+                    let mut out = String::new();
+                    let mut prev_han = true;
+                    for u in p {
+                        let han = u.chars().next().is_some_and(is_han);
+                        if !han && !prev_han {
+                            out.push(' ');
+                        }
+                        out.push_str(u);
+                        prev_han = han;
+                    }
+                    out
+                }
+            })
             .collect::<Vec<_>>()
             .join("\n\n")
     }
@@ -504,11 +607,28 @@ fn units_of(text: &str, lang: Lang) -> Vec<Vec<String>> {
     text.split("\n\n")
         .map(|p| match lang {
             Lang::English => p.split_whitespace().map(str::to_owned).collect(),
-            Lang::Chinese => p
-                .chars()
-                .filter(|c| !c.is_whitespace())
-                .map(|c| c.to_string())
-                .collect::<Vec<_>>(),
+            Lang::Chinese => {
+                // Each Han character is a unit; so is each maximal run of
+                // other non-space characters.
+                let mut units = Vec::new();
+                for piece in p.split_whitespace() {
+                    let mut run = String::new();
+                    for c in piece.chars() {
+                        if is_han(c) {
+                            if !run.is_empty() {
+                                units.push(std::mem::take(&mut run));
+                            }
+                            units.push(c.to_string());
+                        } else {
+                            run.push(c);
+                        }
+                    }
+                    if !run.is_empty() {
+                        units.push(run);
+                    }
+                }
+                units
+            }
         })
         .filter(|p: &Vec<String>| !p.is_empty())
         .collect()
@@ -548,11 +668,20 @@ fn windows(text: &str, lang: Lang, len: usize) -> Vec<Units> {
     out
 }
 
+fn is_han(c: char) -> bool {
+    matches!(c as u32, 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0x20000..=0x2FA1F)
+}
+
+/// Mostly prose: at least 70 % letters (English) or 60 % Han characters
+/// (Chinese) among the non-space characters, and at least 4 units.
 fn plausible(u: &Units, lang: Lang) -> bool {
     let text = u.render(lang);
     let total = text.chars().filter(|c| !c.is_whitespace()).count();
-    let letters = text.chars().filter(|c| c.is_alphabetic()).count();
-    total > 0 && letters * 10 >= total * 7 && u.len() >= 4
+    let good = match lang {
+        Lang::English => text.chars().filter(|c| c.is_alphabetic()).count() * 10 >= total * 7,
+        Lang::Chinese => text.chars().filter(|&c| is_han(c)).count() * 10 >= total * 6,
+    };
+    total > 0 && good && u.len() >= 4
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -647,6 +776,8 @@ struct Pool {
     family: Vec<u32>,
     edit: Vec<Option<Edit>>,
     bases: usize,
+    /// Whether fallback sources were added.
+    fallback: bool,
 }
 
 fn build_pool(sources: &[&str], lang: Lang, len: usize, want: usize, seed: u64) -> Pool {
@@ -684,8 +815,12 @@ fn build_pool(sources: &[&str], lang: Lang, len: usize, want: usize, seed: u64) 
         family: Vec::new(),
         edit: Vec::new(),
         bases: kept.len(),
+        fallback: false,
     };
     for (f, (base, _)) in kept.iter().enumerate() {
+        if f < 3 && std::env::var_os("QUALITY_DEBUG").is_some() {
+            eprintln!("BASE {} {len}: {:?}", lang.name(), base.render(lang).chars().take(160).collect::<String>());
+        }
         pool.texts.push(base.render(lang));
         pool.family.push(f as u32);
         pool.edit.push(None);
@@ -697,6 +832,9 @@ fn build_pool(sources: &[&str], lang: Lang, len: usize, want: usize, seed: u64) 
     }
     pool
 }
+
+/// The configurations plotted for short texts.
+const SHORT_PLOTTED: [&str; 4] = ["words", "words-bin", "chars:3", "chinese"];
 
 /// Verification settings tried: (shingle width, Jaccard threshold).
 const VERIFY: [(usize, f64); 6] = [(1, 0.5), (1, 0.6), (2, 0.3), (2, 0.4), (2, 0.5), (3, 0.3)];
@@ -760,6 +898,17 @@ fn pool_run(pool: &Pool, config: &Config) -> PoolResult {
                 edit_hist.get_mut(&e).expect("counted").0[d] += 1;
             } else {
                 neg_hist[d] += 1;
+                if d <= 1 && std::env::var_os("QUALITY_DEBUG").is_some() {
+                    let cut = |t: &str| t.chars().take(200).collect::<String>();
+                    eprintln!(
+                        "NEG {} {} {} d={d}\n  A: {:?}\n  B: {:?}",
+                        pool.lang.name(),
+                        pool.len,
+                        config.name,
+                        cut(&pool.texts[i]),
+                        cut(&pool.texts[j])
+                    );
+                }
             }
             if !verify {
                 continue;
@@ -880,7 +1029,21 @@ fn main() {
     let started = std::time::Instant::now();
     std::fs::create_dir_all(&args.out).unwrap_or_else(|e| die(&format!("{e}")));
     let mut md = String::new();
-    let cmdline: Vec<String> = std::env::args().skip(1).collect();
+    // The command line, with files named one by one counted rather than listed.
+    let mut cmdline: Vec<String> = Vec::new();
+    let mut files = 0;
+    let mut prev_option = false;
+    for a in std::env::args().skip(1) {
+        if !prev_option && !a.starts_with("--") && Path::new(&a).is_file() {
+            files += 1;
+        } else {
+            cmdline.push(a.clone());
+        }
+        prev_option = a.starts_with("--");
+    }
+    if files > 0 {
+        cmdline.push(format!("[{files} files]"));
+    }
     writeln!(
         md,
         "# Quality results\n\nGenerated by `cargo run --release --example quality -- {}`.\n",
@@ -931,10 +1094,18 @@ fn main() {
         started.elapsed()
     );
 
+    let vsets: Vec<Vec<ShingleSet>> = [2usize, 3]
+        .iter()
+        .map(|&w| {
+            docs.iter()
+                .map(|d| ShingleSet::from_tokens(&wh.tokens(&d.text), w))
+                .collect()
+        })
+        .collect();
     let cfgs = configs(&texts, false);
     let mut results = Vec::new();
     for c in &cfgs {
-        results.push(corpus_run(c, &texts, &truth));
+        results.push(corpus_run(c, &texts, &truth, &vsets));
         eprintln!("  {} done ({:.1?})", c.name, started.elapsed());
     }
 
@@ -1078,6 +1249,42 @@ fn main() {
     }
     writeln!(md).unwrap();
 
+    writeln!(
+        md,
+        "### Candidates within k, then verified by word-shingle Jaccard\n\n\
+         A pair is reported when its fingerprints are within k and the Jaccard \
+         similarity of its word w-shingles is at least T (`Jw>=T`). Cells: \
+         precision / recall against the 5-shingle truth at 0.8 (and at 0.5).\n"
+    )
+    .unwrap();
+    write!(md, "| config |").unwrap();
+    for (w, vt) in CORPUS_VERIFY {
+        for k in [3, 6, 10] {
+            write!(md, " J{w}>={vt}, k={k} |").unwrap();
+        }
+    }
+    writeln!(md).unwrap();
+    writeln!(md, "|---|{}", "---|".repeat(CORPUS_VERIFY.len() * 3)).unwrap();
+    for r in &results {
+        write!(md, "| {} |", r.name).unwrap();
+        for v in 0..CORPUS_VERIFY.len() {
+            for k in [3, 6, 10] {
+                let (a, b) = (r.verified[v][1][k], r.verified[v][0][k]);
+                write!(
+                    md,
+                    " {} / {} ({} / {}) |",
+                    fmt_opt(a.precision()),
+                    fmt_opt(a.recall()),
+                    fmt_opt(b.precision()),
+                    fmt_opt(b.recall())
+                )
+                .unwrap();
+            }
+        }
+        writeln!(md).unwrap();
+    }
+    writeln!(md).unwrap();
+
     // ---- Part 2: synthetic edits.
     let mut zh_sources: Vec<String> = Vec::new();
     let (zh_docs, zh_notes) = load(&args.zh, usize::MAX, args.max_bytes);
@@ -1093,6 +1300,21 @@ fn main() {
     )
     .unwrap();
     let zh_refs: Vec<&str> = zh_sources.iter().map(String::as_str).collect();
+    let (fb_docs, fb_notes) = load(&args.zh_fallback, usize::MAX, args.max_bytes);
+    if !fb_docs.is_empty() {
+        writeln!(
+            md,
+            "Chinese fallback sources (used only where marked): {} files ({}).\n",
+            fb_docs.len(),
+            fb_notes.join("; ")
+        )
+        .unwrap();
+    }
+    let zh_all: Vec<&str> = zh_refs
+        .iter()
+        .copied()
+        .chain(fb_docs.iter().map(|d| d.text.as_str()))
+        .collect();
     let en_cfgs = &cfgs;
     let zh_cfgs = configs(&zh_refs, cfg!(feature = "chinese"));
 
@@ -1104,7 +1326,12 @@ fn main() {
             Lang::Chinese => (&zh_refs, &zh_cfgs),
         };
         for &len in &LENGTHS {
-            let pool = build_pool(sources, lang, len, args.bases, len as u64 * 31 + 7);
+            let seed = len as u64 * 31 + 7;
+            let mut pool = build_pool(sources, lang, len, args.bases, seed);
+            if lang == Lang::Chinese && pool.bases < args.bases / 2 && !fb_docs.is_empty() {
+                pool = build_pool(&zh_all, lang, len, args.bases, seed);
+                pool.fallback = true;
+            }
             if pool.bases < 2 {
                 writeln!(
                     md,
@@ -1124,6 +1351,11 @@ fn main() {
             report_pool(&mut md, &pool, &rs);
             if len <= 140 {
                 for r in &rs {
+                    short_target(&mut short_summary, &pool, r);
+                    // Plot a few configurations only.
+                    if !SHORT_PLOTTED.contains(&r.config.as_str()) {
+                        continue;
+                    }
                     let v = VERIFY.iter().position(|&x| x == (2, 0.4)).expect("listed");
                     short_panels.push((
                         format!("{} {len} {}", lang.name(), r.config),
@@ -1146,7 +1378,6 @@ fn main() {
                             ),
                         ],
                     ));
-                    short_target(&mut short_summary, &pool, r);
                 }
             }
         }
@@ -1227,12 +1458,17 @@ fn report_pool(md: &mut String, pool: &Pool, rs: &[PoolResult]) {
     let families = pool.family.len();
     let _ = writeln!(
         md,
-        "### {} {} characters: {} bases, {} texts, {} true pairs (base, edit)\n",
+        "### {} {} characters: {} bases, {} texts, {} true pairs (base, edit){}\n",
         pool.lang.name(),
         pool.len,
         pool.bases,
         families,
-        positives
+        positives,
+        if pool.fallback {
+            "; with the fallback sources"
+        } else {
+            ""
+        }
     );
     let ks = [0usize, 1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20];
     let _ = writeln!(md, "Plain simhash, precision / recall against k:\n");
