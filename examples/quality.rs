@@ -31,6 +31,11 @@
 //! against all pairs of different bases, plain and with candidate generation at
 //! a larger k followed by exact Jaccard verification.
 //!
+//! Environment: `QUALITY_CHECK_TRUTH=1` also computes the Jaccard similarity
+//! of every pair by brute force and checks that the indexed join found
+//! exactly the same pairs; `QUALITY_DEBUG=1` prints a few bases of each
+//! synthetic set and the unrelated pairs found within 1 bit.
+//!
 //! Nothing here is run by `cargo test`.
 
 use std::collections::HashMap;
@@ -71,7 +76,10 @@ fn parse_args() -> Args {
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
-        let mut value = || it.next().unwrap_or_else(|| die(&format!("{a} needs a value")));
+        let mut value = || {
+            it.next()
+                .unwrap_or_else(|| die(&format!("{a} needs a value")))
+        };
         match a.as_str() {
             "--cap" => args.cap = value().parse().unwrap_or_else(|_| die("--cap N")),
             "--max-bytes" => {
@@ -86,7 +94,9 @@ fn parse_args() -> Args {
         }
     }
     if args.paths.is_empty() {
-        die("usage: quality [--cap N] [--max-bytes N] [--zh PATH].. [--bases N] [--out DIR] PATH..");
+        die(
+            "usage: quality [--cap N] [--max-bytes N] [--zh PATH].. [--bases N] [--out DIR] PATH..",
+        );
     }
     args
 }
@@ -190,7 +200,11 @@ fn read_doc(path: &Path, max_bytes: usize) -> Option<String> {
 fn mo_translations(raw: &[u8]) -> Option<String> {
     let word = |at: usize, le: bool| -> Option<usize> {
         let b: [u8; 4] = raw.get(at..at + 4)?.try_into().ok()?;
-        Some(if le { u32::from_le_bytes(b) } else { u32::from_be_bytes(b) } as usize)
+        Some(if le {
+            u32::from_le_bytes(b)
+        } else {
+            u32::from_be_bytes(b)
+        } as usize)
     };
     let le = match word(0, true)? {
         0x9504_12de => true,
@@ -412,7 +426,11 @@ impl Prf {
     }
     fn f1(&self) -> Option<f64> {
         let (p, r) = (self.precision()?, self.recall()?);
-        Some(if p + r == 0.0 { 0.0 } else { 2.0 * p * r / (p + r) })
+        Some(if p + r == 0.0 {
+            0.0
+        } else {
+            2.0 * p * r / (p + r)
+        })
     }
 }
 
@@ -784,7 +802,11 @@ fn build_pool(sources: &[&str], lang: Lang, len: usize, want: usize, seed: u64) 
     let mut rng = Rng(seed);
     let mut cands: Vec<Units> = Vec::new();
     for s in sources {
-        cands.extend(windows(s, lang, len).into_iter().filter(|u| plausible(u, lang)));
+        cands.extend(
+            windows(s, lang, len)
+                .into_iter()
+                .filter(|u| plausible(u, lang)),
+        );
     }
     // Deterministic shuffle.
     for i in (1..cands.len()).rev() {
@@ -819,13 +841,18 @@ fn build_pool(sources: &[&str], lang: Lang, len: usize, want: usize, seed: u64) 
     };
     for (f, (base, _)) in kept.iter().enumerate() {
         if f < 3 && std::env::var_os("QUALITY_DEBUG").is_some() {
-            eprintln!("BASE {} {len}: {:?}", lang.name(), base.render(lang).chars().take(160).collect::<String>());
+            eprintln!(
+                "BASE {} {len}: {:?}",
+                lang.name(),
+                base.render(lang).chars().take(160).collect::<String>()
+            );
         }
         pool.texts.push(base.render(lang));
         pool.family.push(f as u32);
         pool.edit.push(None);
         for e in Edit::all() {
-            pool.texts.push(apply(base, e, &vocab, &mut rng).render(lang));
+            pool.texts
+                .push(apply(base, e, &vocab, &mut rng).render(lang));
             pool.family.push(f as u32);
             pool.edit.push(Some(e));
         }
@@ -965,10 +992,13 @@ fn pool_run(pool: &Pool, config: &Config) -> PoolResult {
 
 // ---------------------------------------------------------------- plots
 
+/// One plot panel: its title and its named series (a value per k).
+type Panel = (String, Vec<(String, Vec<f64>)>);
+
 fn plot_grid(
     path: &Path,
     title: &str,
-    panels: &[(String, Vec<(String, Vec<f64>)>)],
+    panels: &[Panel],
     kmax: u32,
 ) -> Result<(), Box<dyn std::error::Error>> {
     use plotters::prelude::*;
@@ -1066,6 +1096,24 @@ fn main() {
         .collect();
     let texts: Vec<&str> = docs.iter().map(|d| d.text.as_str()).collect();
     let truth = similar_pairs(&sets, THRESHOLDS[0]);
+    if std::env::var_os("QUALITY_CHECK_TRUTH").is_some() {
+        // Brute force over all pairs: the prefix filter must find them all.
+        let mut brute = 0;
+        for i in 0..sets.len() {
+            for j in i + 1..sets.len() {
+                if sets[i].is_empty() || sets[j].is_empty() {
+                    continue;
+                }
+                let jac = sets[i].jaccard(&sets[j]);
+                if jac >= THRESHOLDS[0] {
+                    brute += 1;
+                    assert_eq!(truth.get(&(i as u32, j as u32)), Some(&jac), "pair {i} {j}");
+                }
+            }
+        }
+        assert_eq!(brute, truth.len());
+        eprintln!("truth checked by brute force: {brute} pairs");
+    }
     let n = docs.len();
     let bytes: usize = texts.iter().map(|t| t.len()).sum();
     writeln!(md, "## Corpus\n").unwrap();
@@ -1130,9 +1178,7 @@ fn main() {
                 .max_by(|a, b| {
                     let fa = a.1.f1().unwrap_or(0.0);
                     let fb = b.1.f1().unwrap_or(0.0);
-                    fa.partial_cmp(&fb)
-                        .expect("finite")
-                        .then(b.0.cmp(&a.0))
+                    fa.partial_cmp(&fb).expect("finite").then(b.0.cmp(&a.0))
                 })
                 .expect("k values");
             write!(
@@ -1175,7 +1221,7 @@ fn main() {
             writeln!(md).unwrap();
         }
         writeln!(md, "\n(each cell: precision / recall)\n").unwrap();
-        let panels: Vec<(String, Vec<(String, Vec<f64>)>)> = results
+        let panels: Vec<Panel> = results
             .iter()
             .map(|r| {
                 (
@@ -1196,7 +1242,9 @@ fn main() {
         let file = format!("corpus-j{:02}.svg", (th * 10.0).round() as u32);
         plot_grid(
             &args.out.join(&file),
-            &format!("Corpus: precision and recall against k (true pairs: 5-shingle Jaccard >= {th})"),
+            &format!(
+                "Corpus: precision and recall against k (true pairs: 5-shingle Jaccard >= {th})"
+            ),
             &panels,
             KMAX,
         )
@@ -1318,7 +1366,7 @@ fn main() {
     let en_cfgs = &cfgs;
     let zh_cfgs = configs(&zh_refs, cfg!(feature = "chinese"));
 
-    let mut short_panels: Vec<(String, Vec<(String, Vec<f64>)>)> = Vec::new();
+    let mut short_panels: Vec<Panel> = Vec::new();
     let mut short_summary = String::new();
     for lang in [Lang::English, Lang::Chinese] {
         let (sources, lang_cfgs) = match lang {
@@ -1408,20 +1456,13 @@ fn main() {
     )
     .unwrap_or_else(|e| die(&format!("plot: {e}")));
     writeln!(md, "![plot](short.svg)\n").unwrap();
-    writeln!(
-        md,
-        "Run time: {:.0} s.",
-        started.elapsed().as_secs_f64()
-    )
-    .unwrap();
+    writeln!(md, "Run time: {:.0} s.", started.elapsed().as_secs_f64()).unwrap();
     std::fs::write(args.out.join("results.md"), md).unwrap_or_else(|e| die(&format!("{e}")));
     eprintln!("wrote {}", args.out.join("results.md").display());
 }
 
 fn short_target(out: &mut String, pool: &Pool, r: &PoolResult) {
-    let meets = |p: &Prf| {
-        p.precision().unwrap_or(0.0) >= 0.95 && p.recall().unwrap_or(0.0) >= 0.90
-    };
+    let meets = |p: &Prf| p.precision().unwrap_or(0.0) >= 0.95 && p.recall().unwrap_or(0.0) >= 0.90;
     let cell = |row: &[Prf]| -> String {
         match row.iter().position(meets) {
             Some(k) => format!(
@@ -1482,7 +1523,12 @@ fn report_pool(md: &mut String, pool: &Pool, rs: &[PoolResult]) {
         let _ = write!(md, "| {} |", r.config);
         for k in ks {
             let p = r.plain[k];
-            let _ = write!(md, " {} / {} |", fmt_opt(p.precision()), fmt_opt(p.recall()));
+            let _ = write!(
+                md,
+                " {} / {} |",
+                fmt_opt(p.precision()),
+                fmt_opt(p.recall())
+            );
         }
         let _ = writeln!(md);
     }

@@ -192,9 +192,8 @@ impl FromStr for JaccardRule {
             Some((t, w)) => (t, Some(w)),
             None => (rest, None),
         };
-        let plain_number = |x: &str| {
-            !x.is_empty() && x.bytes().all(|b| b.is_ascii_digit() || b == b'.')
-        };
+        let plain_number =
+            |x: &str| !x.is_empty() && x.bytes().all(|b| b.is_ascii_digit() || b == b'.');
         if !plain_number(t) {
             return Err(bad());
         }
@@ -327,18 +326,42 @@ mod tests {
     #[test]
     fn rules_parse_and_print() {
         let r: JaccardRule = "jaccard:0.25".parse().expect("valid");
-        assert_eq!(r, JaccardRule { threshold: 0.25, width: 2 });
+        assert_eq!(
+            r,
+            JaccardRule {
+                threshold: 0.25,
+                width: 2
+            }
+        );
         let r: JaccardRule = "jaccard:1:5".parse().expect("valid");
-        assert_eq!(r, JaccardRule { threshold: 1.0, width: 5 });
+        assert_eq!(
+            r,
+            JaccardRule {
+                threshold: 1.0,
+                width: 5
+            }
+        );
         assert_eq!(r.to_string().parse::<JaccardRule>(), Ok(r));
         assert_eq!(
             JaccardRule::default().to_string().parse::<JaccardRule>(),
             Ok(JaccardRule::default())
         );
         for bad in [
-            "", "jaccard", "jaccard:", "jaccard:x", "jaccard:-0.1", "jaccard:1.01",
-            "jaccard:0.5:0", "jaccard:0.5:", "jaccard:0.5:-2", "jaccard:0.5:2:1",
-            "cosine:0.5", "jaccard:nan", "jaccard:inf", "jaccard:+0.5", "jaccard:1e-1",
+            "",
+            "jaccard",
+            "jaccard:",
+            "jaccard:x",
+            "jaccard:-0.1",
+            "jaccard:1.01",
+            "jaccard:0.5:0",
+            "jaccard:0.5:",
+            "jaccard:0.5:-2",
+            "jaccard:0.5:2:1",
+            "cosine:0.5",
+            "jaccard:nan",
+            "jaccard:inf",
+            "jaccard:+0.5",
+            "jaccard:1e-1",
         ] {
             let err = bad.parse::<JaccardRule>().expect_err(bad);
             assert!(err.to_string().contains("jaccard:T"), "{err}");
@@ -351,18 +374,30 @@ mod tests {
         let texts = ["a b c d e", "a b c d f", "a b x y z", "q r s t u"];
         // Bigrams: {ab, bc, cd, de} vs {ab, bc, cd, df}: 3 / 5 = 0.6.
         let pairs = [(0, 1), (0, 2), (0, 3), (1, 0)];
-        let rule = JaccardRule { threshold: 0.6, width: 2 };
+        let rule = JaccardRule {
+            threshold: 0.6,
+            width: 2,
+        };
         let kept = verify_pairs(&hasher, &texts, &pairs, rule);
         assert_eq!(kept.len(), 2);
         assert_eq!((kept[0].0, kept[0].1), (0, 1));
         assert_eq!((kept[1].0, kept[1].1), (1, 0));
         assert!((kept[0].2 - 0.6).abs() < 1e-12);
-        let strict = JaccardRule { threshold: 0.61, width: 2 };
+        let strict = JaccardRule {
+            threshold: 0.61,
+            width: 2,
+        };
         assert!(verify_pairs(&hasher, &texts, &pairs, strict).is_empty());
         // Width 1: {a,b,c,d,e} vs {a,b,x,y,z} = 2 / 8.
-        let loose = JaccardRule { threshold: 0.25, width: 1 };
+        let loose = JaccardRule {
+            threshold: 0.25,
+            width: 1,
+        };
         let kept = verify_pairs(&hasher, &texts, &[(0, 2), (2, 3)], loose);
-        assert_eq!(kept.iter().map(|p| (p.0, p.1)).collect::<Vec<_>>(), [(0, 2)]);
+        assert_eq!(
+            kept.iter().map(|p| (p.0, p.1)).collect::<Vec<_>>(),
+            [(0, 2)]
+        );
         assert_eq!(rule.check(&hasher, texts[0], texts[1]), Some(0.6));
         assert_eq!(strict.check(&hasher, texts[0], texts[1]), None);
     }
