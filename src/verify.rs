@@ -120,10 +120,11 @@ pub fn jaccard(hasher: &Simhasher, a: &str, b: &str, width: usize) -> f64 {
 /// assert!("jaccard:1.5".parse::<JaccardRule>().is_err());
 /// ```
 ///
-/// The default, word bigrams at 0.4, is the setting measured in
-/// `docs/QUALITY.md`: it keeps (base, edited copy) pairs of texts of 50
-/// characters or more with up to 10 % of their words edited, and rejects
-/// unrelated texts.
+/// The default, word bigrams at 0.4, is the short-text setting measured in
+/// `docs/QUALITY.md`: on its 50- and 140-character sets (up to 10 % of the
+/// words edited), candidates at k = 5 to 13 checked with it reached
+/// precision 1.000 at recall 0.90 or more. For long documents a stricter
+/// `jaccard:0.6` removes more pairs that merely share a vocabulary.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct JaccardRule {
     /// The smallest Jaccard similarity kept.
