@@ -46,7 +46,7 @@ pub mod plan;
 pub mod search;
 pub mod verify;
 
-pub use engine::{Durability, Index, Match, Options, Stats};
+pub use engine::{Doc, Durability, Index, Match, Options, Stats, VerifyReport};
 pub use error::{Error, Result};
 pub use fingerprint::{FingerprintConfig, FingerprintError, Simhasher, Tokenizer, Weighting};
 

@@ -705,3 +705,75 @@ fn a_failed_flush_or_compaction_poisons_the_writer_and_loses_nothing() {
         }
     }
 }
+
+#[test]
+fn get_doc_and_check_and_insert_keep_names() {
+    let fs = FaultFs::new();
+    let index = open(&fs);
+    index.insert_named(1, A, "https://a.example/").unwrap();
+    assert_eq!(
+        index
+            .insert_if_new_named(2, B, Some("https://b.example/".into()), 3)
+            .unwrap(),
+        Ok(())
+    );
+    // A near duplicate of A is refused and its name is not stored.
+    let refused = index
+        .insert_if_new_named(3, A ^ 0b101, Some("https://c.example/".into()), 3)
+        .unwrap();
+    assert_eq!(refused, Err(vec![m(1, A, 2, Some("https://a.example/"))]));
+    assert_eq!(index.get_doc(3).unwrap(), None);
+    for flushed in [false, true] {
+        if flushed {
+            index.flush().unwrap();
+        }
+        let b = index.get_doc(2).unwrap().expect("document 2 is live");
+        assert_eq!((b.id, b.fingerprint), (2, B));
+        assert_eq!(b.name.as_deref(), Some("https://b.example/"));
+        assert!(b.timestamp_ms > 1_600_000_000_000, "{}", b.timestamp_ms);
+        assert_eq!(index.get(2).unwrap(), Some(B));
+    }
+    index.delete(2).unwrap();
+    assert_eq!(index.get_doc(2).unwrap(), None);
+}
+
+#[test]
+fn for_each_doc_visits_exactly_the_live_documents() {
+    let fs = FaultFs::new();
+    let index = Index::open(
+        dir(),
+        Options {
+            memtable_bytes: 4 << 10,
+            merge_policy: None,
+            ..options(&fs)
+        },
+    )
+    .unwrap();
+    let mut model = std::collections::BTreeMap::new();
+    for i in 0..3_000u64 {
+        let id = mix(i) % 700;
+        match mix(i ^ 0x55) % 5 {
+            0 => {
+                index.delete(id).unwrap();
+                model.remove(&id);
+            }
+            _ => {
+                let fp = mix(i ^ 0xaa);
+                index.insert_named(id, fp, format!("doc-{i}")).unwrap();
+                model.insert(id, (fp, format!("doc-{i}")));
+            }
+        }
+    }
+    assert!(
+        index.stats().segments > 2,
+        "the sequence should span segments"
+    );
+    let mut seen = std::collections::BTreeMap::new();
+    index
+        .for_each_doc(|doc| {
+            let previous = seen.insert(doc.id, (doc.fingerprint, doc.name.clone().unwrap()));
+            assert!(previous.is_none(), "document {} visited twice", doc.id);
+        })
+        .unwrap();
+    assert_eq!(seen, model);
+}

@@ -16,6 +16,9 @@
 
 use std::cmp::Reverse;
 use std::collections::HashSet;
+
+use fnv::FnvHashSet;
+use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -32,7 +35,7 @@ use crate::plan::Plan;
 
 use super::fs::{FileSystem, Mapped, RealFs, WritableFile};
 use super::lock::{DirLock, LockError};
-use super::memtable::{Doc, Memtable, Version};
+use super::memtable::{Doc as MemDoc, Memtable, Version};
 use super::policy::{MergePolicy, TieredMergePolicy};
 
 /// When an acknowledged write is safe.
@@ -104,6 +107,28 @@ pub struct Match {
     pub distance: u32,
     /// Its name, if it was inserted with one.
     pub name: Option<String>,
+}
+
+/// A live document, as [`Index::get_doc`] and [`Index::for_each_doc`] return it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Doc {
+    /// The document id.
+    pub id: u64,
+    /// Its fingerprint.
+    pub fingerprint: u64,
+    /// Its name, if it was inserted with one.
+    pub name: Option<String>,
+    /// When it was inserted, in milliseconds since the Unix epoch.
+    pub timestamp_ms: u64,
+}
+
+/// What [`Index::verify`] read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct VerifyReport {
+    /// Files checked: the manifest, every WAL, every segment and doc map.
+    pub files: usize,
+    /// Bytes read and checked.
+    pub bytes: u64,
 }
 
 /// A snapshot of the index's shape and size.
@@ -502,6 +527,19 @@ impl Index {
         fingerprint: u64,
         k: u32,
     ) -> Result<std::result::Result<(), Vec<Match>>> {
+        self.insert_if_new_named(id, fingerprint, None, k)
+    }
+
+    /// [`insert_if_new`](Index::insert_if_new) with a name stored for the
+    /// inserted document.
+    pub fn insert_if_new_named(
+        &self,
+        id: u64,
+        fingerprint: u64,
+        name: Option<String>,
+        k: u32,
+    ) -> Result<std::result::Result<(), Vec<Match>>> {
+        check_name(name.as_deref())?;
         let mut writer = self.writer()?;
         let matches = self.query(fingerprint, k)?;
         if !matches.is_empty() {
@@ -512,7 +550,7 @@ impl Index {
             id,
             fingerprint,
             timestamp: now_ms(),
-            name: None,
+            name,
         };
         self.write(&mut writer, vec![record])?;
         Ok(Ok(()))
@@ -520,23 +558,113 @@ impl Index {
 
     /// The fingerprint of document `id`, if it is live.
     pub fn get(&self, id: u64) -> Result<Option<u64>> {
+        Ok(self.get_doc(id)?.map(|doc| doc.fingerprint))
+    }
+
+    /// Document `id` with its name and insertion time, if it is live.
+    pub fn get_doc(&self, id: u64) -> Result<Option<Doc>> {
         let state = read_lock(&self.state);
         match state.memtable.version(id) {
             Some(Version::Live(doc)) => {
-                return Ok(self.fresh(doc.timestamp).then_some(doc.fingerprint));
+                return Ok(self.fresh(doc.timestamp).then(|| Doc {
+                    id,
+                    fingerprint: doc.fingerprint,
+                    name: doc.name.as_deref().map(str::to_owned),
+                    timestamp_ms: doc.timestamp,
+                }));
             }
             Some(Version::Deleted { .. }) => return Ok(None),
             None => {}
         }
         for segment in &state.segments {
             if let Some(entry) = segment.by_id(id)? {
-                return Ok(self.fresh(entry.timestamp).then_some(entry.fingerprint));
+                return Ok(self.fresh(entry.timestamp).then(|| public_doc(&entry)));
             }
             if segment.tombstone(id)?.is_some() {
                 return Ok(None);
             }
         }
         Ok(None)
+    }
+
+    /// Calls `f` once for every live document, from a consistent snapshot:
+    /// the memtable's in id order, then each segment's in fingerprint order.
+    /// Holds the state's read lock throughout (writers wait for flushes, not
+    /// for this), so keep `f` quick.
+    pub fn for_each_doc(&self, mut f: impl FnMut(&Doc)) -> Result<()> {
+        let state = read_lock(&self.state);
+        for (id, version) in state.memtable.versions() {
+            if let Version::Live(doc) = version
+                && self.fresh(doc.timestamp)
+            {
+                f(&Doc {
+                    id,
+                    fingerprint: doc.fingerprint,
+                    name: doc.name.as_deref().map(str::to_owned),
+                    timestamp_ms: doc.timestamp,
+                });
+            }
+        }
+        for (s, segment) in state.segments.iter().enumerate() {
+            for entry in segment.docs.entries() {
+                let entry = entry.map_err(|e| corrupted(&segment.ids_path, &e))?;
+                if self.fresh(entry.timestamp) && !shadowed(&state, s, entry.id)? {
+                    f(&public_doc(&entry));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads every file the index consists of and checks every checksum and
+    /// structural invariant: the manifest, each WAL (a torn tail is not
+    /// damage: it is what a crash mid-append leaves, and recovery drops it),
+    /// and each segment's tables (every block decoded) and doc map. The first
+    /// damage found is returned as [`Error::Corrupted`] with its file and
+    /// offset.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        let _writer = if self.read_only {
+            None
+        } else {
+            // Hold off flushes and merges so the files stay as the manifest says.
+            Some(self.writer.lock().unwrap_or_else(PoisonError::into_inner))
+        };
+        let mut report = VerifyReport::default();
+        let manifest_path = self.dir.join(FileKind::Manifest.file_name(0));
+        let bytes = self
+            .fs
+            .read(&manifest_path)
+            .map_err(named_file_error(&manifest_path, "read"))?;
+        let manifest = Manifest::decode(&bytes).map_err(|e| corrupted(&manifest_path, &e))?;
+        report.files += 1;
+        report.bytes += bytes.len() as u64;
+        for &wal_id in &manifest.wal_ids {
+            let path = self.dir.join(FileKind::Wal.file_name(wal_id));
+            let bytes = self
+                .fs
+                .read(&path)
+                .map_err(named_file_error(&path, "read"))?;
+            let reader = WalReader::new(&bytes).map_err(|e| corrupted(&path, &e))?;
+            if let (_, WalEnd::Corrupted { error, .. }) = reader.read_all() {
+                return Err(corrupted(&path, &error));
+            }
+            report.files += 1;
+            report.bytes += bytes.len() as u64;
+        }
+        let state = read_lock(&self.state);
+        for segment in &state.segments {
+            segment
+                .tables
+                .verify()
+                .map_err(|e| corrupted(&segment.seg_path, &e))?;
+            segment
+                .docs
+                .verify()
+                .map_err(|e| corrupted(&segment.ids_path, &e))?;
+            report.files += 2;
+            report.bytes += segment.meta.seg_file_len + segment.meta.ids_file_len;
+        }
+        Ok(report)
     }
 
     /// Every live document within distance `k` of `fingerprint`, sorted by
@@ -790,8 +918,8 @@ impl Index {
             new_wal_file(&self.dir, self.fs.as_ref(), wal_id)?;
         }
         let tables =
-            SegmentReader::new(seg_bytes.to_vec()).map_err(|e| corrupted(&seg_path, &e))?;
-        let docs = DocMapReader::new(ids_bytes.to_vec()).map_err(|e| corrupted(&ids_path, &e))?;
+            SegmentReader::new(seg_bytes).map_err(|e| corrupted(&seg_path, &e))?;
+        let docs = DocMapReader::new(ids_bytes).map_err(|e| corrupted(&ids_path, &e))?;
         let mut meta = SegmentMeta {
             id: segment_id,
             level,
@@ -871,8 +999,16 @@ impl Index {
         {
             return Ok(());
         }
-        let mut seen: HashSet<u64> = HashSet::new();
-        let mut survivors: Vec<(u64, Doc)> = Vec::new();
+        let docs_in_run: u64 = run
+            .iter()
+            .map(|s| s.meta.doc_count + s.meta.tombstone_count)
+            .sum();
+        let mut seen: FnvHashSet<u64> = FnvHashSet::with_capacity_and_hasher(
+            usize::try_from(docs_in_run).unwrap_or(0),
+            Default::default(),
+        );
+        let mut survivors: Vec<(u64, MemDoc)> = Vec::new();
+        let mut not_surviving: Vec<u64> = Vec::new();
         let mut tombstones: Vec<Tombstone> = Vec::new();
         // Segments are newest first, and an id has at most one version (an
         // entry or a tombstone) per segment, so the first seen is the newest.
@@ -885,10 +1021,13 @@ impl Index {
             }
             for entry in segment.docs.entries() {
                 let e = entry.map_err(|e| corrupted(&segment.ids_path, &e))?;
-                if seen.insert(e.id) && self.fresh(e.timestamp) {
+                if !(seen.insert(e.id) && self.fresh(e.timestamp)) {
+                    // Its fingerprint leaves the tables unless a survivor has it.
+                    not_surviving.push(e.fingerprint);
+                } else {
                     survivors.push((
                         e.id,
-                        Doc {
+                        MemDoc {
                             seq: e.seq,
                             fingerprint: e.fingerprint,
                             timestamp: e.timestamp,
@@ -909,14 +1048,7 @@ impl Index {
         } else {
             let segment_id = manifest.next_segment_id;
             manifest.next_segment_id += 1;
-            let mut fingerprints: Vec<u64> = survivors.iter().map(|(_, d)| d.fingerprint).collect();
-            fingerprints.sort_unstable();
-            fingerprints.dedup();
-            let tables = self.plan.tables().iter().map(|table| {
-                let mut keys: Vec<u64> = fingerprints.iter().map(|&fp| table.permute(fp)).collect();
-                keys.sort_unstable();
-                keys
-            });
+            let tables = self.merged_tables(&run, &survivors, not_surviving)?;
             let mut docs = DocMapWriter::new(segment_id);
             for (id, doc) in &survivors {
                 docs.push(DocEntry {
@@ -931,7 +1063,8 @@ impl Index {
             for tombstone in tombstones {
                 docs.push_tombstone(tombstone);
             }
-            let (seg_bytes, ids_bytes) = encode_segment(&self.plan, segment_id, tables, docs)?;
+            let (seg_bytes, ids_bytes) =
+                encode_segment(&self.plan, segment_id, tables.into_iter(), docs)?;
             let level = run.iter().map(|s| s.meta.level).max().unwrap_or(0) + 1;
             Some(self.publish_segment(
                 &mut manifest,
@@ -955,6 +1088,79 @@ impl Index {
         }
         w.manifest = manifest;
         Ok(())
+    }
+}
+
+impl Index {
+    /// The permuted tables of a merge's output: each input segment's table
+    /// is already sorted, so the inputs are decoded, concatenated and merged
+    /// (a stable sort finds and merges the runs), less the fingerprints no
+    /// survivor has (replaced, deleted or expired), and less duplicates (one
+    /// fingerprint may live in several inputs).
+    fn merged_tables(
+        &self,
+        run: &[Arc<Segment>],
+        survivors: &[(u64, MemDoc)],
+        not_surviving: Vec<u64>,
+    ) -> Result<Vec<Vec<u64>>> {
+        let mut live: Vec<u64> = survivors.iter().map(|(_, d)| d.fingerprint).collect();
+        live.sort_unstable();
+        live.dedup();
+        // Every key of an input table is the fingerprint of an entry of its
+        // doc map; those of entries that did not survive are dropped, unless
+        // a survivor has the same fingerprint.
+        let mut dropped = not_surviving;
+        dropped.retain(|fp| live.binary_search(fp).is_err());
+        let total: usize = run
+            .iter()
+            .map(|s| usize::try_from(s.meta.key_count).unwrap_or(0))
+            .sum();
+        self.plan
+            .tables()
+            .par_iter()
+            .enumerate()
+            .map(|(t, table)| {
+                let mut dead: Vec<u64> = dropped.iter().map(|&fp| table.permute(fp)).collect();
+                dead.sort_unstable();
+                let mut keys = Vec::with_capacity(total);
+                for segment in run {
+                    let reader = segment
+                        .tables
+                        .table(t)
+                        .map_err(|e| corrupted(&segment.seg_path, &e))?;
+                    for key in reader.iter() {
+                        let key = key.map_err(|e| corrupted(&segment.seg_path, &e))?;
+                        if dead.is_empty() || dead.binary_search(&key).is_err() {
+                            keys.push(key);
+                        }
+                    }
+                }
+                keys.sort();
+                keys.dedup();
+                if keys.len() != live.len() {
+                    let segment = &run[0];
+                    return Err(Error::Corrupted {
+                        path: segment.seg_path.clone(),
+                        offset: 0,
+                        reason: format!(
+                            "merging table {t}: {} keys for {} live fingerprints (a table and its doc map disagree)",
+                            keys.len(),
+                            live.len()
+                        ),
+                    });
+                }
+                Ok(keys)
+            })
+            .collect()
+    }
+}
+
+fn public_doc(entry: &DocEntry<'_>) -> Doc {
+    Doc {
+        id: entry.id,
+        fingerprint: entry.fingerprint,
+        name: entry.name.map(str::to_owned),
+        timestamp_ms: entry.timestamp,
     }
 }
 
@@ -983,7 +1189,7 @@ fn apply(memtable: &mut Memtable, record: Record) -> u64 {
         } => {
             memtable.insert(
                 id,
-                Doc {
+                MemDoc {
                     seq,
                     fingerprint,
                     timestamp,

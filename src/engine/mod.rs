@@ -8,4 +8,4 @@ pub mod lock;
 mod memtable;
 pub mod policy;
 
-pub use index::{Durability, Index, Match, Options, Stats};
+pub use index::{Doc, Durability, Index, Match, Options, Stats, VerifyReport};

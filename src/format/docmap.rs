@@ -136,16 +136,17 @@ impl DocMapWriter {
             ));
         }
         self.entries.sort_unstable_by_key(|e| (e.fingerprint, e.id));
-        let mut by_id: Vec<u32> = (0..self.entries.len() as u32).collect();
-        by_id.sort_unstable_by_key(|&i| self.entries.get(i as usize).map(|e| e.id));
-        let ids: Vec<u64> = by_id
+        // (id, position) pairs sorted directly: sorting positions by a key
+        // looked up in `entries` would miss the cache on every comparison.
+        let mut by_id: Vec<(u64, u32)> = self
+            .entries
             .iter()
-            .filter_map(|&i| self.entries.get(i as usize).map(|e| e.id))
+            .zip(0u32..)
+            .map(|(e, position)| (e.id, position))
             .collect();
-        if let Some(w) = ids.windows(2).find(|w| w.first() == w.get(1)) {
-            return Err(EncodeError::DuplicateId {
-                id: w.first().copied().unwrap_or_default(),
-            });
+        by_id.sort_unstable();
+        if let Some(w) = by_id.windows(2).find(|w| w[0].0 == w[1].0) {
+            return Err(EncodeError::DuplicateId { id: w[0].0 });
         }
         self.tombstones.sort_unstable();
         if let Some(w) = self
@@ -193,7 +194,7 @@ impl DocMapWriter {
         }
         c.end_section();
 
-        for (&position, &id) in by_id.iter().zip(&ids) {
+        for &(id, position) in &by_id {
             record.clear();
             record.extend_from_slice(&id.to_le_bytes());
             record.extend_from_slice(&position.to_le_bytes());
