@@ -8,7 +8,8 @@
 //! - it holds exactly the documents of the model after some prefix of the
 //!   attempted operations: every acknowledged one, plus possibly the one in
 //!   flight, and nothing else (no holes, no partial batch);
-//! - exact queries equal brute force over that model.
+//! - exact queries equal brute force over that model;
+//! - `Index::verify` finds every checksum of every file intact.
 //!
 //! The same directory then goes through more cycles, so recovery of an
 //! already recovered index is exercised too. Both durability modes; small
@@ -200,11 +201,15 @@ fn crash_child() {
     let index = Index::open(dir, options(durability)).expect("child: open");
     let mut out = std::io::stdout().lock();
     for (i, op) in ops(seed).take(CHILD_OPS).enumerate() {
-        writeln!(out, "b {i}").and_then(|()| out.flush()).expect("pipe");
+        writeln!(out, "b {i}")
+            .and_then(|()| out.flush())
+            .expect("pipe");
         if let Err(e) = perform(&index, &op) {
             panic!("child: operation {i} ({op:?}) failed: {e}");
         }
-        writeln!(out, "a {i}").and_then(|()| out.flush()).expect("pipe");
+        writeln!(out, "a {i}")
+            .and_then(|()| out.flush())
+            .expect("pipe");
     }
 }
 
@@ -422,6 +427,10 @@ fn kill_cycles(durability: Durability, dirs: u64, cycles_per_dir: u64, base_seed
 
             let index = Index::open(&dir, options(durability))
                 .unwrap_or_else(|e| panic!("{ctx}: reopen after the kill: {e}"));
+            // Every checksum of every file the manifest names holds.
+            index
+                .verify()
+                .unwrap_or_else(|e| panic!("{ctx}: verify after the kill: {e}"));
             let got = snapshot(&index);
             // Models after every acknowledged operation, then after the one
             // in flight (if any).

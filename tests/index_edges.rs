@@ -324,7 +324,10 @@ fn a_full_disk_fails_the_write_clearly_and_loses_nothing() {
             // The failed write was not acknowledged: it may be there or not
             // (a failed sync can leave its bytes in the log), but whole.
             let failed = index.get(50).unwrap();
-            assert!(failed.is_none() || failed == Some(50 << 8), "{ctx}: {failed:?}");
+            assert!(
+                failed.is_none() || failed == Some(50 << 8),
+                "{ctx}: {failed:?}"
+            );
             index.insert(50, 50 << 8).unwrap();
             index.flush().unwrap();
         }
