@@ -464,6 +464,9 @@ fn kill_cycles(durability: Durability, dirs: u64, cycles_per_dir: u64, base_seed
             tally.cycles += 1;
             tally.acknowledged += acked as u64;
             tally.finished += u64::from(!killed);
+            if tally.cycles % 500 == 0 {
+                eprintln!("{durability:?}: {tally:?}");
+            }
         }
     }
     tally

@@ -917,8 +917,7 @@ impl Index {
         if let Some(wal_id) = new_wal {
             new_wal_file(&self.dir, self.fs.as_ref(), wal_id)?;
         }
-        let tables =
-            SegmentReader::new(seg_bytes).map_err(|e| corrupted(&seg_path, &e))?;
+        let tables = SegmentReader::new(seg_bytes).map_err(|e| corrupted(&seg_path, &e))?;
         let docs = DocMapReader::new(ids_bytes).map_err(|e| corrupted(&ids_path, &e))?;
         let mut meta = SegmentMeta {
             id: segment_id,
