@@ -2,7 +2,8 @@
 //! upserts, named inserts, batches, deletes, flushes, compactions, reopens and
 //! crashes (process kills; power loss in `Durability::Sync`) on the
 //! fault-injecting file system, checked after every step against a `BTreeMap`
-//! of live documents searched by brute force.
+//! of live documents searched by brute force, and `Index::verify` after every
+//! reopen.
 
 #![no_main]
 
@@ -54,6 +55,7 @@ fn brute_force(model: &Model, fp: u64, k: u32) -> Vec<Match> {
 }
 
 fn check(index: &Index, model: &Model, step: usize) {
+    index.verify().unwrap_or_else(|e| panic!("step {step}: verify: {e}"));
     for id in 0..32 {
         assert_eq!(index.get(id).unwrap(), model.get(&id).map(|(fp, _)| *fp), "step {step}: get({id})");
     }
