@@ -1,8 +1,9 @@
 //! Real process kills: a child process (this test binary run again) writes to
 //! an index on the real file system and reports every acknowledged operation
 //! through a pipe; the parent kills it with SIGKILL at a random moment (after
-//! a random number of acknowledgements, while a flush or compaction runs, or
-//! after a random delay), reopens the index and checks that
+//! a random number of acknowledgements, while a flush or compaction runs,
+//! after a random delay, or while it opens and recovers the index), reopens
+//! the index and checks that
 //!
 //! - it opens without error;
 //! - it holds exactly the documents of the model after some prefix of the
@@ -223,6 +224,9 @@ enum KillAt {
     FlushOrCompact(usize, Duration),
     /// A delay after the child's first report.
     Delay(Duration),
+    /// A delay after the child was started: often while it opens the index
+    /// and recovers the previous cycle's WAL.
+    SinceSpawn(Duration),
 }
 
 /// Counts over a run of cycles.
@@ -236,6 +240,9 @@ struct Tally {
     killed_in_flush_or_compact: u64,
     /// Cycles where the child finished every operation before the kill.
     finished: u64,
+    /// Cycles killed before the child acknowledged anything (most of them
+    /// while it opened and recovered the index).
+    killed_before_first_ack: u64,
 }
 
 /// Reads the child's reports: (started, acknowledged) operation indices.
@@ -296,7 +303,10 @@ fn run_child(dir: &Path, seed: u64, durability: Durability, kill_at: KillAt) -> 
 
     let mut acked = 0usize;
     let mut flushes_started = 0usize;
-    let mut deadline: Option<Instant> = None;
+    let mut deadline: Option<Instant> = match kill_at {
+        KillAt::SinceSpawn(d) => Some(Instant::now() + d),
+        _ => None,
+    };
     let record = |(tag, n): (char, usize), acked: &mut usize| {
         if tag == 'a' {
             assert_eq!(n, *acked, "acknowledgements out of order");
@@ -412,13 +422,14 @@ fn kill_cycles(durability: Durability, dirs: u64, cycles_per_dir: u64, base_seed
                 Durability::Buffered => 400,
                 Durability::Sync => 150,
             };
-            let kill_at = match rng.below(3) {
+            let kill_at = match rng.below(4) {
                 0 => KillAt::Acks(rng.below(max_acks) as usize),
                 1 => KillAt::FlushOrCompact(
                     rng.below(6) as usize,
                     Duration::from_micros(rng.below(400)),
                 ),
-                _ => KillAt::Delay(Duration::from_micros(rng.below(40_000))),
+                2 => KillAt::Delay(Duration::from_micros(rng.below(40_000))),
+                _ => KillAt::SinceSpawn(Duration::from_micros(rng.below(30_000))),
             };
             let ctx = format!(
                 "{durability:?}, dir {d} cycle {c}, seed {seed}, kill at {kill_at:?} (base seed {base_seed})"
@@ -464,6 +475,7 @@ fn kill_cycles(durability: Durability, dirs: u64, cycles_per_dir: u64, base_seed
             tally.cycles += 1;
             tally.acknowledged += acked as u64;
             tally.finished += u64::from(!killed);
+            tally.killed_before_first_ack += u64::from(killed && acked == 0);
             if tally.cycles % 500 == 0 {
                 eprintln!("{durability:?}: {tally:?}");
             }
