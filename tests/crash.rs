@@ -5,7 +5,8 @@
 //! after a random delay, or while it opens and recovers the index), reopens
 //! the index and checks that
 //!
-//! - it opens without error;
+//! - it opens without error (and so does a read-only open before it, which
+//!   sees the same state);
 //! - it holds exactly the documents of the model after some prefix of the
 //!   attempted operations: every acknowledged one, plus possibly the one in
 //!   flight, and nothing else (no holes, no partial batch);
@@ -25,7 +26,7 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -35,7 +36,7 @@ use std::time::{Duration, Instant};
 use common::{Model, brute_force};
 use simhashdb::engine::policy::{MergePolicy, TieredMergePolicy};
 use simhashdb::plan::Plan;
-use simhashdb::{Durability, Index, Options};
+use simhashdb::{Durability, Error, Index, Options};
 
 /// Set in a child process: "<dir>\t<seed>\t<durability>".
 const CHILD_ENV: &str = "SIMHASHDB_CRASH_CHILD";
@@ -436,6 +437,23 @@ fn kill_cycles(durability: Durability, dirs: u64, cycles_per_dir: u64, base_seed
             );
             let (acked, killed) = run_child(&dir, seed, durability, kill_at);
 
+            // A reader first: it recovers in memory, leaving the files as the
+            // kill left them, and must see what the writer will.
+            let read_only = if rng.below(2) == 0 {
+                match Index::open_read_only(&dir) {
+                    Ok(reader) => Some(snapshot(&reader)),
+                    // Killed while creating the index: there is none yet
+                    // (the parent's writer open below creates it).
+                    Err(Error::Io { source, .. })
+                        if c == 0 && acked == 0 && source.kind() == ErrorKind::NotFound =>
+                    {
+                        None
+                    }
+                    Err(e) => panic!("{ctx}: read-only open after the kill: {e}"),
+                }
+            } else {
+                None
+            };
             let index = Index::open(&dir, options(durability))
                 .unwrap_or_else(|e| panic!("{ctx}: reopen after the kill: {e}"));
             // Every checksum of every file the manifest names holds.
@@ -467,6 +485,9 @@ fn kill_cycles(durability: Durability, dirs: u64, cycles_per_dir: u64, base_seed
                      operation ({:?}): {after_next:?}",
                     attempted.get(acked)
                 );
+            }
+            if let Some(seen) = read_only {
+                assert_eq!(seen, got, "{ctx}: a read-only open saw another state");
             }
             check_queries(&index, &model, &mut rng, &ctx);
             if next_in_flight && attempted[acked].is_flush_or_compact() {
