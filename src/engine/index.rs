@@ -21,7 +21,10 @@ use fnv::FnvHashSet;
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{
+    Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard,
+};
+use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
@@ -78,6 +81,11 @@ pub struct Options {
     /// Which segments to merge after a flush; `None` merges only on
     /// `compact()`. Default: [`TieredMergePolicy`] with a fan-in of 8.
     pub merge_policy: Option<Arc<dyn MergePolicy>>,
+    /// Run the merge policy's merges on a background thread, so that writes
+    /// go on while segments merge; `false` merges on the writing thread after
+    /// a flush. With a custom `file_system` merges always run on the writing
+    /// thread (a simulated crash must stop every write at once).
+    pub merge_thread: bool,
 }
 
 impl Default for Options {
@@ -92,6 +100,7 @@ impl Default for Options {
             memtable_bytes: 64 << 20,
             file_system: None,
             merge_policy: Some(Arc::new(TieredMergePolicy::default())),
+            merge_thread: true,
         }
     }
 }
@@ -163,18 +172,33 @@ pub struct Stats {
 /// (writes are serialised).
 #[derive(Debug)]
 pub struct Index {
+    core: Arc<Core>,
+    durability: Durability,
+    memtable_budget: usize,
+    read_only: bool,
+    writer: Mutex<Option<Writer>>,
+    /// The background merge thread, if merges run there.
+    merger: Option<Merger>,
+    // Dropped last: the lock outlives every file operation.
+    _lock: Option<DirLock>,
+}
+
+/// What the writing thread and the merge thread share.
+#[derive(Debug)]
+struct Core {
     dir: PathBuf,
     fs: Arc<dyn FileSystem>,
     plan: Plan,
     fingerprint_config: String,
-    durability: Durability,
     retention_ms: u64,
-    memtable_budget: usize,
     merge_policy: Option<Arc<dyn MergePolicy>>,
-    read_only: bool,
-    _lock: Option<DirLock>,
     state: RwLock<State>,
-    writer: Mutex<Option<Writer>>,
+    /// The manifest as last committed, plus ids allocated since (a commit
+    /// writes it whole, so a flush and a merge never lose each other's edits).
+    manifest: Mutex<Manifest>,
+    /// Held through each merge: merges (background or `compact`) run one at
+    /// a time.
+    merging: Mutex<()>,
     poisoned: AtomicBool,
 }
 
@@ -188,7 +212,79 @@ struct State {
 #[derive(Debug)]
 struct Writer {
     wal: Box<dyn WritableFile>,
-    manifest: Manifest,
+    wal_id: u64,
+    next_seq: u64,
+}
+
+/// The background merge thread and its wake-up signal.
+#[derive(Debug)]
+struct Merger {
+    signal: Arc<(Mutex<MergeSignal>, Condvar)>,
+    handle: Option<JoinHandle<()>>,
+}
+
+#[derive(Debug, Default)]
+struct MergeSignal {
+    /// A flush happened since the thread last consulted the policy.
+    pending: bool,
+    shutdown: bool,
+}
+
+impl Merger {
+    fn start(core: Arc<Core>) -> std::io::Result<Merger> {
+        let signal = Arc::new((Mutex::new(MergeSignal::default()), Condvar::new()));
+        let thread_signal = signal.clone();
+        let handle = std::thread::Builder::new()
+            .name("simhashdb-merge".into())
+            .spawn(move || {
+                let (signal, wake) = &*thread_signal;
+                loop {
+                    {
+                        let mut s = lock(signal);
+                        while !s.pending && !s.shutdown {
+                            s = wake.wait(s).unwrap_or_else(PoisonError::into_inner);
+                        }
+                        if s.shutdown {
+                            return;
+                        }
+                        s.pending = false;
+                    }
+                    if core.poisoned.load(Ordering::Acquire) {
+                        continue;
+                    }
+                    let _merging = lock(&core.merging);
+                    let result = core.apply_merge_policy();
+                    // A failed merge leaves the committed state intact; later
+                    // writes fail (the files may be in an unknown state).
+                    core.poison_on_error(result).ok();
+                }
+            })?;
+        Ok(Merger {
+            signal,
+            handle: Some(handle),
+        })
+    }
+
+    fn wake(&self) {
+        let (signal, wake) = &*self.signal;
+        lock(signal).pending = true;
+        wake.notify_one();
+    }
+}
+
+impl Drop for Index {
+    fn drop(&mut self) {
+        if let Some(merger) = &mut self.merger {
+            let (signal, wake) = &*merger.signal;
+            lock(signal).shutdown = true;
+            wake.notify_one();
+            if let Some(handle) = merger.handle.take() {
+                // A merge in progress finishes first; a panic there has
+                // already been reported.
+                let _ = handle.join();
+            }
+        }
+    }
 }
 
 /// A live segment: its tables and doc map, mapped.
@@ -268,6 +364,11 @@ fn read_lock<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
     // A panic while holding the lock leaves consistent data (every update is
     // a single assignment or completes before unlocking), so carry on.
     lock.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // As for the state: every update completes before unlocking.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn write_lock<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
@@ -380,9 +481,9 @@ impl Index {
         }
 
         let writer = if read_only {
-            None
+            (None, manifest)
         } else {
-            let mut manifest = manifest.clone();
+            let mut manifest = manifest;
             manifest.next_seq = next_seq;
             let path = if logged.is_empty() && !torn && manifest.wal_ids.len() == 1 {
                 // A crash may have come between a rename and its directory
@@ -408,23 +509,47 @@ impl Index {
             };
             let wal = fs.open_append(&path).map_err(io_error(&path, "open"))?;
             remove_orphans(dir, fs.as_ref(), &manifest);
-            Some(Writer { wal, manifest })
+            let wal_id = manifest.wal_ids.last().copied().unwrap_or(0);
+            (
+                Some(Writer {
+                    wal,
+                    wal_id,
+                    next_seq,
+                }),
+                manifest,
+            )
         };
+        let (writer, manifest) = writer;
 
-        Ok(Index {
+        let core = Arc::new(Core {
             dir: dir.to_path_buf(),
             fs,
             plan,
             fingerprint_config: manifest.fingerprint_config.clone(),
-            durability: options.durability,
             retention_ms: manifest.retention_ms,
-            memtable_budget: options.memtable_bytes,
             merge_policy: options.merge_policy.clone(),
-            read_only,
-            _lock: lock,
             state: RwLock::new(State { memtable, segments }),
-            writer: Mutex::new(writer),
+            manifest: Mutex::new(manifest),
+            merging: Mutex::new(()),
             poisoned: AtomicBool::new(false),
+        });
+        let merger = if !read_only
+            && options.merge_thread
+            && options.file_system.is_none()
+            && core.merge_policy.is_some()
+        {
+            Some(Merger::start(core.clone()).map_err(io_error(dir, "start the merge thread"))?)
+        } else {
+            None
+        };
+        Ok(Index {
+            core,
+            durability: options.durability,
+            memtable_budget: options.memtable_bytes,
+            read_only,
+            writer: Mutex::new(writer),
+            merger,
+            _lock: lock,
         })
     }
 
@@ -459,12 +584,12 @@ impl Index {
 
     /// The directory of the index.
     pub fn dir(&self) -> &Path {
-        &self.dir
+        &self.core.dir
     }
 
     /// The index's plan (its `k` is the largest distance queries may ask for).
     pub fn plan(&self) -> &Plan {
-        &self.plan
+        &self.core.plan
     }
 
     /// Inserts document `id` with `fingerprint`, replacing any earlier version of `id`.
@@ -563,10 +688,10 @@ impl Index {
 
     /// Document `id` with its name and insertion time, if it is live.
     pub fn get_doc(&self, id: u64) -> Result<Option<Doc>> {
-        let state = read_lock(&self.state);
+        let state = read_lock(&self.core.state);
         match state.memtable.version(id) {
             Some(Version::Live(doc)) => {
-                return Ok(self.fresh(doc.timestamp).then(|| Doc {
+                return Ok(self.core.fresh(doc.timestamp).then(|| Doc {
                     id,
                     fingerprint: doc.fingerprint,
                     name: doc.name.as_deref().map(str::to_owned),
@@ -578,7 +703,7 @@ impl Index {
         }
         for segment in &state.segments {
             if let Some(entry) = segment.by_id(id)? {
-                return Ok(self.fresh(entry.timestamp).then(|| public_doc(&entry)));
+                return Ok(self.core.fresh(entry.timestamp).then(|| public_doc(&entry)));
             }
             if segment.tombstone(id)?.is_some() {
                 return Ok(None);
@@ -592,10 +717,10 @@ impl Index {
     /// Holds the state's read lock throughout (writers wait for flushes, not
     /// for this), so keep `f` quick.
     pub fn for_each_doc(&self, mut f: impl FnMut(&Doc)) -> Result<()> {
-        let state = read_lock(&self.state);
+        let state = read_lock(&self.core.state);
         for (id, version) in state.memtable.versions() {
             if let Version::Live(doc) = version
-                && self.fresh(doc.timestamp)
+                && self.core.fresh(doc.timestamp)
             {
                 f(&Doc {
                     id,
@@ -608,7 +733,7 @@ impl Index {
         for (s, segment) in state.segments.iter().enumerate() {
             for entry in segment.docs.entries() {
                 let entry = entry.map_err(|e| corrupted(&segment.ids_path, &e))?;
-                if self.fresh(entry.timestamp) && !shadowed(&state, s, entry.id)? {
+                if self.core.fresh(entry.timestamp) && !shadowed(&state, s, entry.id)? {
                     f(&public_doc(&entry));
                 }
             }
@@ -626,12 +751,15 @@ impl Index {
         let _writer = if self.read_only {
             None
         } else {
-            // Hold off flushes and merges so the files stay as the manifest says.
+            // Hold off flushes so the files stay as the manifest says.
             Some(self.writer.lock().unwrap_or_else(PoisonError::into_inner))
         };
+        // And merges.
+        let _merging = lock(&self.core.merging);
         let mut report = VerifyReport::default();
-        let manifest_path = self.dir.join(FileKind::Manifest.file_name(0));
+        let manifest_path = self.core.dir.join(FileKind::Manifest.file_name(0));
         let bytes = self
+            .core
             .fs
             .read(&manifest_path)
             .map_err(named_file_error(&manifest_path, "read"))?;
@@ -639,8 +767,9 @@ impl Index {
         report.files += 1;
         report.bytes += bytes.len() as u64;
         for &wal_id in &manifest.wal_ids {
-            let path = self.dir.join(FileKind::Wal.file_name(wal_id));
+            let path = self.core.dir.join(FileKind::Wal.file_name(wal_id));
             let bytes = self
+                .core
                 .fs
                 .read(&path)
                 .map_err(named_file_error(&path, "read"))?;
@@ -651,7 +780,7 @@ impl Index {
             report.files += 1;
             report.bytes += bytes.len() as u64;
         }
-        let state = read_lock(&self.state);
+        let state = read_lock(&self.core.state);
         for segment in &state.segments {
             segment
                 .tables
@@ -670,18 +799,18 @@ impl Index {
     /// Every live document within distance `k` of `fingerprint`, sorted by
     /// (distance, id). `k` above the plan's `k` is refused.
     pub fn query(&self, fingerprint: u64, k: u32) -> Result<Vec<Match>> {
-        if k > self.plan.k() {
+        if k > self.core.plan.k() {
             return Err(Error::DistanceTooLarge {
                 requested: k,
-                plan_k: self.plan.k(),
+                plan_k: self.core.plan.k(),
             });
         }
-        let state = read_lock(&self.state);
+        let state = read_lock(&self.core.state);
         let mut matches = Vec::new();
         for found in state.memtable.matching_fingerprints(fingerprint, k) {
             let distance = (found ^ fingerprint).count_ones();
             for (id, doc) in state.memtable.ids_with(found) {
-                if self.fresh(doc.timestamp) {
+                if self.core.fresh(doc.timestamp) {
                     matches.push(Match {
                         id,
                         fingerprint: found,
@@ -692,11 +821,11 @@ impl Index {
             }
         }
         for (s, segment) in state.segments.iter().enumerate() {
-            for found in segment.matching_fingerprints(&self.plan, fingerprint, k)? {
+            for found in segment.matching_fingerprints(&self.core.plan, fingerprint, k)? {
                 let distance = (found ^ fingerprint).count_ones();
                 for entry in segment.docs.by_fingerprint(found) {
                     let entry = entry.map_err(|e| corrupted(&segment.ids_path, &e))?;
-                    if self.fresh(entry.timestamp) && !shadowed(&state, s, entry.id)? {
+                    if self.core.fresh(entry.timestamp) && !shadowed(&state, s, entry.id)? {
                         matches.push(Match {
                             id: entry.id,
                             fingerprint: found,
@@ -717,10 +846,12 @@ impl Index {
         let w = writer.as_mut().ok_or(Error::ReadOnly)?;
         let path = self.wal_path(w);
         let result = w.wal.sync().map_err(io_error(&path, "sync"));
-        self.poison_on_error(result)
+        self.core.poison_on_error(result)
     }
 
-    /// Writes the memtable to a new segment (nothing if it is empty).
+    /// Writes the memtable to a new segment (nothing if it is empty). With
+    /// the merge thread, merges the flush calls for may still be running when
+    /// this returns.
     pub fn flush(&self) -> Result<()> {
         let mut writer = self.writer()?;
         self.flush_locked(&mut writer)
@@ -731,17 +862,20 @@ impl Index {
     pub fn compact(&self) -> Result<()> {
         let mut writer = self.writer()?;
         self.flush_locked(&mut writer)?;
-        let result = self.compact_locked(&mut writer);
-        self.poison_on_error(result)
+        // Waits for a background merge in progress.
+        let _merging = lock(&self.core.merging);
+        let segments = read_lock(&self.core.state).segments.len();
+        let result = self.core.merge_newest(segments);
+        self.core.poison_on_error(result)
     }
 
     /// Sizes and counts.
     pub fn stats(&self) -> Stats {
-        let state = read_lock(&self.state);
-        let tables = self.plan.tables().len() as u64;
+        let state = read_lock(&self.core.state);
+        let tables = self.core.plan.tables().len() as u64;
         let mut stats = Stats {
-            plan: self.plan.clone(),
-            fingerprint_config: self.fingerprint_config.clone(),
+            plan: self.core.plan.clone(),
+            fingerprint_config: self.core.fingerprint_config.clone(),
             segments: state.segments.len(),
             segment_docs: 0,
             tombstones: 0,
@@ -768,39 +902,27 @@ impl Index {
         stats
     }
 
-    fn fresh(&self, timestamp: u64) -> bool {
-        self.retention_ms == 0 || timestamp.saturating_add(self.retention_ms) >= now_ms()
-    }
-
     fn writer(&self) -> Result<MutexGuard<'_, Option<Writer>>> {
         if self.read_only {
             return Err(Error::ReadOnly);
         }
         let guard = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
-        if self.poisoned.load(Ordering::Acquire) {
+        if self.core.poisoned.load(Ordering::Acquire) {
             return Err(Error::Poisoned);
         }
         Ok(guard)
     }
 
-    fn poison_on_error<T>(&self, result: Result<T>) -> Result<T> {
-        if result.is_err() {
-            self.poisoned.store(true, Ordering::Release);
-        }
-        result
-    }
-
     fn wal_path(&self, writer: &Writer) -> PathBuf {
-        let id = writer.manifest.wal_ids.last().copied().unwrap_or(0);
-        self.dir.join(FileKind::Wal.file_name(id))
+        self.core.dir.join(FileKind::Wal.file_name(writer.wal_id))
     }
 
     /// Logs `records` (assigning their sequence numbers), then applies them.
     fn write(&self, writer: &mut Option<Writer>, mut records: Vec<Record>) -> Result<()> {
         let w = writer.as_mut().ok_or(Error::ReadOnly)?;
         for record in &mut records {
-            let seq = w.manifest.next_seq;
-            w.manifest.next_seq += 1;
+            let seq = w.next_seq;
+            w.next_seq += 1;
             match record {
                 Record::Insert { seq: s, .. } | Record::Delete { seq: s, .. } => *s = seq,
             }
@@ -815,9 +937,9 @@ impl Index {
                 Durability::Sync => w.wal.sync().map_err(io_error(&path, "sync")),
                 Durability::Buffered => Ok(()),
             });
-        self.poison_on_error(logged)?;
+        self.core.poison_on_error(logged)?;
         let full = {
-            let mut state = write_lock(&self.state);
+            let mut state = write_lock(&self.core.state);
             for record in records {
                 apply(&mut state.memtable, record);
             }
@@ -829,23 +951,41 @@ impl Index {
         Ok(())
     }
 
+    /// Flushes the memtable, then lets the merge policy act: on the merge
+    /// thread if there is one, here otherwise.
     fn flush_locked(&self, writer: &mut Option<Writer>) -> Result<()> {
         let w = writer.as_mut().ok_or(Error::ReadOnly)?;
-        if read_lock(&self.state).memtable.is_empty() {
+        if read_lock(&self.core.state).memtable.is_empty() {
             return Ok(());
         }
         let result = self.flush_memtable(w);
-        self.poison_on_error(result)?;
-        let result = self.apply_merge_policy(writer);
-        self.poison_on_error(result)
+        self.core.poison_on_error(result)?;
+        match &self.merger {
+            Some(merger) => {
+                merger.wake();
+                Ok(())
+            }
+            None => {
+                let _merging = lock(&self.core.merging);
+                let result = self.core.apply_merge_policy();
+                self.core.poison_on_error(result)
+            }
+        }
     }
 
+    /// Writes the memtable as a new segment, starts a new WAL, and commits a
+    /// manifest naming both (and no longer the old WALs).
     fn flush_memtable(&self, w: &mut Writer) -> Result<()> {
-        let mut manifest = w.manifest.clone();
-        let segment_id = manifest.next_segment_id;
-        manifest.next_segment_id += 1;
+        let core = &*self.core;
+        let (segment_id, new_wal_id) = {
+            let mut m = lock(&core.manifest);
+            let ids = (m.next_segment_id, m.next_wal_id);
+            m.next_segment_id += 1;
+            m.next_wal_id += 1;
+            ids
+        };
         let (seg_bytes, ids_bytes) = {
-            let state = read_lock(&self.state);
+            let state = read_lock(&core.state);
             let m = &state.memtable;
             let tables = m.sorted_tables().into_iter();
             let mut docs = DocMapWriter::new(segment_id);
@@ -867,56 +1007,64 @@ impl Index {
                     }),
                 }
             }
-            encode_segment(&self.plan, segment_id, tables, docs)?
+            encode_segment(&core.plan, segment_id, tables, docs)?
         };
-        let new_wal_id = manifest.next_wal_id;
-        manifest.next_wal_id += 1;
-        let old_wals = std::mem::replace(&mut manifest.wal_ids, vec![new_wal_id]);
-        let segment = self.publish_segment(
-            &mut manifest,
-            segment_id,
-            0,
-            &seg_bytes,
-            &ids_bytes,
-            Some(new_wal_id),
-        )?;
-        let new_wal = self
+        let segment = core.write_segment(segment_id, 0, &seg_bytes, &ids_bytes)?;
+        new_wal_file(&core.dir, core.fs.as_ref(), new_wal_id)?;
+        let new_wal = core
             .fs
-            .open_append(&self.dir.join(FileKind::Wal.file_name(new_wal_id)))
-            .map_err(io_error(&self.dir, "open"))?;
-        {
-            let mut state = write_lock(&self.state);
+            .open_append(&core.dir.join(FileKind::Wal.file_name(new_wal_id)))
+            .map_err(io_error(&core.dir, "open"))?;
+        let old_wals = {
+            let mut committed = lock(&core.manifest);
+            let mut manifest = committed.clone();
+            manifest.segments.push(segment.meta);
+            manifest.next_seq = w.next_seq;
+            let old_wals = std::mem::replace(&mut manifest.wal_ids, vec![new_wal_id]);
+            manifest.generation += 1;
+            commit_manifest(&core.dir, core.fs.as_ref(), &manifest)?;
+            *committed = manifest;
+            let mut state = write_lock(&core.state);
             state.segments.insert(0, Arc::new(segment));
             let capacity = state.memtable.len();
-            state.memtable = Memtable::with_capacity(&self.plan, capacity);
-        }
+            state.memtable = Memtable::with_capacity(&core.plan, capacity);
+            old_wals
+        };
         w.wal = new_wal;
-        w.manifest = manifest;
+        w.wal_id = new_wal_id;
         for id in old_wals {
             // Best effort: the manifest no longer names it.
-            let _ = self.fs.remove(&self.dir.join(FileKind::Wal.file_name(id)));
+            let _ = core.fs.remove(&core.dir.join(FileKind::Wal.file_name(id)));
         }
         Ok(())
     }
+}
 
-    /// Writes and syncs a segment's two files (and a new WAL if asked),
-    /// commits `manifest` with the segment added, and maps it.
-    fn publish_segment(
+impl Core {
+    fn fresh(&self, timestamp: u64) -> bool {
+        self.retention_ms == 0 || timestamp.saturating_add(self.retention_ms) >= now_ms()
+    }
+
+    fn poison_on_error<T>(&self, result: Result<T>) -> Result<T> {
+        if result.is_err() {
+            self.poisoned.store(true, Ordering::Release);
+        }
+        result
+    }
+
+    /// Writes and syncs a segment's two files and maps them; the caller
+    /// commits a manifest naming it.
+    fn write_segment(
         &self,
-        manifest: &mut Manifest,
         segment_id: u64,
         level: u32,
         seg_bytes: &[u8],
         ids_bytes: &[u8],
-        new_wal: Option<u64>,
     ) -> Result<Segment> {
         let seg_path = self.dir.join(FileKind::Segment.file_name(segment_id));
         let ids_path = self.dir.join(FileKind::DocMap.file_name(segment_id));
         write_file(self.fs.as_ref(), &seg_path, seg_bytes)?;
         write_file(self.fs.as_ref(), &ids_path, ids_bytes)?;
-        if let Some(wal_id) = new_wal {
-            new_wal_file(&self.dir, self.fs.as_ref(), wal_id)?;
-        }
         let tables = SegmentReader::new(seg_bytes).map_err(|e| corrupted(&seg_path, &e))?;
         let docs = DocMapReader::new(ids_bytes).map_err(|e| corrupted(&ids_path, &e))?;
         let mut meta = SegmentMeta {
@@ -948,20 +1096,12 @@ impl Index {
             meta.min_timestamp = meta.min_timestamp.min(tombstone.timestamp);
             meta.max_timestamp = meta.max_timestamp.max(tombstone.timestamp);
         }
-        manifest.segments.push(meta);
-        manifest.generation += 1;
-        commit_manifest(&self.dir, self.fs.as_ref(), manifest)?;
         Segment::open(&self.dir, &self.fs, meta, &self.plan)
     }
 
-    fn compact_locked(&self, writer: &mut Option<Writer>) -> Result<()> {
-        let segments = read_lock(&self.state).segments.len();
-        self.merge_newest(writer, segments)
-    }
-
     /// Lets the merge policy merge runs of the newest segments until it is
-    /// satisfied.
-    fn apply_merge_policy(&self, writer: &mut Option<Writer>) -> Result<()> {
+    /// satisfied. The caller holds `merging`.
+    fn apply_merge_policy(&self) -> Result<()> {
         let Some(policy) = &self.merge_policy else {
             return Ok(());
         };
@@ -972,7 +1112,7 @@ impl Index {
                 .map(|s| s.meta)
                 .collect();
             match policy.merge_newest(&metas) {
-                Some(n) if n >= 2 && n <= metas.len() => self.merge_newest(writer, n)?,
+                Some(n) if n >= 2 && n <= metas.len() => self.merge_newest(n)?,
                 _ => return Ok(()),
             }
         }
@@ -981,8 +1121,9 @@ impl Index {
     /// Merges the `n` newest segments into one: the newest version of every
     /// id wins and expired documents are dropped; tombstones are dropped too
     /// when no older segment remains for them to hide, and kept otherwise.
-    fn merge_newest(&self, writer: &mut Option<Writer>, n: usize) -> Result<()> {
-        let w = writer.as_mut().ok_or(Error::ReadOnly)?;
+    /// The caller holds `merging`; flushes may add newer segments meanwhile
+    /// (they stay newer than the run, so the run stays contiguous).
+    fn merge_newest(&self, n: usize) -> Result<()> {
         let (run, all): (Vec<Arc<Segment>>, usize) = {
             let state = read_lock(&self.state);
             (
@@ -1036,17 +1177,16 @@ impl Index {
                 }
             }
         }
-        let mut manifest = w.manifest.clone();
         let run_ids: HashSet<u64> = run.iter().map(|s| s.meta.id).collect();
-        manifest.segments.retain(|m| !run_ids.contains(&m.id));
         let merged = if survivors.is_empty() && tombstones.is_empty() {
             // Nothing left: the run simply leaves the manifest.
-            manifest.generation += 1;
-            commit_manifest(&self.dir, self.fs.as_ref(), &manifest)?;
             None
         } else {
-            let segment_id = manifest.next_segment_id;
-            manifest.next_segment_id += 1;
+            let segment_id = {
+                let mut m = lock(&self.manifest);
+                m.next_segment_id += 1;
+                m.next_segment_id - 1
+            };
             let tables = self.merged_tables(&run, &survivors, not_surviving)?;
             let mut docs = DocMapWriter::new(segment_id);
             for (id, doc) in &survivors {
@@ -1065,16 +1205,18 @@ impl Index {
             let (seg_bytes, ids_bytes) =
                 encode_segment(&self.plan, segment_id, tables.into_iter(), docs)?;
             let level = run.iter().map(|s| s.meta.level).max().unwrap_or(0) + 1;
-            Some(self.publish_segment(
-                &mut manifest,
-                segment_id,
-                level,
-                &seg_bytes,
-                &ids_bytes,
-                None,
-            )?)
+            Some(self.write_segment(segment_id, level, &seg_bytes, &ids_bytes)?)
         };
         {
+            let mut committed = lock(&self.manifest);
+            let mut manifest = committed.clone();
+            manifest.segments.retain(|m| !run_ids.contains(&m.id));
+            if let Some(segment) = &merged {
+                manifest.segments.push(segment.meta);
+            }
+            manifest.generation += 1;
+            commit_manifest(&self.dir, self.fs.as_ref(), &manifest)?;
+            *committed = manifest;
             let mut state = write_lock(&self.state);
             state.segments.retain(|s| !run_ids.contains(&s.meta.id));
             if let Some(segment) = merged {
@@ -1085,12 +1227,11 @@ impl Index {
         for segment in run {
             segment.obsolete.store(true, Ordering::Release);
         }
-        w.manifest = manifest;
         Ok(())
     }
 }
 
-impl Index {
+impl Core {
     /// The permuted tables of a merge's output: each input segment's table
     /// is already sorted, so the inputs are decoded, concatenated and merged
     /// (a stable sort finds and merges the runs), less the fingerprints no

@@ -145,8 +145,11 @@ impl DocMapWriter {
             .map(|(e, position)| (e.id, position))
             .collect();
         by_id.sort_unstable();
-        if let Some(w) = by_id.windows(2).find(|w| w[0].0 == w[1].0) {
-            return Err(EncodeError::DuplicateId { id: w[0].0 });
+        if let Some(id) = by_id.windows(2).find_map(|w| match w {
+            [a, b] if a.0 == b.0 => Some(a.0),
+            _ => None,
+        }) {
+            return Err(EncodeError::DuplicateId { id });
         }
         self.tombstones.sort_unstable();
         if let Some(w) = self

@@ -1,0 +1,94 @@
+//! Ingest rate of the persistent index under three merge settings, measured
+//! in one run so they share the machine's conditions.
+//!
+//! `cargo run --release --example ingest_bench -- N [DIR]`
+//!
+//! Inserts N xorshift64 fingerprints in batches of 10,000 with Buffered
+//! durability and the default plan and memtable budget, flushes included
+//! (the final flush too), into a fresh index under DIR (default: a temporary
+//! directory) for each setting:
+//! - `merge thread`: the default, merges on a background thread;
+//! - `writer merges`: the same merge policy run on the writing thread;
+//! - `no merges`: no merge policy (segments pile up).
+//!
+//! For each it prints wall time, fingerprints per second, the process's CPU
+//! seconds over the run, and the segments left.
+
+use std::time::Instant;
+
+use simhashdb::{Index, Options};
+
+/// User + system CPU seconds of this process so far (Linux).
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return f64::NAN;
+    };
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
+    match (ticks(11), ticks(12)) {
+        (Some(user), Some(system)) => (user + system) / 100.0,
+        _ => f64::NAN,
+    }
+}
+
+/// Adjusts the default options.
+type Setting = fn(Options) -> Options;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let n: u64 = args.first().map_or(Ok(10_000_000), |s| s.parse())?;
+    let temp = tempfile::tempdir()?;
+    let root = args
+        .get(1)
+        .map_or_else(|| temp.path().to_path_buf(), std::path::PathBuf::from);
+    let settings: [(&str, Setting); 3] = [
+        ("merge thread", |o| o),
+        ("writer merges", |o| Options {
+            merge_thread: false,
+            ..o
+        }),
+        ("no merges", |o| Options {
+            merge_policy: None,
+            ..o
+        }),
+    ];
+    for (name, setting) in settings {
+        let dir = root.join(name.replace(' ', "-"));
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)?;
+        }
+        let index = Index::open(&dir, setting(Options::default()))?;
+        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        let cpu = cpu_seconds();
+        let start = Instant::now();
+        let mut id = 0u64;
+        while id < n {
+            let batch: Vec<(u64, u64, Option<String>)> = (id..n.min(id + 10_000))
+                .map(|i| {
+                    s ^= s << 13;
+                    s ^= s >> 7;
+                    s ^= s << 17;
+                    (i, s, None)
+                })
+                .collect();
+            id += batch.len() as u64;
+            index.insert_batch(batch)?;
+        }
+        index.flush()?;
+        let wall = start.elapsed().as_secs_f64();
+        let segments = index.stats().segments;
+        drop(index);
+        println!(
+            "{name:>13}: {n} fingerprints in {wall:.2} s = {:.0} per second; {:.2} CPU s; {segments} segments after the last flush",
+            n as f64 / wall,
+            cpu_seconds() - cpu
+        );
+        std::fs::remove_dir_all(&dir)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,100 @@
+//! Merges on the background thread: while a writer upserts and deletes with a
+//! tiny memtable (a flush every few hundred writes, a merge every few
+//! flushes), the state always equals the model, and survives reopening.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{Model, brute_force};
+use simhashdb::engine::policy::TieredMergePolicy;
+use simhashdb::plan::Plan;
+use simhashdb::{Index, Options};
+
+/// splitmix64.
+fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn options(merge_thread: bool) -> Options {
+    Options {
+        plan: Some(Plan::new(5, 3).unwrap()),
+        memtable_bytes: 24 << 10,
+        merge_policy: Some(Arc::new(TieredMergePolicy { fan_in: 3 })),
+        merge_thread,
+        ..Options::default()
+    }
+}
+
+/// Near a few centres, so queries have matches.
+fn fingerprint(r: u64) -> u64 {
+    let centre = mix(r % 16);
+    centre ^ (1 << (r >> 58)) ^ ((r >> 30) & 0b11)
+}
+
+fn check(index: &Index, model: &Model, when: &str) {
+    for c in 0..16 {
+        let q = mix(c) ^ 0b100;
+        assert_eq!(
+            index.query(q, 3).unwrap(),
+            brute_force(model, q, 3),
+            "{when}: query near centre {c}"
+        );
+    }
+    let mut seen = Model::new();
+    index
+        .for_each_doc(|d| {
+            seen.insert(d.id, (d.fingerprint, d.name.clone()));
+        })
+        .unwrap();
+    assert_eq!(&seen, model, "{when}: live documents");
+}
+
+fn run(merge_thread: bool) {
+    let tmp = tempfile::tempdir().unwrap();
+    let index = Index::open(tmp.path(), options(merge_thread)).unwrap();
+    let mut model = Model::new();
+    let mut most_segments = 0;
+    for i in 0..12_000u64 {
+        let r = mix(i);
+        let id = r % 2_000;
+        if r.is_multiple_of(7) {
+            index.delete(id).unwrap();
+            model.remove(&id);
+        } else {
+            let name = r.is_multiple_of(3).then(|| format!("doc {i}"));
+            let fp = fingerprint(mix(r));
+            match &name {
+                Some(n) => index.insert_named(id, fp, n.clone()).unwrap(),
+                None => index.insert(id, fp).unwrap(),
+            }
+            model.insert(id, (fp, name));
+        }
+        if i % 1_500 == 0 {
+            check(&index, &model, &format!("after {i} writes"));
+        }
+        most_segments = most_segments.max(index.stats().segments);
+    }
+    check(&index, &model, "at the end");
+    // Merges happened: far fewer segments remain than flushes were made.
+    assert!(most_segments >= 3, "{most_segments} segments at most");
+    drop(index);
+    let index = Index::open(tmp.path(), options(merge_thread)).unwrap();
+    check(&index, &model, "after reopening");
+    index.compact().unwrap();
+    assert!(index.stats().segments <= 1);
+    check(&index, &model, "after compaction");
+}
+
+#[test]
+fn background_merges_keep_the_state_equal_to_the_model() {
+    run(true);
+}
+
+#[test]
+fn merges_on_the_writing_thread_keep_the_state_equal_to_the_model() {
+    run(false);
+}
