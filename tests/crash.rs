@@ -294,10 +294,10 @@ fn run_child(dir: &Path, seed: u64, durability: Durability, kill_at: KillAt) -> 
     let out_thread = std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
-            if let Some(report) = parse(&line) {
-                if tx.send(report).is_err() {
-                    break;
-                }
+            if let Some(report) = parse(&line)
+                && tx.send(report).is_err()
+            {
+                break;
             }
         }
     });
