@@ -71,11 +71,14 @@ impl fmt::Display for Error {
                 path,
                 offset,
                 reason,
-            } => write!(
-                f,
-                "{} is corrupted at byte {offset}: {reason}; restore the index from a copy or rebuild it",
-                path.display()
-            ),
+            } => {
+                write!(f, "{} is corrupted at byte {offset}: {reason}", path.display())?;
+                // The format layer's reasons already say what to do.
+                if !reason.contains("rebuild") {
+                    write!(f, "; restore the index from a copy or rebuild it")?;
+                }
+                Ok(())
+            }
             Error::Locked { dir } => {
                 write!(f, "index at {} is locked by another process", dir.display())
             }
@@ -121,3 +124,26 @@ impl From<PlanError> for Error {
 
 /// `Result` with this crate's [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn damage_advice_is_given_exactly_once() {
+        let corrupted = |reason: &str| {
+            Error::Corrupted {
+                path: PathBuf::from("i/1.seg"),
+                offset: 7,
+                reason: reason.to_string(),
+            }
+            .to_string()
+        };
+        let plain = corrupted("the file is 3 bytes; the manifest says 9");
+        assert_eq!(plain.matches("rebuild").count(), 1, "{plain}");
+        assert!(plain.starts_with("i/1.seg is corrupted at byte 7: the file is 3 bytes"));
+        let advised =
+            corrupted("checksum mismatch; restore it from a backup, or rebuild the index");
+        assert_eq!(advised.matches("rebuild").count(), 1, "{advised}");
+    }
+}

@@ -217,7 +217,7 @@ fn compact_merges_segments_and_respects_the_writer_lock() {
     let text = stdout(&out);
     assert!(text.contains("before: 4 segment(s)"), "{text}");
     assert!(
-        text.contains("after:  1 segment(s), 2 documents, 0 tombstones"),
+        text.contains("after:  1 segment(s), 2 entries (0 in the write-ahead log), 0 tombstones"),
         "{text}"
     );
     let index = simhashdb::Index::open(&db, simhashdb::Options::default()).unwrap();
@@ -229,4 +229,67 @@ fn compact_merges_segments_and_respects_the_writer_lock() {
         b"",
     );
     assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn help_documents_every_command_and_exit_code() {
+    let out = simhashdb(&["--help"], b"");
+    assert!(out.status.success());
+    let text = stdout(&out);
+    for command in [
+        "dedup",
+        "create",
+        "add",
+        "query",
+        "check",
+        "get",
+        "delete",
+        "fingerprint",
+        "find-all",
+        "clusters",
+        "plan",
+        "compact",
+        "verify",
+        "stats",
+    ] {
+        assert!(
+            text.lines().any(|l| l.trim_start().starts_with(command)),
+            "{command} missing from --help"
+        );
+        let out = simhashdb(&[command, "--help"], b"");
+        assert!(out.status.success(), "{command}");
+        let help = stdout(&out);
+        for code in [
+            "0  success",
+            "1  failure",
+            "2  usage error",
+            "3  the index is damaged",
+        ] {
+            assert!(help.contains(code), "{command} --help lacks {code}");
+        }
+    }
+}
+
+#[test]
+fn fingerprint_keeps_blank_lines_and_reads_html() {
+    let hasher = simhashdb::Simhasher::default();
+    let out = simhashdb(&["fingerprint", "--lines", "-"], b"a b\n\nc d\n");
+    assert!(out.status.success());
+    assert_eq!(
+        stdout(&out),
+        format!(
+            "{}\t-:1\n{}\t-:2\n{}\t-:3\n",
+            hasher.fingerprint("a b"),
+            hasher.fingerprint(""),
+            hasher.fingerprint("c d")
+        )
+    );
+    let out = simhashdb(
+        &["fingerprint", "--html", "-"],
+        b"<p>visible words</p><script>hidden code</script>",
+    );
+    assert_eq!(
+        stdout(&out),
+        format!("{}\t-\n", hasher.fingerprint("visible words"))
+    );
 }

@@ -18,7 +18,6 @@ use std::cmp::Reverse;
 use std::collections::HashSet;
 
 use fnv::FnvHashSet;
-use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{
@@ -86,6 +85,10 @@ pub struct Options {
     /// a flush. With a custom `file_system` merges always run on the writing
     /// thread (a simulated crash must stop every write at once).
     pub merge_thread: bool,
+    /// After opening, map the segments' table pages on a background thread
+    /// (Linux), so that queries soon stop paying a page fault for each page
+    /// they touch first. The pages stay evictable page cache.
+    pub prefault: bool,
 }
 
 impl Default for Options {
@@ -101,6 +104,7 @@ impl Default for Options {
             file_system: None,
             merge_policy: Some(Arc::new(TieredMergePolicy::default())),
             merge_thread: true,
+            prefault: true,
         }
     }
 }
@@ -294,6 +298,8 @@ struct Segment {
     seg_path: PathBuf,
     ids_path: PathBuf,
     tables: SegmentReader<Mapped>,
+    /// The tables' mapping (also inside `tables`), for prefaulting.
+    tables_map: Mapped,
     docs: DocMapReader<Mapped>,
     /// Set when a manifest no longer names the segment: its files are
     /// removed once the last reader drops it.
@@ -451,6 +457,16 @@ impl Index {
         }
         // Newest first.
         segments.sort_by_key(|s| Reverse(s.meta.max_seq));
+        if options.prefault && options.file_system.is_none() && !segments.is_empty() {
+            // Map the tables' pages in the background: the open stays quick,
+            // and queries soon stop taking a page fault per first touch.
+            let maps: Vec<Mapped> = segments.iter().map(|s| s.tables_map.clone()).collect();
+            let spawned = std::thread::Builder::new()
+                .name("simhashdb-prefault".into())
+                .spawn(move || maps.iter().for_each(Mapped::prefault));
+            // Without the thread, pages fault in as queries touch them.
+            drop(spawned);
+        }
 
         let mut memtable = Memtable::new(&plan);
         let mut next_seq = manifest.next_seq;
@@ -987,7 +1003,8 @@ impl Index {
         let (seg_bytes, ids_bytes) = {
             let state = read_lock(&core.state);
             let m = &state.memtable;
-            let tables = m.sorted_tables().into_iter();
+            let tables = m.sorted_tables();
+            let key_count = tables.first().map_or(0, |t| t.len() as u64);
             let mut docs = DocMapWriter::new(segment_id);
             for (id, version) in m.versions() {
                 match version {
@@ -1007,7 +1024,13 @@ impl Index {
                     }),
                 }
             }
-            encode_segment(&core.plan, segment_id, tables, docs)?
+            encode_segment(
+                &core.plan,
+                segment_id,
+                key_count,
+                tables.into_iter().map(Ok),
+                docs,
+            )?
         };
         let segment = core.write_segment(segment_id, 0, &seg_bytes, &ids_bytes)?;
         new_wal_file(&core.dir, core.fs.as_ref(), new_wal_id)?;
@@ -1096,7 +1119,11 @@ impl Core {
             meta.min_timestamp = meta.min_timestamp.min(tombstone.timestamp);
             meta.max_timestamp = meta.max_timestamp.max(tombstone.timestamp);
         }
-        Segment::open(&self.dir, &self.fs, meta, &self.plan)
+        let segment = Segment::open(&self.dir, &self.fs, meta, &self.plan)?;
+        // Just written, so in the page cache: map its tables' pages now
+        // rather than one fault at a time under queries.
+        segment.tables_map.prefault();
+        Ok(segment)
     }
 
     /// Lets the merge policy merge runs of the newest segments until it is
@@ -1187,7 +1214,7 @@ impl Core {
                 m.next_segment_id += 1;
                 m.next_segment_id - 1
             };
-            let tables = self.merged_tables(&run, &survivors, not_surviving)?;
+            let (key_count, tables) = self.merged_tables(&run, &survivors, not_surviving);
             let mut docs = DocMapWriter::new(segment_id);
             for (id, doc) in &survivors {
                 docs.push(DocEntry {
@@ -1203,7 +1230,7 @@ impl Core {
                 docs.push_tombstone(tombstone);
             }
             let (seg_bytes, ids_bytes) =
-                encode_segment(&self.plan, segment_id, tables.into_iter(), docs)?;
+                encode_segment(&self.plan, segment_id, key_count, tables, docs)?;
             let level = run.iter().map(|s| s.meta.level).max().unwrap_or(0) + 1;
             Some(self.write_segment(segment_id, level, &seg_bytes, &ids_bytes)?)
         };
@@ -1237,61 +1264,59 @@ impl Core {
     /// (a stable sort finds and merges the runs), less the fingerprints no
     /// survivor has (replaced, deleted or expired), and less duplicates (one
     /// fingerprint may live in several inputs).
-    fn merged_tables(
-        &self,
-        run: &[Arc<Segment>],
+    fn merged_tables<'a>(
+        &'a self,
+        run: &'a [Arc<Segment>],
         survivors: &[(u64, MemDoc)],
         not_surviving: Vec<u64>,
-    ) -> Result<Vec<Vec<u64>>> {
-        let mut live: Vec<u64> = survivors.iter().map(|(_, d)| d.fingerprint).collect();
-        live.sort_unstable();
-        live.dedup();
+    ) -> (u64, impl Iterator<Item = Result<Vec<u64>>> + 'a) {
+        let mut live_fingerprints: Vec<u64> =
+            survivors.iter().map(|(_, d)| d.fingerprint).collect();
+        live_fingerprints.sort_unstable();
+        live_fingerprints.dedup();
+        let live = live_fingerprints.len();
         // Every key of an input table is the fingerprint of an entry of its
         // doc map; those of entries that did not survive are dropped, unless
         // a survivor has the same fingerprint.
         let mut dropped = not_surviving;
-        dropped.retain(|fp| live.binary_search(fp).is_err());
+        dropped.retain(|fp| live_fingerprints.binary_search(fp).is_err());
         let total: usize = run
             .iter()
             .map(|s| usize::try_from(s.meta.key_count).unwrap_or(0))
             .sum();
-        self.plan
-            .tables()
-            .par_iter()
-            .enumerate()
-            .map(|(t, table)| {
-                let mut dead: Vec<u64> = dropped.iter().map(|&fp| table.permute(fp)).collect();
-                dead.sort_unstable();
-                let mut keys = Vec::with_capacity(total);
-                for segment in run {
-                    let reader = segment
-                        .tables
-                        .table(t)
-                        .map_err(|e| corrupted(&segment.seg_path, &e))?;
-                    for key in reader.iter() {
-                        let key = key.map_err(|e| corrupted(&segment.seg_path, &e))?;
-                        if dead.is_empty() || dead.binary_search(&key).is_err() {
-                            keys.push(key);
-                        }
+        // One table at a time, as the segment writer asks for them: a merge
+        // of N fingerprints holds one table of N keys, not all of them.
+        let tables = self.plan.tables().iter().enumerate().map(move |(t, table)| {
+            let mut dead: Vec<u64> = dropped.iter().map(|&fp| table.permute(fp)).collect();
+            dead.sort_unstable();
+            let mut keys = Vec::with_capacity(total);
+            for segment in run {
+                let reader = segment
+                    .tables
+                    .table(t)
+                    .map_err(|e| corrupted(&segment.seg_path, &e))?;
+                for key in reader.iter() {
+                    let key = key.map_err(|e| corrupted(&segment.seg_path, &e))?;
+                    if dead.is_empty() || dead.binary_search(&key).is_err() {
+                        keys.push(key);
                     }
                 }
-                keys.sort();
-                keys.dedup();
-                if keys.len() != live.len() {
-                    let segment = &run[0];
-                    return Err(Error::Corrupted {
-                        path: segment.seg_path.clone(),
-                        offset: 0,
-                        reason: format!(
-                            "merging table {t}: {} keys for {} live fingerprints (a table and its doc map disagree)",
-                            keys.len(),
-                            live.len()
-                        ),
-                    });
-                }
-                Ok(keys)
-            })
-            .collect()
+            }
+            keys.sort();
+            keys.dedup();
+            if keys.len() != live {
+                return Err(Error::Corrupted {
+                    path: run.first().map(|s| s.seg_path.clone()).unwrap_or_default(),
+                    offset: 0,
+                    reason: format!(
+                        "merging table {t}: {} keys for {live} live fingerprints (a table and its doc map disagree)",
+                        keys.len()
+                    ),
+                });
+            }
+            Ok(keys)
+        });
+        (live as u64, tables)
     }
 }
 
@@ -1359,12 +1384,11 @@ fn check_name(name: Option<&str>) -> Result<()> {
 fn encode_segment(
     plan: &Plan,
     segment_id: u64,
-    tables: impl Iterator<Item = Vec<u64>>,
+    key_count: u64,
+    tables: impl Iterator<Item = Result<Vec<u64>>>,
     docs: DocMapWriter,
 ) -> Result<(Vec<u8>, Vec<u8>)> {
     let invalid = |e: crate::format::EncodeError| Error::InvalidArgument(e.to_string());
-    let mut tables = tables.peekable();
-    let key_count = tables.peek().map_or(0, |t| t.len() as u64);
     let mut seg = SegmentWriter::new(SegmentInfo {
         segment_id,
         shape: plan.shape(),
@@ -1374,7 +1398,7 @@ fn encode_segment(
     })
     .map_err(invalid)?;
     for keys in tables {
-        seg.push_table(keys).map_err(invalid)?;
+        seg.push_table(keys?).map_err(invalid)?;
     }
     Ok((
         seg.finish().map_err(invalid)?,
@@ -1453,8 +1477,9 @@ impl Segment {
             }
             fs.map(path).map_err(io_error(path, "map"))
         };
-        let tables = SegmentReader::new(map(&seg_path, meta.seg_file_len)?)
-            .map_err(|e| corrupted(&seg_path, &e))?;
+        let tables_map = map(&seg_path, meta.seg_file_len)?;
+        let tables =
+            SegmentReader::new(tables_map.clone()).map_err(|e| corrupted(&seg_path, &e))?;
         let docs = DocMapReader::new(map(&ids_path, meta.ids_file_len)?)
             .map_err(|e| corrupted(&ids_path, &e))?;
         let mismatch = |path: &Path, what: &str| Error::Corrupted {
@@ -1480,6 +1505,7 @@ impl Segment {
             seg_path,
             ids_path,
             tables,
+            tables_map,
             docs,
             obsolete: AtomicBool::new(false),
             fs: fs.clone(),

@@ -10,8 +10,23 @@ pub enum CliError {
     Input(String),
     /// An I/O or runtime failure: exit code 1.
     Failure(String),
+    /// An index file failed its checksum or could not be decoded: exit code 3.
+    Damaged(String),
     /// The reader of our standard output went away: end quietly.
     BrokenPipe,
+}
+
+impl From<simhashdb::Error> for CliError {
+    fn from(e: simhashdb::Error) -> CliError {
+        use simhashdb::Error;
+        match e {
+            Error::Corrupted { .. } => CliError::Damaged(e.to_string()),
+            Error::DistanceTooLarge { .. } | Error::Mismatch { .. } | Error::InvalidArgument(_) => {
+                CliError::Input(e.to_string())
+            }
+            _ => CliError::Failure(e.to_string()),
+        }
+    }
 }
 
 impl CliError {
@@ -19,6 +34,7 @@ impl CliError {
         match self {
             CliError::Input(_) => 2,
             CliError::Failure(_) => 1,
+            CliError::Damaged(_) => 3,
             CliError::BrokenPipe => 0,
         }
     }
@@ -41,7 +57,7 @@ impl CliError {
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CliError::Input(m) | CliError::Failure(m) => f.write_str(m),
+            CliError::Input(m) | CliError::Failure(m) | CliError::Damaged(m) => f.write_str(m),
             CliError::BrokenPipe => f.write_str("broken pipe"),
         }
     }

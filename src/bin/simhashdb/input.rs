@@ -73,7 +73,7 @@ pub fn parse_fingerprints(data: &[u8], source: &str) -> Result<Vec<u64>, CliErro
     Ok(out)
 }
 
-fn parse_decimal_u64(line: &[u8]) -> Result<u64, &'static str> {
+pub fn parse_decimal_u64(line: &[u8]) -> Result<u64, &'static str> {
     let digits = line.trim_ascii_matches();
     if digits.is_empty() {
         return Err("empty line, expected a decimal unsigned 64-bit integer");
@@ -108,7 +108,7 @@ impl TrimSpaces for [u8] {
 }
 
 /// A short, printable rendering of an input line for error messages.
-fn snippet(line: &[u8]) -> String {
+pub fn snippet(line: &[u8]) -> String {
     const MAX: usize = 40;
     let shown: String = line[..line.len().min(MAX)].escape_ascii().to_string();
     if line.len() > MAX {
@@ -116,6 +116,134 @@ fn snippet(line: &[u8]) -> String {
     } else {
         format!("\"{shown}\"")
     }
+}
+
+/// Longest accepted input line of a document stream (`NAME<TAB>TEXT`,
+/// `ID<TAB>FP`): 16 MiB. Longer lines are refused rather than buffered.
+pub const MAX_LINE_BYTES: usize = 16 << 20;
+
+/// Where an input line came from, for error messages.
+pub fn line_error(source: &str, n: usize, why: impl std::fmt::Display) -> CliError {
+    CliError::Input(format!("{source}, line {n}: {why}"))
+}
+
+/// Checks that `data` is a complete stream of lines: a non-empty input that
+/// does not end with a newline was cut off (a writer died mid-line), and its
+/// last line is refused rather than stored half.
+pub fn check_complete(data: &[u8], source: &str) -> Result<(), CliError> {
+    if data.is_empty() || data.ends_with(b"\n") {
+        return Ok(());
+    }
+    let n = lines(data).count();
+    Err(line_error(
+        source,
+        n,
+        "truncated: the input ends without a newline after this line",
+    ))
+}
+
+/// A `NAME<TAB>TEXT` line: UTF-8 without NUL bytes, a non-empty name of at
+/// most `MAX_NAME_LEN` bytes before the first tab, and the text after it.
+pub fn parse_named_text<'a>(
+    line: &'a [u8],
+    source: &str,
+    n: usize,
+) -> Result<(&'a str, &'a str), CliError> {
+    let line = text_line(line, source, n)?;
+    let (name, text) = line.split_once('\t').ok_or_else(|| {
+        line_error(
+            source,
+            n,
+            format!(
+                "expected NAME<TAB>TEXT, found no tab: {}",
+                snippet(line.as_bytes())
+            ),
+        )
+    })?;
+    check_name(name, source, n)?;
+    Ok((name, text))
+}
+
+/// An `ID<TAB>FP[<TAB>NAME]` line: decimal u64 id and fingerprint, and an
+/// optional name.
+pub fn parse_id_fingerprint(
+    line: &[u8],
+    source: &str,
+    n: usize,
+) -> Result<(u64, u64, Option<String>), CliError> {
+    let line = text_line(line, source, n)?;
+    let mut fields = line.splitn(3, '\t');
+    let mut number = |what: &str| {
+        let field = fields.next().unwrap_or("");
+        parse_decimal_u64(field.as_bytes()).map_err(|why| {
+            line_error(
+                source,
+                n,
+                format!(
+                    "{what}: {why} (expected ID<TAB>FP[<TAB>NAME]): {}",
+                    snippet(line.as_bytes())
+                ),
+            )
+        })
+    };
+    let id = number("document id")?;
+    let fp = number("fingerprint")?;
+    let name = fields.next().map(str::to_owned);
+    if let Some(name) = &name {
+        check_name(name, source, n)?;
+    }
+    Ok((id, fp, name))
+}
+
+/// A line that must be text: not too long, UTF-8, no NUL bytes.
+fn text_line<'a>(line: &'a [u8], source: &str, n: usize) -> Result<&'a str, CliError> {
+    if line.len() > MAX_LINE_BYTES {
+        return Err(line_error(
+            source,
+            n,
+            format!(
+                "line of {} bytes is longer than the limit of {MAX_LINE_BYTES} bytes",
+                line.len()
+            ),
+        ));
+    }
+    let text = std::str::from_utf8(line).map_err(|e| {
+        line_error(
+            source,
+            n,
+            format!(
+                "binary data (not UTF-8 at byte {}): {}",
+                e.valid_up_to(),
+                snippet(line)
+            ),
+        )
+    })?;
+    if let Some(at) = line.iter().position(|&b| b == 0) {
+        return Err(line_error(
+            source,
+            n,
+            format!("binary data (a NUL byte at byte {at}): {}", snippet(line)),
+        ));
+    }
+    Ok(text)
+}
+
+fn check_name(name: &str, source: &str, n: usize) -> Result<(), CliError> {
+    if name.is_empty() {
+        return Err(line_error(source, n, "empty document name"));
+    }
+    if name.len() > simhashdb::format::MAX_NAME_LEN {
+        return Err(line_error(
+            source,
+            n,
+            format!(
+                "document name of {} bytes is longer than the limit of {} bytes",
+                name.len(),
+                simhashdb::format::MAX_NAME_LEN
+            ),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -137,5 +265,39 @@ mod tests {
         assert!(err(b"1\n\x00\xff\x01\n").contains(r#""\x00\xff\x01""#));
         assert!(err(b"0x10\n").contains("line 1"));
         assert!(err(&[b'9'; 100]).contains("(100 bytes)"));
+    }
+
+    #[test]
+    fn named_text_and_id_lines_are_checked() {
+        assert_eq!(
+            parse_named_text(b"a\tsome\ttext", "in", 1).unwrap(),
+            ("a", "some\ttext")
+        );
+        let err = |line: &[u8]| parse_named_text(line, "in", 7).unwrap_err().to_string();
+        assert!(err(b"no tab here").starts_with("in, line 7: expected NAME<TAB>TEXT"));
+        assert!(err(b"\ttext").contains("empty document name"));
+        assert!(err(b"a\t\xff\xfe").contains("binary data (not UTF-8 at byte 2)"));
+        assert!(err(b"a\tx\x00y").contains("NUL byte at byte 3"));
+        assert!(err(&vec![b'x'; MAX_LINE_BYTES + 1]).contains("longer than the limit"));
+        assert_eq!(
+            parse_id_fingerprint(b"5\t42", "in", 1).unwrap(),
+            (5, 42, None)
+        );
+        assert_eq!(
+            parse_id_fingerprint(b"5\t42\tname", "in", 1).unwrap(),
+            (5, 42, Some("name".to_string()))
+        );
+        let err = |line: &[u8]| parse_id_fingerprint(line, "in", 3).unwrap_err().to_string();
+        assert!(err(b"5").contains("line 3: fingerprint: empty"));
+        assert!(err(b"x\t5").contains("document id: not a decimal"));
+        assert!(err(b"5\t18446744073709551616").contains("exceeds"));
+    }
+
+    #[test]
+    fn an_input_without_a_final_newline_is_truncated() {
+        assert!(check_complete(b"", "in").is_ok());
+        assert!(check_complete(b"a\tb\n", "in").is_ok());
+        let e = check_complete(b"a\tb\nc\td", "in").unwrap_err().to_string();
+        assert!(e.starts_with("in, line 2: truncated"), "{e}");
     }
 }
