@@ -873,6 +873,7 @@ proptest! {
             CrashMode::PowerLoss(Unsynced::Lost),
             CrashMode::PowerLoss(Unsynced::Kept),
             CrashMode::PowerLoss(Unsynced::Torn),
+            CrashMode::PowerLoss(Unsynced::Scattered),
         ] {
             let fs = FaultFs::with_seed(seed);
             let mut w = fs.create(path)?;
@@ -936,6 +937,22 @@ proptest! {
                         && survived.len() <= written.len()
                         && survived[..] == written[..survived.len()];
                     prop_assert!(old || torn, "{:?} vs durable {:?}, written {:?}", survived, durable, written);
+                }
+                CrashMode::PowerLoss(Unsynced::Scattered) => {
+                    // A torn tail whose unsynced 4 KiB pages are each either
+                    // written or zeros.
+                    let old = clean < durable.len() && survived == durable;
+                    let in_range = survived.len() >= clean && survived.len() <= written.len();
+                    let pages_ok = in_range
+                        && survived[..clean] == written[..clean]
+                        && (clean..survived.len()).all(|i| {
+                            let page = i / 4096 * 4096;
+                            let lo = page.max(clean);
+                            let hi = (page + 4096).min(survived.len());
+                            survived[lo..hi] == written[lo..hi]
+                                || survived[lo..hi].iter().all(|&b| b == 0)
+                        });
+                    prop_assert!(old || pages_ok, "{:?} vs durable {:?}, written {:?}", survived, durable, written);
                 }
             }
         }

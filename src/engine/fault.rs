@@ -231,6 +231,11 @@ pub enum Unsynced {
     /// truncated or overwritten since its last sync keeps either its old
     /// contents or such a prefix of its new ones.
     Torn,
+    /// Write-back out of order: like [`Torn`](Self::Torn), but within the
+    /// kept unsynced bytes each 4 KiB page (by file offset) either reached
+    /// the disk or reads as zeros, at random: a file whose length reached the
+    /// disk before some of its pages did.
+    Scattered,
 }
 
 /// Something the engine must never do, recorded by [`FaultFs`].
@@ -778,13 +783,25 @@ impl Inode {
         let mut contents = match unsynced {
             Unsynced::Lost => return self.durable.clone(),
             Unsynced::Kept => self.data.clone(),
-            Unsynced::Torn => {
+            Unsynced::Torn | Unsynced::Scattered => {
                 let rewritten = self.clean < self.durable.len();
                 if rewritten && rng.below(2) == 0 {
                     return self.durable.clone();
                 }
                 let kept = rng.below(self.data.len() - self.clean + 1);
-                self.data[..self.clean + kept].to_vec()
+                let mut contents = self.data[..self.clean + kept].to_vec();
+                if unsynced == Unsynced::Scattered {
+                    const PAGE: usize = 4096;
+                    let mut page = self.clean / PAGE * PAGE;
+                    while page < contents.len() {
+                        let end = (page + PAGE).min(contents.len());
+                        if rng.below(2) == 0 {
+                            contents[page.max(self.clean)..end].fill(0);
+                        }
+                        page = end;
+                    }
+                }
+                contents
             }
         };
         zero(&mut contents, &self.lost);

@@ -82,6 +82,12 @@ impl Manifest {
                 "the fingerprint configuration must be one line of at most 4096 bytes",
             ));
         }
+        // The decoder refuses an id listed twice: never write such a file.
+        if !unique(self.wal_ids.clone()) || !unique(self.segments.iter().map(|s| s.id).collect()) {
+            return Err(EncodeError::Invalid(
+                "a WAL id or segment id is listed twice in the manifest",
+            ));
+        }
         let too_many = || EncodeError::Invalid("too many WAL ids or segments for one manifest");
         let wal_count = u32::try_from(self.wal_ids.len()).map_err(|_| too_many())?;
         let segment_count = u32::try_from(self.segments.len()).map_err(|_| too_many())?;
@@ -269,10 +275,6 @@ impl Manifest {
                 ids_footer_crc: c.u32()?,
             });
         }
-        let unique = |mut ids: Vec<u64>| {
-            ids.sort_unstable();
-            ids.windows(2).all(|w| w.first() != w.get(1))
-        };
         if !unique(wal_ids.clone()) {
             return Err(FormatError::malformed(
                 FILE,
@@ -300,6 +302,12 @@ impl Manifest {
             segments,
         })
     }
+}
+
+/// Whether no id occurs twice.
+fn unique(mut ids: Vec<u64>) -> bool {
+    ids.sort_unstable();
+    ids.windows(2).all(|w| w.first() != w.get(1))
 }
 
 #[cfg(test)]
@@ -341,6 +349,19 @@ mod tests {
                 },
             ],
         }
+    }
+
+    #[test]
+    fn ids_listed_twice_are_refused_by_the_encoder_too() {
+        let mut m = sample();
+        m.wal_ids = vec![3, 3];
+        assert!(matches!(m.encode(), Err(EncodeError::Invalid(_))));
+        let mut m = sample();
+        m.segments[1].id = m.segments[0].id;
+        assert!(matches!(m.encode(), Err(EncodeError::Invalid(_))));
+        // What the encoder writes, the decoder reads.
+        let m = sample();
+        assert_eq!(Manifest::decode(&m.encode().unwrap()).unwrap(), m);
     }
 
     #[test]
@@ -387,10 +408,19 @@ mod tests {
             ..sample()
         };
         assert!(m.encode().is_err());
+        // The encoder refuses an id listed twice; the decoder must too, so
+        // write one by hand: WAL ids 1, 2 turned into 1, 1, checksum fixed.
         let m = Manifest {
-            wal_ids: vec![1, 1],
+            wal_ids: vec![1, 2],
             ..sample()
         };
-        assert!(Manifest::decode(&m.encode().unwrap()).is_err());
+        let mut bytes = m.encode().unwrap();
+        let second = FIXED_LEN + m.fingerprint_config.len() + 8;
+        bytes[second..second + 8].copy_from_slice(&1u64.to_le_bytes());
+        let end = bytes.len() - 4;
+        let crc = crc32(&bytes[..end]);
+        bytes[end..].copy_from_slice(&crc.to_le_bytes());
+        let e = Manifest::decode(&bytes).unwrap_err();
+        assert!(e.to_string().contains("listed twice"), "{e}");
     }
 }
