@@ -30,8 +30,9 @@ use crate::error::{Error, Result};
 use crate::fingerprint::{FingerprintConfig, Simhasher};
 use crate::format::{
     DocEntry, DocMapReader, DocMapWriter, FileKind, FormatError, MANIFEST_TEMP_FILE_NAME, Manifest,
-    Record, SegmentInfo, SegmentMeta, SegmentReader, SegmentWriter, Tombstone, WalEnd, WalReader,
-    encode_frame, encode_wal_header,
+    Record, SegmentInfo, SegmentMeta, SegmentReader, SegmentWriter, Tombstone,
+    WAL_UNSYNCED_APPENDS, WalEnd, WalReader, encode_frame, encode_wal_header_with_flags,
+    looks_like_lost_write_back,
 };
 use crate::plan::Plan;
 
@@ -457,10 +458,13 @@ impl Index {
         // in a torn tail.
         let mut logged: Vec<u8> = Vec::new();
         let mut torn = false;
+        // Whether the last WAL read says its frames were acknowledged unsynced.
+        let mut last_unsynced = false;
         for &wal_id in &manifest.wal_ids {
             let path = dir.join(FileKind::Wal.file_name(wal_id));
             let bytes = fs.read(&path).map_err(named_file_error(&path, "read"))?;
             let reader = WalReader::new(&bytes).map_err(|e| corrupted(&path, &e))?;
+            last_unsynced = reader.unsynced_appends();
             let (frames, end) = reader.read_all();
             for frame in frames {
                 logged.extend_from_slice(
@@ -475,6 +479,18 @@ impl Index {
             match end {
                 WalEnd::Clean => {}
                 WalEnd::TornTail { .. } => torn = true,
+                // Frames acknowledged without a sync may be lost in any
+                // order by a power cut (pages written back out of order): if
+                // the damage looks like such a lost page, keep the prefix
+                // before it and drop the rest, later WALs included
+                // (docs/FORMAT.md, "WAL torn tail").
+                WalEnd::Corrupted { error, next_valid }
+                    if last_unsynced
+                        && looks_like_lost_write_back(&bytes, error.offset, next_valid) =>
+                {
+                    torn = true;
+                    break;
+                }
                 WalEnd::Corrupted { error, .. } => return Err(corrupted(&path, &error)),
             }
         }
@@ -484,7 +500,11 @@ impl Index {
         } else {
             let mut manifest = manifest;
             manifest.next_seq = next_seq;
-            let path = if logged.is_empty() && !torn && manifest.wal_ids.len() == 1 {
+            let path = if logged.is_empty()
+                && !torn
+                && manifest.wal_ids.len() == 1
+                && last_unsynced == (options.durability == Durability::Buffered)
+            {
                 // A crash may have come between a rename and its directory
                 // sync: make what was recovered durable before building on it.
                 fs.sync_dir(dir).map_err(io_error(dir, "sync"))?;
@@ -500,7 +520,7 @@ impl Index {
                 manifest.wal_ids = vec![wal_id];
                 manifest.generation += 1;
                 let path = dir.join(FileKind::Wal.file_name(wal_id));
-                let mut bytes = encode_wal_header(wal_id);
+                let mut bytes = encode_wal_header_with_flags(wal_id, wal_flags(options.durability));
                 bytes.extend_from_slice(&logged);
                 write_file(fs.as_ref(), &path, &bytes)?;
                 commit_manifest(dir, fs.as_ref(), &manifest)?;
@@ -576,7 +596,7 @@ impl Index {
             wal_ids: vec![1],
             segments: Vec::new(),
         };
-        new_wal(dir, fs, 1)?;
+        new_wal_file(dir, fs, 1, options.durability)?;
         commit_manifest(dir, fs, &manifest)?;
         Ok(manifest)
     }
@@ -1016,7 +1036,7 @@ impl Index {
             )?
         };
         let segment = core.write_segment(segment_id, 0, &seg_bytes, &ids_bytes)?;
-        new_wal_file(&core.dir, core.fs.as_ref(), new_wal_id)?;
+        new_wal_file(&core.dir, core.fs.as_ref(), new_wal_id, self.durability)?;
         let new_wal = core
             .fs
             .open_append(&core.dir.join(FileKind::Wal.file_name(new_wal_id)))
@@ -1391,13 +1411,27 @@ fn write_file(fs: &dyn FileSystem, path: &Path, bytes: &[u8]) -> Result<()> {
     file.sync().map_err(io_error(path, "sync"))
 }
 
-fn new_wal_file(dir: &Path, fs: &dyn FileSystem, wal_id: u64) -> Result<()> {
-    let path = dir.join(FileKind::Wal.file_name(wal_id));
-    write_file(fs, &path, &encode_wal_header(wal_id))
+/// The WAL header flags for a writer with `durability`.
+fn wal_flags(durability: Durability) -> u32 {
+    match durability {
+        Durability::Buffered => WAL_UNSYNCED_APPENDS,
+        Durability::Sync => 0,
+    }
 }
 
-fn new_wal(dir: &Path, fs: &dyn FileSystem, wal_id: u64) -> Result<()> {
-    new_wal_file(dir, fs, wal_id)
+/// Writes and syncs a new, empty WAL for a writer with `durability`.
+fn new_wal_file(
+    dir: &Path,
+    fs: &dyn FileSystem,
+    wal_id: u64,
+    durability: Durability,
+) -> Result<()> {
+    let path = dir.join(FileKind::Wal.file_name(wal_id));
+    write_file(
+        fs,
+        &path,
+        &encode_wal_header_with_flags(wal_id, wal_flags(durability)),
+    )
 }
 
 /// The commit point: the manifest is written to a temporary file, synced,

@@ -64,7 +64,10 @@ pub use docmap::{DocEntry, DocMapReader, DocMapWriter, Tombstone};
 pub use manifest::{Manifest, SegmentMeta};
 pub use segment::{SegmentInfo, SegmentReader, SegmentWriter};
 pub use table::{DEFAULT_BLOCK_LEN, MAX_BLOCK_LEN, TableReader, TableWriter};
-pub use wal::{Record, WalEnd, WalFrame, WalReader, encode_frame, encode_wal_header};
+pub use wal::{
+    Record, WAL_UNSYNCED_APPENDS, WalEnd, WalFrame, WalReader, encode_frame, encode_wal_header,
+    encode_wal_header_with_flags, looks_like_lost_write_back,
+};
 
 /// The format version this build writes and reads, for every file kind.
 ///

@@ -9,7 +9,7 @@ use super::bytes::{Cursor, check_crc, check_magic_and_version, crc32, to_u64, u3
 use super::{EncodeError, FileKind, FormatError, FormatErrorKind, MAX_NAME_LEN};
 
 const FILE: FileKind = FileKind::Wal;
-/// Magic, version, reserved, WAL id, CRC.
+/// Magic, version, flags, WAL id, CRC.
 pub const WAL_HEADER_LEN: usize = 28;
 /// Payload length, payload CRC32, and the CRC32 of those 8 bytes.
 pub const FRAME_HEADER_LEN: usize = 12;
@@ -49,10 +49,20 @@ pub enum Record {
 
 /// The header that starts WAL file `wal_id`.
 pub fn encode_wal_header(wal_id: u64) -> Vec<u8> {
+    encode_wal_header_with_flags(wal_id, 0)
+}
+
+/// Header flag: frames of this WAL are acknowledged before they are synced
+/// (`Durability::Buffered`), so after a power loss any of them may be lost,
+/// not only the last (docs/FORMAT.md, "WAL torn tail").
+pub const WAL_UNSYNCED_APPENDS: u32 = 1;
+
+/// A WAL header with `flags` (0 or [`WAL_UNSYNCED_APPENDS`]).
+pub fn encode_wal_header_with_flags(wal_id: u64, flags: u32) -> Vec<u8> {
     let mut out = Vec::with_capacity(WAL_HEADER_LEN);
     out.extend_from_slice(&FILE.magic());
     out.extend_from_slice(&super::FORMAT_VERSION.to_le_bytes());
-    out.extend_from_slice(&0u32.to_le_bytes());
+    out.extend_from_slice(&flags.to_le_bytes());
     out.extend_from_slice(&wal_id.to_le_bytes());
     let crc = crc32(&out);
     out.extend_from_slice(&crc.to_le_bytes());
@@ -223,6 +233,35 @@ pub enum WalEnd {
     },
 }
 
+/// Page size assumed for write-back: the largest unit a power cut can lose on
+/// its own in the file systems we know (a smaller unit, like a 512-byte
+/// sector, ends on these boundaries too).
+pub const WRITE_BACK_PAGE: usize = 4096;
+
+/// Whether the damaged bytes `from..to` of a WAL (a bad frame at `from`, the
+/// next valid frame at `to`) look like a page lost to out-of-order write-back
+/// rather than damage: some page boundary `q` in `from + 1 ..= to` is preceded
+/// by zeros back to `from`, or by at least 64 zero bytes. A file system fills
+/// appended blocks that never reached the device with zeros; a flipped bit
+/// leaves the surrounding data, which does not end in zeros at a page
+/// boundary. Only meaningful for a WAL with [`WAL_UNSYNCED_APPENDS`]
+/// (docs/FORMAT.md, "WAL torn tail").
+pub fn looks_like_lost_write_back(bytes: &[u8], from: u64, to: u64) -> bool {
+    const RUN: usize = 64;
+    let (Ok(from), Ok(to)) = (usize::try_from(from), usize::try_from(to)) else {
+        return false;
+    };
+    let to = to.min(bytes.len());
+    let first = (from / WRITE_BACK_PAGE + 1) * WRITE_BACK_PAGE;
+    (first..=to).step_by(WRITE_BACK_PAGE).any(|q| {
+        let start = q.saturating_sub(RUN).max(from);
+        start < q
+            && bytes
+                .get(start..q)
+                .is_some_and(|run| run.iter().all(|&b| b == 0))
+    })
+}
+
 /// Whether the 12 bytes at `at` are a frame header: its own CRC matches and
 /// the length is allowed. Returns the payload length and CRC. O(1), so the
 /// search for a valid frame after a bad one stays linear.
@@ -302,6 +341,7 @@ fn frame_at(bytes: &[u8], at: usize) -> Result<(&[u8], usize), FormatError> {
 pub struct WalReader<'a> {
     bytes: &'a [u8],
     wal_id: u64,
+    flags: u32,
     pos: usize,
     end: Option<WalEnd>,
 }
@@ -323,16 +363,18 @@ impl<'a> WalReader<'a> {
         })?;
         let covered = header.get(..24).unwrap_or_default();
         check_crc(FILE, 0, covered, u32_at(header, 24).unwrap_or_default())?;
-        if u32_at(header, 12) != Some(0) {
+        let flags = u32_at(header, 12).unwrap_or_default();
+        if flags & !WAL_UNSYNCED_APPENDS != 0 {
             return Err(FormatError::malformed(
                 FILE,
                 12,
-                "the WAL header's reserved field is not zero",
+                "the WAL header's flags hold an unknown bit",
             ));
         }
         Ok(WalReader {
             bytes,
             wal_id: u64_at(header, 16).unwrap_or_default(),
+            flags,
             pos: WAL_HEADER_LEN,
             end: None,
         })
@@ -341,6 +383,12 @@ impl<'a> WalReader<'a> {
     /// The id recorded in the header.
     pub fn wal_id(&self) -> u64 {
         self.wal_id
+    }
+
+    /// Whether the header says frames were acknowledged before being synced
+    /// ([`WAL_UNSYNCED_APPENDS`]).
+    pub fn unsynced_appends(&self) -> bool {
+        self.flags & WAL_UNSYNCED_APPENDS != 0
     }
 
     /// How the file ends; `None` until iteration has finished.
@@ -578,5 +626,43 @@ mod tests {
         let mut out = vec![1, 2, 3];
         assert!(encode_frame_into(&mut out, &[long]).is_err());
         assert_eq!(out, [1, 2, 3]);
+    }
+
+    #[test]
+    fn header_flags_round_trip_and_unknown_bits_are_refused() {
+        let plain = encode_wal_header(5);
+        assert!(!WalReader::new(&plain).unwrap().unsynced_appends());
+        let buffered = encode_wal_header_with_flags(5, WAL_UNSYNCED_APPENDS);
+        let reader = WalReader::new(&buffered).unwrap();
+        assert!(reader.unsynced_appends());
+        assert_eq!(reader.wal_id(), 5);
+        let unknown = encode_wal_header_with_flags(5, 2);
+        assert!(WalReader::new(&unknown).is_err());
+    }
+
+    #[test]
+    fn only_zeros_up_to_a_page_boundary_look_like_lost_write_back() {
+        let page = WRITE_BACK_PAGE;
+        let data: Vec<u8> = (0..3 * page).map(|i| (i % 251) as u8 | 1).collect();
+        // A whole lost page between the bad frame and the next valid one.
+        let mut lost = data.clone();
+        lost[page..2 * page].fill(0);
+        assert!(looks_like_lost_write_back(&lost, 100, (2 * page + 50) as u64));
+        // A lost tail of a page starting at the bad frame (a synced prefix
+        // ended mid-page), however short.
+        let mut tail = data.clone();
+        tail[page - 10..page].fill(0);
+        assert!(looks_like_lost_write_back(&tail, (page - 10) as u64, (page + 40) as u64));
+        // No page boundary inside the damage, or data before every boundary.
+        assert!(!looks_like_lost_write_back(&lost, 100, 200));
+        assert!(!looks_like_lost_write_back(&data, 100, (2 * page + 50) as u64));
+        // A flipped bit is not zeros.
+        let mut flipped = data.clone();
+        flipped[page - 1] ^= 0x40;
+        assert!(!looks_like_lost_write_back(&flipped, 100, (page + 50) as u64));
+        // Fewer than 64 zeros before the boundary, and data before them.
+        let mut short = data;
+        short[page - 20..page].fill(0);
+        assert!(!looks_like_lost_write_back(&short, 100, (page + 50) as u64));
     }
 }
