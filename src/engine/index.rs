@@ -399,6 +399,18 @@ impl Index {
                         .create_dir_all(dir)
                         .map_err(io_error(dir, "create directory"))?;
                 }
+                let manifest_path = dir.join(FileKind::Manifest.file_name(0));
+                if read_only && !manifest_path.exists() {
+                    // Say so before the lock's own error about a missing LOCK.
+                    return Err(Error::Io {
+                        path: manifest_path,
+                        op: "read",
+                        source: std::io::Error::new(
+                            std::io::ErrorKind::NotFound,
+                            "no index here: the directory has no MANIFEST",
+                        ),
+                    });
+                }
                 let lock = if read_only {
                     DirLock::shared(dir)
                 } else {
