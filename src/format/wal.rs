@@ -647,19 +647,35 @@ mod tests {
         // A whole lost page between the bad frame and the next valid one.
         let mut lost = data.clone();
         lost[page..2 * page].fill(0);
-        assert!(looks_like_lost_write_back(&lost, 100, (2 * page + 50) as u64));
+        assert!(looks_like_lost_write_back(
+            &lost,
+            100,
+            (2 * page + 50) as u64
+        ));
         // A lost tail of a page starting at the bad frame (a synced prefix
         // ended mid-page), however short.
         let mut tail = data.clone();
         tail[page - 10..page].fill(0);
-        assert!(looks_like_lost_write_back(&tail, (page - 10) as u64, (page + 40) as u64));
+        assert!(looks_like_lost_write_back(
+            &tail,
+            (page - 10) as u64,
+            (page + 40) as u64
+        ));
         // No page boundary inside the damage, or data before every boundary.
         assert!(!looks_like_lost_write_back(&lost, 100, 200));
-        assert!(!looks_like_lost_write_back(&data, 100, (2 * page + 50) as u64));
+        assert!(!looks_like_lost_write_back(
+            &data,
+            100,
+            (2 * page + 50) as u64
+        ));
         // A flipped bit is not zeros.
         let mut flipped = data.clone();
         flipped[page - 1] ^= 0x40;
-        assert!(!looks_like_lost_write_back(&flipped, 100, (page + 50) as u64));
+        assert!(!looks_like_lost_write_back(
+            &flipped,
+            100,
+            (page + 50) as u64
+        ));
         // Fewer than 64 zeros before the boundary, and data before them.
         let mut short = data;
         short[page - 20..page].fill(0);
