@@ -19,7 +19,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use common::{Model, brute_force};
+use common::{Model, Rng, brute_force};
 use simhashdb::engine::fault::FaultFs;
 use simhashdb::engine::fs::FileSystem;
 use simhashdb::plan::Plan;
@@ -40,23 +40,6 @@ fn options(fs: &FaultFs) -> Options {
         file_system: Some(Arc::new(fs.clone()) as Arc<dyn FileSystem>),
         merge_policy: None,
         ..Options::default()
-    }
-}
-
-/// splitmix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
     }
 }
 

@@ -24,7 +24,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use common::{Model, brute_force};
+use common::{CENTRES, Model, Rng, brute_force};
 use simhashdb::engine::fault::{CrashMode, Fault, FaultFs, FaultKind, Op, Unsynced};
 use simhashdb::engine::fs::FileSystem;
 use simhashdb::engine::policy::{MergePolicy, TieredMergePolicy};
@@ -33,7 +33,6 @@ use simhashdb::plan::Plan;
 use simhashdb::{Durability, Error, Index, Options};
 
 const ID_SPACE: u64 = 24;
-const CENTRES: [u64; 4] = [0, u64::MAX, 0x0123_4567_89ab_cdef, 0xdead_beef_cafe_f00d];
 
 fn dir() -> &'static Path {
     Path::new("/db")
@@ -47,31 +46,6 @@ fn options(fs: &FaultFs, durability: Durability) -> Options {
         file_system: Some(Arc::new(fs.clone()) as Arc<dyn FileSystem>),
         merge_policy: Some(Arc::new(TieredMergePolicy { fan_in: 2 }) as Arc<dyn MergePolicy>),
         ..Options::default()
-    }
-}
-
-/// splitmix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn fingerprint(&mut self) -> u64 {
-        let mut fp = CENTRES[self.below(4) as usize];
-        for _ in 0..self.below(6) {
-            fp ^= 1 << self.below(64);
-        }
-        fp
     }
 }
 

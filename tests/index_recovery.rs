@@ -10,7 +10,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use common::{Model, brute_force};
+use common::{CENTRES, Model, Rng, brute_force};
 use simhashdb::engine::fault::{CrashMode, Fault, FaultFs, FaultKind, Op, Unsynced};
 use simhashdb::engine::fs::{FileSystem, RealFs};
 use simhashdb::format::{WalEnd, WalReader};
@@ -20,7 +20,6 @@ use simhashdb::{Durability, Error, Index, Options};
 const DIR: &str = "/index";
 /// Ids the workloads use; nothing outside it is ever written.
 const ID_SPACE: u64 = 40;
-const CENTRES: [u64; 4] = [0, u64::MAX, 0x0123_4567_89ab_cdef, 0xdead_beef_cafe_f00d];
 
 fn dir() -> &'static Path {
     Path::new(DIR)
@@ -45,32 +44,6 @@ fn real_options(durability: Durability) -> Options {
         plan: Some(plan()),
         durability,
         ..Options::default()
-    }
-}
-
-/// splitmix64: deterministic workloads without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    /// A fingerprint near one of the centres, so queries have answers.
-    fn fingerprint(&mut self) -> u64 {
-        let mut fp = CENTRES[self.below(4) as usize];
-        for _ in 0..self.below(6) {
-            fp ^= 1 << self.below(64);
-        }
-        fp
     }
 }
 

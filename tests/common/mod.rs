@@ -1,5 +1,7 @@
-//! Shared by the index scenario tests: the model of live documents and the
-//! brute-force answer every query is checked against.
+//! Shared by the index scenario tests: the model of live documents, the
+//! brute-force answer every query is checked against, and a seeded generator
+//! of workloads. (Each test file uses some of these.)
+#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 
@@ -23,4 +25,34 @@ pub fn brute_force(model: &Model, fp: u64, k: u32) -> Vec<Match> {
         .collect();
     out.sort_by_key(|m| (m.distance, m.id));
     out
+}
+
+/// Fingerprints are drawn near these, so that queries have answers.
+pub const CENTRES: [u64; 4] = [0, u64::MAX, 0x0123_4567_89ab_cdef, 0xdead_beef_cafe_f00d];
+
+/// splitmix64: deterministic workloads without a dependency.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform enough in `0..n` for workloads.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    /// A fingerprint within 5 bits of one of [`CENTRES`].
+    pub fn fingerprint(&mut self) -> u64 {
+        let mut fp = CENTRES[self.below(4) as usize];
+        for _ in 0..self.below(6) {
+            fp ^= 1 << self.below(64);
+        }
+        fp
+    }
 }
