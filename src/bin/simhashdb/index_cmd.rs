@@ -349,7 +349,12 @@ pub fn delete(args: &DeleteArgs) -> Result<(), CliError> {
             missing.push(label);
         }
     }
-    print(&text)?;
+    print_then_report_missing(&text, &missing)
+}
+
+/// Prints what was found, then fails naming the documents that were not.
+fn print_then_report_missing(text: &str, missing: &[String]) -> Result<(), CliError> {
+    print(text)?;
     if missing.is_empty() {
         Ok(())
     } else {
@@ -711,15 +716,7 @@ pub fn get(args: &GetArgs) -> Result<(), CliError> {
             None => missing.push(label),
         }
     }
-    print(&text)?;
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(CliError::Failure(format!(
-            "not found: {}",
-            missing.join(", ")
-        )))
-    }
+    print_then_report_missing(&text, &missing)
 }
 
 // ---------------------------------------------------------------- verify
