@@ -84,7 +84,8 @@ pub struct Options {
     /// Run the merge policy's merges on a background thread, so that writes
     /// go on while segments merge; `false` merges on the writing thread after
     /// a flush. With a custom `file_system` merges always run on the writing
-    /// thread (a simulated crash must stop every write at once).
+    /// thread (a simulated crash must stop every write at once). Dropping the
+    /// `Index` waits for a merge in progress to finish.
     pub merge_thread: bool,
 }
 
