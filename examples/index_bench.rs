@@ -1,7 +1,6 @@
 //! Ingest, open and query figures of the persistent index.
 //!
 //! `cargo run --release --example index_bench -- N [DIR]`
-//! (environment: `WARMUP_QUERIES=W`, default 1,000)
 //!
 //! Builds an index of N xorshift64 fingerprints in a fresh directory (default:
 //! a temporary one) with the default options (k = 3, automatic plan,
@@ -28,8 +27,8 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
-/// Resident anonymous memory (heap and stacks; mapped file pages touched by
-/// queries are not counted).
+/// Resident anonymous memory (heap and stacks; mapped file pages, which
+/// the open prefaults in the background, are not counted).
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()

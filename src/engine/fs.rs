@@ -146,6 +146,18 @@ impl Mapped {
         Mapped(Arc::new(MapInner::Owned(bytes.into_boxed_slice())))
     }
 
+    /// Asks the kernel to map every page now (Linux 5.14+; elsewhere, or on
+    /// failure, nothing happens): the first query to touch a page then finds
+    /// it mapped instead of taking a page fault. The pages stay evictable.
+    pub fn prefault(&self) {
+        #[cfg(target_os = "linux")]
+        if let MapInner::Mmap(map) = &*self.0 {
+            // An old kernel refuses the advice (EINVAL); queries then fault
+            // pages in as they touch them, as without it.
+            let _ = map.advise(memmap2::Advice::PopulateRead);
+        }
+    }
+
     /// A token that tells whether any clone of this mapping is still alive.
     pub(crate) fn liveness(&self) -> MapLiveness {
         MapLiveness(Arc::downgrade(&self.0))
