@@ -1,6 +1,8 @@
 //! Ingest, open and query figures of the persistent index.
 //!
 //! `cargo run --release --example index_bench -- N [DIR]`
+//! (environment: `WARMUP_QUERIES=W`, default 1,000; `PREFAULT=0` to open
+//! without prefaulting the tables' pages)
 //!
 //! Builds an index of N xorshift64 fingerprints in a fresh directory (default:
 //! a temporary one) with the default options (k = 3, automatic plan,
@@ -40,6 +42,15 @@ fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// The default options; `PREFAULT=0` turns off the background prefault of the
+/// tables' pages at open (for comparing).
+fn options() -> Options {
+    Options {
+        prefault: std::env::var("PREFAULT").map_or(true, |v| v != "0"),
+        ..Options::default()
+    }
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let n: usize = args.first().map_or(Ok(1_000_000), |s| s.parse())?;
@@ -52,7 +63,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // An existing index in DIR (built by an earlier run with the same N) is reused.
     let reuse = dir.join("MANIFEST").exists();
-    let index = Index::open(&dir, Options::default())?;
+    let index = Index::open(&dir, options())?;
     println!("plan: {}", index.plan());
     let start = Instant::now();
     if !reuse {
@@ -81,7 +92,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let rss_before = rss_kib();
     let start = Instant::now();
-    let index = Index::open(&dir, Options::default())?;
+    let index = Index::open(&dir, options())?;
     let open = start.elapsed();
     let stats = index.stats();
     println!(
