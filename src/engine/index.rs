@@ -17,7 +17,6 @@
 use std::cmp::Reverse;
 use std::collections::HashSet;
 
-use fnv::FnvHashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{
@@ -37,6 +36,7 @@ use crate::format::{
 use crate::plan::Plan;
 
 use super::fs::{FileSystem, Mapped, RealFs, WritableFile};
+use super::keys::U64Set;
 use super::lock::{DirLock, LockError};
 use super::memtable::{Doc as MemDoc, Memtable, Version};
 use super::policy::{MergePolicy, TieredMergePolicy};
@@ -1036,8 +1036,7 @@ impl Index {
         let (seg_bytes, ids_bytes) = {
             let state = read_lock(&core.state);
             let m = &state.memtable;
-            let tables = m.sorted_tables();
-            let key_count = tables.first().map_or(0, |t| t.len() as u64);
+            let key_count = m.live_fingerprints() as u64;
             let mut docs = DocMapWriter::new(segment_id);
             for (id, version) in m.versions() {
                 match version {
@@ -1061,7 +1060,7 @@ impl Index {
                 &core.plan,
                 segment_id,
                 key_count,
-                tables.into_iter().map(Ok),
+                m.sorted_tables().map(Ok),
                 docs,
             )?
         };
@@ -1203,7 +1202,7 @@ impl Core {
             .iter()
             .map(|s| s.meta.doc_count + s.meta.tombstone_count)
             .sum();
-        let mut seen: FnvHashSet<u64> = FnvHashSet::with_capacity_and_hasher(
+        let mut seen: U64Set = U64Set::with_capacity_and_hasher(
             usize::try_from(docs_in_run).unwrap_or(0),
             Default::default(),
         );

@@ -4,6 +4,7 @@
 pub mod fault;
 pub mod fs;
 mod index;
+mod keys;
 pub mod lock;
 mod memtable;
 pub mod policy;
