@@ -16,6 +16,7 @@
 
 use std::cmp::Reverse;
 use std::collections::HashSet;
+use std::io::BufWriter;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,10 +29,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::error::{Error, Result};
 use crate::fingerprint::{FingerprintConfig, Simhasher};
 use crate::format::{
-    DocEntry, DocMapReader, DocMapWriter, FileKind, FormatError, MANIFEST_TEMP_FILE_NAME, Manifest,
-    Record, SegmentInfo, SegmentMeta, SegmentReader, SegmentWriter, Tombstone,
-    WAL_UNSYNCED_APPENDS, WalEnd, WalReader, encode_frame, encode_wal_header_with_flags,
-    looks_like_lost_write_back,
+    DEFAULT_BLOCK_LEN, DocEntry, DocMapReader, DocMapWriter, EncodeError, FileKind, FormatError,
+    MANIFEST_TEMP_FILE_NAME, Manifest, Record, SegmentInfo, SegmentMeta, SegmentReader,
+    SegmentWriter, Tombstone, WAL_UNSYNCED_APPENDS, WalEnd, WalReader, encode_frame,
+    encode_wal_header_with_flags, looks_like_lost_write_back,
 };
 use crate::plan::Plan;
 
@@ -210,7 +211,9 @@ struct Core {
 
 #[derive(Debug)]
 struct State {
-    memtable: Memtable,
+    /// Shared with a flush in progress, which writes it without holding the
+    /// lock; only the writing thread changes it, never during its own flush.
+    memtable: Arc<Memtable>,
     /// Newest first.
     segments: Vec<Arc<Segment>>,
 }
@@ -577,7 +580,10 @@ impl Index {
             fingerprint_config: manifest.fingerprint_config.clone(),
             retention_ms: manifest.retention_ms,
             merge_policy: options.merge_policy.clone(),
-            state: RwLock::new(State { memtable, segments }),
+            state: RwLock::new(State {
+                memtable: Arc::new(memtable),
+                segments,
+            }),
             manifest: Mutex::new(manifest),
             merging: Mutex::new(()),
             poisoned: AtomicBool::new(false),
@@ -989,8 +995,10 @@ impl Index {
         self.core.poison_on_error(logged)?;
         let full = {
             let mut state = write_lock(&self.core.state);
+            let memtable = Arc::get_mut(&mut state.memtable)
+                .unwrap_or_else(|| unreachable!("a flush shares the memtable only while it runs"));
             for record in records {
-                apply(&mut state.memtable, record);
+                apply(memtable, record);
             }
             state.memtable.approximate_bytes() >= self.memtable_budget
         };
@@ -1033,9 +1041,10 @@ impl Index {
             m.next_wal_id += 1;
             ids
         };
-        let (seg_bytes, ids_bytes) = {
-            let state = read_lock(&core.state);
-            let m = &state.memtable;
+        let segment = {
+            // Queries go on reading the memtable meanwhile; this thread is
+            // the only one that changes it.
+            let m = read_lock(&core.state).memtable.clone();
             let key_count = m.live_fingerprints() as u64;
             let mut docs = DocMapWriter::new(segment_id);
             for (id, version) in m.versions() {
@@ -1056,15 +1065,8 @@ impl Index {
                     }),
                 }
             }
-            encode_segment(
-                &core.plan,
-                segment_id,
-                key_count,
-                m.sorted_tables().map(Ok),
-                docs,
-            )?
+            core.write_segment(segment_id, 0, key_count, m.sorted_tables().map(Ok), docs)?
         };
-        let segment = core.write_segment(segment_id, 0, &seg_bytes, &ids_bytes)?;
         new_wal_file(&core.dir, core.fs.as_ref(), new_wal_id, self.durability)?;
         let new_wal = core
             .fs
@@ -1082,7 +1084,7 @@ impl Index {
             let mut state = write_lock(&core.state);
             state.segments.insert(0, Arc::new(segment));
             let capacity = state.memtable.len();
-            state.memtable = Memtable::with_capacity(&core.plan, capacity);
+            state.memtable = Arc::new(Memtable::with_capacity(&core.plan, capacity));
             old_wals
         };
         w.wal = new_wal;
@@ -1107,50 +1109,61 @@ impl Core {
         result
     }
 
-    /// Writes and syncs a segment's two files and maps them; the caller
-    /// commits a manifest naming it.
+    /// Writes and syncs a segment's two files, streaming them through a
+    /// buffer (a segment is never whole in memory), and maps them; the
+    /// caller commits a manifest naming it. `tables` yields the permuted
+    /// tables in plan order, each of `key_count` keys.
     fn write_segment(
         &self,
         segment_id: u64,
         level: u32,
-        seg_bytes: &[u8],
-        ids_bytes: &[u8],
+        key_count: u64,
+        tables: impl Iterator<Item = Result<Vec<u64>>>,
+        docs: DocMapWriter,
     ) -> Result<Segment> {
         let seg_path = self.dir.join(FileKind::Segment.file_name(segment_id));
         let ids_path = self.dir.join(FileKind::DocMap.file_name(segment_id));
-        write_file(self.fs.as_ref(), &seg_path, seg_bytes)?;
-        write_file(self.fs.as_ref(), &ids_path, ids_bytes)?;
-        let tables = SegmentReader::new(seg_bytes).map_err(|e| corrupted(&seg_path, &e))?;
-        let docs = DocMapReader::new(ids_bytes).map_err(|e| corrupted(&ids_path, &e))?;
-        let mut meta = SegmentMeta {
+        let ranges = docs.ranges();
+        let mut seg = SegmentWriter::with_writer(
+            create_buffered(self.fs.as_ref(), &seg_path)?,
+            SegmentInfo {
+                segment_id,
+                shape: self.plan.shape(),
+                k: self.plan.k(),
+                table_count: self.plan.tables().len() as u32,
+                key_count,
+            },
+            DEFAULT_BLOCK_LEN,
+        )
+        .map_err(encode_error(&seg_path))?;
+        for keys in tables {
+            seg.push_table(keys?).map_err(encode_error(&seg_path))?;
+        }
+        let seg_file = seg.finish().map_err(encode_error(&seg_path))?;
+        sync_buffered(seg_file, &seg_path)?;
+        let ids_file = docs
+            .finish_into(create_buffered(self.fs.as_ref(), &ids_path)?)
+            .map_err(encode_error(&ids_path))?;
+        sync_buffered(ids_file, &ids_path)?;
+
+        let map = |path: &Path| self.fs.map(path).map_err(io_error(path, "map"));
+        let tables = SegmentReader::new(map(&seg_path)?).map_err(|e| corrupted(&seg_path, &e))?;
+        let docs = DocMapReader::new(map(&ids_path)?).map_err(|e| corrupted(&ids_path, &e))?;
+        let meta = SegmentMeta {
             id: segment_id,
             level,
             key_count: tables.key_count(),
             doc_count: docs.len() as u64,
             tombstone_count: docs.tombstone_count() as u64,
-            min_seq: u64::MAX,
-            max_seq: 0,
-            min_timestamp: u64::MAX,
-            max_timestamp: 0,
-            seg_file_len: seg_bytes.len() as u64,
-            ids_file_len: ids_bytes.len() as u64,
+            min_seq: ranges.map_or(u64::MAX, |r| r.min_seq),
+            max_seq: ranges.map_or(0, |r| r.max_seq),
+            min_timestamp: ranges.map_or(u64::MAX, |r| r.min_timestamp),
+            max_timestamp: ranges.map_or(0, |r| r.max_timestamp),
+            seg_file_len: tables.as_bytes().len() as u64,
+            ids_file_len: docs.as_bytes().len() as u64,
             seg_footer_crc: tables.footer_crc(),
             ids_footer_crc: docs.footer_crc(),
         };
-        for entry in docs.entries() {
-            let entry = entry.map_err(|e| corrupted(&ids_path, &e))?;
-            meta.min_seq = meta.min_seq.min(entry.seq);
-            meta.max_seq = meta.max_seq.max(entry.seq);
-            meta.min_timestamp = meta.min_timestamp.min(entry.timestamp);
-            meta.max_timestamp = meta.max_timestamp.max(entry.timestamp);
-        }
-        for tombstone in docs.tombstones() {
-            let tombstone = tombstone.map_err(|e| corrupted(&ids_path, &e))?;
-            meta.min_seq = meta.min_seq.min(tombstone.seq);
-            meta.max_seq = meta.max_seq.max(tombstone.seq);
-            meta.min_timestamp = meta.min_timestamp.min(tombstone.timestamp);
-            meta.max_timestamp = meta.max_timestamp.max(tombstone.timestamp);
-        }
         let segment = Segment::open(&self.dir, &self.fs, meta, &self.plan)?;
         // Just written, so in the page cache: map its tables' pages now
         // rather than one fault at a time under queries.
@@ -1261,10 +1274,8 @@ impl Core {
             for tombstone in tombstones {
                 docs.push_tombstone(tombstone);
             }
-            let (seg_bytes, ids_bytes) =
-                encode_segment(&self.plan, segment_id, key_count, tables, docs)?;
             let level = run.iter().map(|s| s.meta.level).max().unwrap_or(0) + 1;
-            Some(self.write_segment(segment_id, level, &seg_bytes, &ids_bytes)?)
+            Some(self.write_segment(segment_id, level, key_count, tables, docs)?)
         };
         {
             let mut committed = lock(&self.manifest);
@@ -1413,29 +1424,43 @@ fn check_name(name: Option<&str>) -> Result<()> {
     }
 }
 
-fn encode_segment(
-    plan: &Plan,
-    segment_id: u64,
-    key_count: u64,
-    tables: impl Iterator<Item = Result<Vec<u64>>>,
-    docs: DocMapWriter,
-) -> Result<(Vec<u8>, Vec<u8>)> {
-    let invalid = |e: crate::format::EncodeError| Error::InvalidArgument(e.to_string());
-    let mut seg = SegmentWriter::new(SegmentInfo {
-        segment_id,
-        shape: plan.shape(),
-        k: plan.k(),
-        table_count: plan.tables().len() as u32,
-        key_count,
-    })
-    .map_err(invalid)?;
-    for keys in tables {
-        seg.push_table(keys?).map_err(invalid)?;
+/// Bytes buffered before each write to a segment or doc map file.
+const WRITE_BUFFER: usize = 1 << 20;
+
+/// A file being written, as [`std::io::Write`] for the format's encoders.
+struct FileWriter(Box<dyn WritableFile>);
+
+impl std::io::Write for FileWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write_all(buf)?;
+        Ok(buf.len())
     }
-    Ok((
-        seg.finish().map_err(invalid)?,
-        docs.finish().map_err(invalid)?,
-    ))
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn create_buffered(fs: &dyn FileSystem, path: &Path) -> Result<BufWriter<FileWriter>> {
+    let file = fs.create(path).map_err(io_error(path, "create"))?;
+    Ok(BufWriter::with_capacity(WRITE_BUFFER, FileWriter(file)))
+}
+
+/// Writes out what `out` still buffers, then syncs the file.
+fn sync_buffered(out: BufWriter<FileWriter>, path: &Path) -> Result<()> {
+    let mut file = out
+        .into_inner()
+        .map_err(|e| io_error(path, "write")(e.into_error()))?;
+    file.0.sync().map_err(io_error(path, "sync"))
+}
+
+/// An encoder's error while writing `path`: the file's I/O error, or an
+/// invalid input.
+fn encode_error(path: &Path) -> impl FnOnce(EncodeError) -> Error + '_ {
+    move |e| match e {
+        EncodeError::Io(e) => io_error(path, "write")(e),
+        e => Error::InvalidArgument(e.to_string()),
+    }
 }
 
 fn write_file(fs: &dyn FileSystem, path: &Path, bytes: &[u8]) -> Result<()> {

@@ -49,8 +49,10 @@ const RADIX_BITS: u32 = 16;
 /// Sorts `keys` ascending. Permuted simhash keys are close to uniform in
 /// their top bits, so one counting-sort pass on the top 16 bits leaves
 /// buckets of a few keys each, finished by insertion sort (or the standard
-/// sort for the rare large bucket). About three times faster than
-/// `sort_unstable` on a few hundred thousand random keys.
+/// sort for the rare large bucket). On 555,000 random keys (a flush of the
+/// default memtable) it took 8.6 ms against 12.8 ms for `sort_unstable`;
+/// on already sorted runs (a merge's input) the standard stable sort is
+/// faster, and merges use that.
 pub(crate) fn sort_keys(keys: &mut Vec<u64>) {
     let n = keys.len();
     if n < RADIX_MIN {

@@ -71,6 +71,37 @@ pub struct DocMapWriter {
     entries: Vec<PendingEntry>,
     names: Vec<u8>,
     tombstones: Vec<Tombstone>,
+    /// Smallest and largest sequence number and timestamp pushed so far.
+    ranges: Option<Ranges>,
+}
+
+/// The sequence numbers and timestamps of a doc map's entries and
+/// tombstones: the smallest and largest of each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ranges {
+    /// Smallest sequence number.
+    pub min_seq: u64,
+    /// Largest sequence number.
+    pub max_seq: u64,
+    /// Earliest timestamp.
+    pub min_timestamp: u64,
+    /// Latest timestamp.
+    pub max_timestamp: u64,
+}
+
+impl Ranges {
+    fn include(ranges: &mut Option<Ranges>, seq: u64, timestamp: u64) {
+        let r = ranges.get_or_insert(Ranges {
+            min_seq: seq,
+            max_seq: seq,
+            min_timestamp: timestamp,
+            max_timestamp: timestamp,
+        });
+        r.min_seq = r.min_seq.min(seq);
+        r.max_seq = r.max_seq.max(seq);
+        r.min_timestamp = r.min_timestamp.min(timestamp);
+        r.max_timestamp = r.max_timestamp.max(timestamp);
+    }
 }
 
 impl DocMapWriter {
@@ -94,6 +125,7 @@ impl DocMapWriter {
             Some(name) => name.len() as u32,
             None => NO_NAME,
         };
+        Ranges::include(&mut self.ranges, entry.seq, entry.timestamp);
         let name_start = self.names.len();
         self.names
             .extend_from_slice(entry.name.unwrap_or_default().as_bytes());
@@ -110,7 +142,14 @@ impl DocMapWriter {
 
     /// Adds a tombstone.
     pub fn push_tombstone(&mut self, tombstone: Tombstone) {
+        Ranges::include(&mut self.ranges, tombstone.seq, tombstone.timestamp);
         self.tombstones.push(tombstone);
+    }
+
+    /// The sequence numbers and timestamps pushed so far (`None` before the
+    /// first entry or tombstone).
+    pub fn ranges(&self) -> Option<Ranges> {
+        self.ranges
     }
 
     /// Documents added so far.
@@ -858,6 +897,36 @@ mod tests {
         assert_eq!(r.tombstone(4).unwrap(), None);
         let ts: Vec<Tombstone> = r.tombstones().map(Result::unwrap).collect();
         assert_eq!(ts, [tombs[1], tombs[0]]);
+    }
+
+    #[test]
+    fn ranges_span_entries_and_tombstones() {
+        let (docs, tombs) = sample();
+        let mut w = DocMapWriter::new(1);
+        assert_eq!(w.ranges(), None);
+        for d in &docs {
+            w.push(*d).unwrap();
+        }
+        // Entries alone: seq = 10 * id for ids 1..=9, timestamps likewise.
+        let entries = Ranges {
+            min_seq: 10,
+            max_seq: 90,
+            min_timestamp: 1_700_000_000_001,
+            max_timestamp: 1_700_000_000_009,
+        };
+        assert_eq!(w.ranges(), Some(entries));
+        for t in &tombs {
+            w.push_tombstone(*t);
+        }
+        // The tombstones' seq 1 and 5 and timestamps 2 and 6 are older.
+        assert_eq!(
+            w.ranges(),
+            Some(Ranges {
+                min_seq: 1,
+                min_timestamp: 2,
+                ..entries
+            })
+        );
     }
 
     #[test]
