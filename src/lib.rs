@@ -43,6 +43,7 @@ pub mod error;
 pub mod fingerprint;
 pub mod format;
 pub mod plan;
+mod radix;
 pub mod search;
 pub mod verify;
 

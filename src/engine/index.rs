@@ -1047,7 +1047,7 @@ impl Index {
             let m = read_lock(&core.state).memtable.clone();
             let key_count = m.live_fingerprints() as u64;
             let mut docs = DocMapWriter::new(segment_id);
-            for (id, version) in m.versions() {
+            for (id, version) in m.versions_unordered() {
                 match version {
                     Version::Live(doc) => docs
                         .push(DocEntry {

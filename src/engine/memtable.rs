@@ -102,8 +102,19 @@ const NONE: u32 = u32::MAX;
 struct Chains {
     heads: Vec<u32>,
     next: Vec<u32>,
+    /// The block's bits.
+    mask: u64,
     /// `64 - bits`, where `bits` is the block's width capped at [`BUCKET_BITS`].
     shift: u32,
+}
+
+impl Chains {
+    /// The bucket of `fp`: a multiplicative hash of its block, so equal
+    /// blocks share a bucket (unequal ones may too).
+    #[inline]
+    fn bucket(&self, fp: u64) -> usize {
+        ((fp & self.mask).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize
+    }
 }
 
 #[derive(Debug)]
@@ -143,6 +154,7 @@ impl Memtable {
                 Chains {
                     heads: vec![NONE; 1 << bits],
                     next: Vec::with_capacity(docs),
+                    mask: table.prefix_source_mask(),
                     shift: 64 - bits,
                 }
             })
@@ -223,12 +235,12 @@ impl Memtable {
     pub(crate) fn matching_fingerprints(&self, fp: u64, k: u32) -> Vec<u64> {
         let mut out = Vec::new();
         for (t, (table, chains)) in self.blocks.tables().iter().zip(&self.chains).enumerate() {
-            let mut pos = chains.heads[(table.permute(fp) >> chains.shift) as usize];
+            let mut pos = chains.heads[chains.bucket(fp)];
             while pos != NONE {
                 let found = self.fingerprints[pos as usize];
                 let diff = found ^ fp;
-                // A bucket holds other blocks too when the block is wider
-                // than BUCKET_BITS; `shares_prefix` checks the whole block,
+                // A bucket holds other blocks too; `shares_prefix` checks
+                // the whole block,
                 // and `first_table_sharing` reports a match in one table only.
                 if diff.count_ones() <= k
                     && table.shares_prefix(diff)
@@ -242,12 +254,19 @@ impl Memtable {
         out
     }
 
-    /// Every version, ordered by id (for writing a segment).
+    /// Every version, in no particular order (for writing a segment, whose
+    /// doc map sorts them anyway): the map is read in its memory order.
+    pub(crate) fn versions_unordered(&self) -> impl Iterator<Item = (u64, &Version)> + '_ {
+        self.docs.iter().map(|(&id, v)| (id, v))
+    }
+
+    /// Every version, ordered by id.
     pub(crate) fn versions(&self) -> impl Iterator<Item = (u64, &Version)> + '_ {
-        let mut ids: Vec<u64> = self.docs.keys().copied().collect();
-        sort_keys(&mut ids);
-        ids.into_iter()
-            .filter_map(|id| self.docs.get(&id).map(|v| (id, v)))
+        // Sorting (id, reference) pairs read in the map's order, rather than
+        // looking each sorted id up again: one cache miss per id saved.
+        let mut versions: Vec<(u64, &Version)> = self.docs.iter().map(|(&id, v)| (id, v)).collect();
+        versions.sort_unstable_by_key(|&(id, _)| id);
+        versions.into_iter()
     }
 
     /// The number of live distinct fingerprints: the key count of each of
@@ -311,10 +330,10 @@ impl Memtable {
             .filter(|&pos| pos != NONE)
             .unwrap_or_else(|| panic!("a memtable holds fewer than 2^32 - 1 fingerprints"));
         self.fingerprints.push(fingerprint);
-        for (table, chains) in self.blocks.tables().iter().zip(&mut self.chains) {
-            let head = &mut chains.heads[(table.permute(fingerprint) >> chains.shift) as usize];
-            chains.next.push(*head);
-            *head = pos;
+        for chains in &mut self.chains {
+            let bucket = chains.bucket(fingerprint);
+            chains.next.push(chains.heads[bucket]);
+            chains.heads[bucket] = pos;
         }
         self.bytes += FINGERPRINT_BYTES + LINK_BYTES * self.chains.len();
     }

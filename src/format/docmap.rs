@@ -50,7 +50,7 @@ pub struct Tombstone {
     pub timestamp: u64,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 struct PendingEntry {
     fingerprint: u64,
     id: u64,
@@ -174,7 +174,11 @@ impl DocMapWriter {
                 "a doc map holds at most 2^32 - 1 documents",
             ));
         }
-        self.entries.sort_unstable_by_key(|e| (e.fingerprint, e.id));
+        crate::radix::sort_by_top_bits(
+            &mut self.entries,
+            |e| e.fingerprint,
+            |e| (e.fingerprint, e.id),
+        );
         // (id, position) pairs sorted directly: sorting positions by a key
         // looked up in `entries` would miss the cache on every comparison.
         let mut by_id: Vec<(u64, u32)> = self
