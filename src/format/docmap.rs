@@ -626,6 +626,21 @@ impl<D: AsRef<[u8]>> DocMapReader<D> {
         }
     }
 
+    /// The id index, by id: each document's id and the position of its
+    /// entry in [`entries`](Self::entries) order, each record's CRC checked
+    /// (a position past the last entry is reported as an error).
+    pub fn ids(&self) -> impl Iterator<Item = Result<(u64, usize), FormatError>> + '_ {
+        let view = self.view();
+        let len = self.len();
+        (0..len).map(move |i| {
+            let (id, position) = view.id_record(i)?;
+            if position >= len {
+                return Err(view.malformed(view.ids_at, ID_LEN, i, "entry position out of range"));
+            }
+            Ok((id, position))
+        })
+    }
+
     /// Every tombstone, by id.
     pub fn tombstones(&self) -> Tombstones<'_> {
         Tombstones {
@@ -901,6 +916,14 @@ mod tests {
         assert_eq!(r.tombstone(4).unwrap(), None);
         let ts: Vec<Tombstone> = r.tombstones().map(Result::unwrap).collect();
         assert_eq!(ts, [tombs[1], tombs[0]]);
+        let ids: Vec<(u64, usize)> = r.ids().map(Result::unwrap).collect();
+        assert_eq!(
+            ids.iter().map(|&(id, _)| id).collect::<Vec<_>>(),
+            [1, 2, 3, 4, 7, 9]
+        );
+        for (id, position) in ids {
+            assert_eq!(all[position].id, id);
+        }
     }
 
     #[test]
