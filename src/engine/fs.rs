@@ -149,12 +149,34 @@ impl Mapped {
     /// Asks the kernel to map every page now (Linux 5.14+; elsewhere, or on
     /// failure, nothing happens): the first query to touch a page then finds
     /// it mapped instead of taking a page fault. The pages stay evictable.
+    ///
+    /// The kernel holds the process's address-space lock while it maps, so
+    /// this goes 16 MiB at a time: another thread's `mmap` (a large
+    /// allocation, say) waits for one piece, not for gigabytes.
     pub fn prefault(&self) {
+        self.prefault_until(|| false);
+    }
+
+    /// [`prefault`](Self::prefault), stopping early once `stop` returns true
+    /// (asked between pieces).
+    pub fn prefault_until(&self, stop: impl Fn() -> bool) {
         #[cfg(target_os = "linux")]
         if let MapInner::Mmap(map) = &*self.0 {
-            // An old kernel refuses the advice (EINVAL); queries then fault
-            // pages in as they touch them, as without it.
-            let _ = map.advise(memmap2::Advice::PopulateRead);
+            const PIECE: usize = 16 << 20;
+            for offset in (0..map.len()).step_by(PIECE) {
+                if stop() {
+                    break;
+                }
+                let len = PIECE.min(map.len() - offset);
+                // An old kernel refuses the advice (EINVAL); queries then
+                // fault pages in as they touch them, as without it.
+                if map
+                    .advise_range(memmap2::Advice::PopulateRead, offset, len)
+                    .is_err()
+                {
+                    break;
+                }
+            }
         }
     }
 

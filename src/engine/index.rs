@@ -186,6 +186,8 @@ pub struct Index {
     writer: Mutex<Option<Writer>>,
     /// The background merge thread, if merges run there.
     merger: Option<Merger>,
+    /// Tells the prefault thread started by the open to stop early.
+    stop_prefault: Arc<AtomicBool>,
     // Dropped last: the lock outlives every file operation.
     _lock: Option<DirLock>,
 }
@@ -283,6 +285,7 @@ impl Merger {
 
 impl Drop for Index {
     fn drop(&mut self) {
+        self.stop_prefault.store(true, Ordering::Relaxed);
         if let Some(merger) = &mut self.merger {
             let (signal, wake) = &*merger.signal;
             lock(signal).shutdown = true;
@@ -474,16 +477,12 @@ impl Index {
         }
         // Newest first.
         segments.sort_by_key(|s| Reverse(s.meta.max_seq));
-        if options.prefault && options.file_system.is_none() && !segments.is_empty() {
-            // Map the tables' pages in the background: the open stays quick,
-            // and queries soon stop taking a page fault per first touch.
-            let maps: Vec<Mapped> = segments.iter().map(|s| s.tables_map.clone()).collect();
-            let spawned = std::thread::Builder::new()
-                .name("simhashdb-prefault".into())
-                .spawn(move || maps.iter().for_each(Mapped::prefault));
-            // Without the thread, pages fault in as queries touch them.
-            drop(spawned);
-        }
+        // Maps to prefault once the open is otherwise done.
+        let prefault: Vec<Mapped> = if options.prefault && options.file_system.is_none() {
+            segments.iter().map(|s| s.tables_map.clone()).collect()
+        } else {
+            Vec::new()
+        };
 
         let mut memtable = Memtable::new(&plan);
         let mut next_seq = manifest.next_seq;
@@ -597,6 +596,23 @@ impl Index {
         } else {
             None
         };
+        let stop_prefault = Arc::new(AtomicBool::new(false));
+        if !prefault.is_empty() {
+            // Map the tables' pages in the background, started last so that
+            // nothing above waits for the address-space lock it takes: the
+            // open stays quick, and queries soon stop taking a page fault per
+            // first touch.
+            // It stops when the index is dropped.
+            let stop = stop_prefault.clone();
+            let spawned = std::thread::Builder::new()
+                .name("simhashdb-prefault".into())
+                .spawn(move || {
+                    let stopped = || stop.load(Ordering::Relaxed);
+                    prefault.iter().for_each(|m| m.prefault_until(stopped));
+                });
+            // Without the thread, pages fault in as queries touch them.
+            drop(spawned);
+        }
         Ok(Index {
             core,
             durability: options.durability,
@@ -604,6 +620,7 @@ impl Index {
             read_only,
             writer: Mutex::new(writer),
             merger,
+            stop_prefault,
             _lock: lock,
         })
     }
@@ -1256,22 +1273,33 @@ impl Core {
             }
         }
         drop(versions);
-        let mut survivors: Vec<DocEntry<'_>> = Vec::new();
+        // The survivors go straight into the new doc map (the id is wasted
+        // if nothing survives: ids need only be unique).
+        let segment_id = {
+            let mut m = lock(&self.manifest);
+            m.next_segment_id += 1;
+            m.next_segment_id - 1
+        };
+        let mut docs = DocMapWriter::new(segment_id);
+        let mut live_fingerprints: Vec<u64> = Vec::new();
         let mut not_surviving: Vec<u64> = Vec::new();
-        let mut tombstones: Vec<Tombstone> = Vec::new();
+        let mut tombstones_kept = 0usize;
         for (s, segment) in run.iter().enumerate() {
             if !includes_oldest {
                 for (i, tombstone) in segment.docs.tombstones().enumerate() {
                     let t = tombstone.map_err(|e| corrupted(&segment.ids_path, &e))?;
                     if newest_tombstone[s][i] {
-                        tombstones.push(t);
+                        docs.push_tombstone(t);
+                        tombstones_kept += 1;
                     }
                 }
             }
             for (i, entry) in segment.docs.entries().enumerate() {
                 let e = entry.map_err(|e| corrupted(&segment.ids_path, &e))?;
                 if newest_entry[s].get(i) == Some(&true) && self.fresh(e.timestamp) {
-                    survivors.push(e);
+                    live_fingerprints.push(e.fingerprint);
+                    docs.push(e)
+                        .map_err(|e| Error::InvalidArgument(e.to_string()))?;
                 } else {
                     // Its fingerprint leaves the tables unless a survivor has it.
                     not_surviving.push(e.fingerprint);
@@ -1279,24 +1307,11 @@ impl Core {
             }
         }
         let run_ids: HashSet<u64> = run.iter().map(|s| s.meta.id).collect();
-        let merged = if survivors.is_empty() && tombstones.is_empty() {
+        let merged = if docs.is_empty() && tombstones_kept == 0 {
             // Nothing left: the run simply leaves the manifest.
             None
         } else {
-            let segment_id = {
-                let mut m = lock(&self.manifest);
-                m.next_segment_id += 1;
-                m.next_segment_id - 1
-            };
-            let (key_count, tables) = self.merged_tables(&run, &survivors, not_surviving);
-            let mut docs = DocMapWriter::new(segment_id);
-            for entry in &survivors {
-                docs.push(*entry)
-                    .map_err(|e| Error::InvalidArgument(e.to_string()))?;
-            }
-            for tombstone in tombstones {
-                docs.push_tombstone(tombstone);
-            }
+            let (key_count, tables) = self.merged_tables(&run, live_fingerprints, not_surviving);
             let level = run.iter().map(|s| s.meta.level).max().unwrap_or(0) + 1;
             Some(self.write_segment(segment_id, level, key_count, tables, docs)?)
         };
@@ -1333,10 +1348,9 @@ impl Core {
     fn merged_tables<'a>(
         &'a self,
         run: &'a [Arc<Segment>],
-        survivors: &[DocEntry<'_>],
+        mut live_fingerprints: Vec<u64>,
         not_surviving: Vec<u64>,
     ) -> (u64, impl Iterator<Item = Result<Vec<u64>>> + 'a) {
-        let mut live_fingerprints: Vec<u64> = survivors.iter().map(|e| e.fingerprint).collect();
         sort_keys(&mut live_fingerprints);
         live_fingerprints.dedup();
         let live = live_fingerprints.len();
