@@ -879,14 +879,17 @@ impl Index {
         }
         let state = read_lock(&self.core.state);
         let mut matches = Vec::new();
-        for (id, doc) in state.memtable.matching_docs(fingerprint, k) {
-            if self.core.fresh(doc.timestamp) {
-                matches.push(Match {
-                    id,
-                    fingerprint: doc.fingerprint,
-                    distance: (doc.fingerprint ^ fingerprint).count_ones(),
-                    name: doc.name.as_deref().map(str::to_owned),
-                });
+        for found in state.memtable.matching_fingerprints(fingerprint, k) {
+            let distance = (found ^ fingerprint).count_ones();
+            for (id, doc) in state.memtable.ids_with(found) {
+                if self.core.fresh(doc.timestamp) {
+                    matches.push(Match {
+                        id,
+                        fingerprint: found,
+                        distance,
+                        name: doc.name.as_deref().map(str::to_owned),
+                    });
+                }
             }
         }
         for (s, segment) in state.segments.iter().enumerate() {
@@ -1059,7 +1062,7 @@ impl Index {
             // Queries go on reading the memtable meanwhile; this thread is
             // the only one that changes it.
             let m = read_lock(&core.state).memtable.clone();
-            let (key_count, tables) = m.segment_tables();
+            let key_count = m.live_fingerprints() as u64;
             let mut docs = DocMapWriter::new(segment_id);
             for (id, version) in m.versions_unordered() {
                 match version {
@@ -1079,7 +1082,7 @@ impl Index {
                     }),
                 }
             }
-            core.write_segment(segment_id, 0, key_count, tables.map(Ok), docs)?
+            core.write_segment(segment_id, 0, key_count, m.sorted_tables().map(Ok), docs)?
         };
         new_wal_file(&core.dir, core.fs.as_ref(), new_wal_id, self.durability)?;
         let new_wal = core

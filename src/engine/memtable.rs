@@ -1,22 +1,26 @@
 //! The in-memory part of the index: recent writes, not yet in a segment.
 //!
 //! The doc map holds the latest version of every id written since the last
-//! flush, live or deleted. Every insert also appends its fingerprint and id
-//! to two vectors, and links that position into `k + 1` chained hash tables:
-//! split the 64 bits into `k + 1` blocks, and any fingerprint within `k` of a
-//! query equals it in at least one block (pigeonhole), so a query walks one
-//! bucket chain per block. A position whose id was since replaced or deleted
-//! is stale: a query checks each candidate against the doc map, and a flush
-//! takes the live fingerprints from the doc map alone. An insert thus costs
-//! one hash-map update, two pushes and `k + 1` links; the segment's permuted
-//! tables are sorted only once, at flush, by [`sort_keys`]. (Earlier designs
-//! kept one hash map per permuted table, then sorted runs of every permuted
-//! table merged as they grew, then a second map from fingerprint to ids; see
+//! flush, live or deleted, and the live ids of each fingerprint. Each
+//! distinct fingerprint is appended once to a vector, and indexed for
+//! queries by `k + 1` chained hash tables: split the 64 bits into `k + 1`
+//! blocks, and any fingerprint within `k` of a query equals it in at least
+//! one block (pigeonhole), so a query walks one bucket chain per block. An
+//! insert costs two hash-map updates, a push and `k + 1` chain links; the
+//! segment's permuted tables are sorted only once, at flush, by
+//! [`sort_keys`]. (Earlier designs kept one hash map per permuted table,
+//! then sorted runs of every permuted table merged as they grew; see
 //! docs/ARCHITECTURE.md.)
+//!
+//! A fingerprint whose last live id is deleted or replaced stays in the
+//! vector and the chains, marked dead, and is left out when the tables are
+//! written; it comes back to life without a second copy if it is inserted
+//! again.
 
+use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
-use super::keys::{U64Map, sort_keys};
+use super::keys::{U64Map, U64Set, sort_keys};
 use crate::plan::Plan;
 
 /// The latest version of one id in the memtable.
@@ -38,11 +42,50 @@ pub(crate) struct Doc {
     pub name: Option<Arc<str>>,
 }
 
-/// Approximate heap bytes per document (the id map's slot and version), and
-/// per position (its fingerprint and id) and chain link, used for the flush
-/// budget.
+/// A small set of `u64`, without a heap allocation for the common single value.
+#[derive(Debug, Clone)]
+enum Set {
+    One(u64),
+    Many(Vec<u64>),
+}
+
+impl Set {
+    fn insert(&mut self, value: u64) {
+        match self {
+            Set::One(v) if *v == value => {}
+            Set::One(v) => *self = Set::Many(vec![*v, value]),
+            Set::Many(values) if !values.contains(&value) => values.push(value),
+            Set::Many(_) => {}
+        }
+    }
+
+    /// Removes `value`; returns whether the set is now empty.
+    fn remove(&mut self, value: u64) -> bool {
+        match self {
+            Set::One(v) => *v == value,
+            Set::Many(values) => {
+                values.retain(|&v| v != value);
+                if let [only] = values[..] {
+                    *self = Set::One(only);
+                }
+                matches!(self, Set::Many(values) if values.is_empty())
+            }
+        }
+    }
+
+    fn as_slice(&self) -> &[u64] {
+        match self {
+            Set::One(v) => std::slice::from_ref(v),
+            Set::Many(values) => values,
+        }
+    }
+}
+
+/// Approximate heap bytes per document (the id map's slot and version) and
+/// per distinct fingerprint (its slot in the fingerprint map and the
+/// vector), plus per chain link, used for the flush budget.
 const DOC_BYTES: usize = 96;
-const POSITION_BYTES: usize = 16;
+const FINGERPRINT_BYTES: usize = 56;
 const LINK_BYTES: usize = 4;
 
 /// At most this many bits of a block select its bucket: 2^16 buckets of
@@ -52,8 +95,9 @@ const BUCKET_BITS: u32 = 16;
 /// End of a chain.
 const NONE: u32 = u32::MAX;
 
-/// One block's hash table: bucket → the newest position whose block falls
-/// in it, and for every position the next older one in its bucket.
+/// One block's hash table: bucket → the newest fingerprint (position in
+/// `Memtable::fingerprints`) whose block falls in it, and for every
+/// fingerprint the next older one in its bucket.
 #[derive(Debug, Clone)]
 struct Chains {
     heads: Vec<u32>,
@@ -81,11 +125,14 @@ pub(crate) struct Memtable {
     blocks: Plan,
     /// id → latest version.
     docs: U64Map<Version>,
-    /// The fingerprint of every insert that added a position, in order.
+    /// fingerprint → live ids with it.
+    by_fingerprint: U64Map<Set>,
+    /// Every distinct fingerprint linked since the memtable was created,
+    /// live or dead, in insertion order.
     fingerprints: Vec<u64>,
-    /// The id of each position.
-    owners: Vec<u64>,
     chains: Vec<Chains>,
+    /// Fingerprints in `fingerprints` with no live id.
+    dead: U64Set,
     bytes: usize,
 }
 
@@ -116,9 +163,10 @@ impl Memtable {
             plan: plan.clone(),
             blocks,
             docs: U64Map::with_capacity_and_hasher(docs, Default::default()),
+            by_fingerprint: U64Map::with_capacity_and_hasher(docs, Default::default()),
             fingerprints: Vec::with_capacity(docs),
-            owners: Vec::with_capacity(docs),
             chains,
+            dead: U64Set::default(),
             bytes: 0,
         }
     }
@@ -142,14 +190,17 @@ impl Memtable {
     pub(crate) fn insert(&mut self, id: u64, doc: Doc) {
         let fingerprint = doc.fingerprint;
         self.bytes += DOC_BYTES + doc.name.as_ref().map_or(0, |n| n.len());
-        let old = self.docs.insert(id, Version::Live(doc));
-        if let Some(old) = &old {
-            self.bytes -= DOC_BYTES + name_len(old);
+        let old = match self.docs.entry(id) {
+            Entry::Occupied(mut e) => Some(std::mem::replace(e.get_mut(), Version::Live(doc))),
+            Entry::Vacant(e) => {
+                e.insert(Version::Live(doc));
+                None
+            }
+        };
+        if let Some(old) = old {
+            self.forget(id, &old);
         }
-        // The same id and fingerprint again: its position is still current.
-        if !matches!(old, Some(Version::Live(d)) if d.fingerprint == fingerprint) {
-            self.push_position(id, fingerprint);
-        }
+        self.link(id, fingerprint);
     }
 
     /// Records the deletion of `id` (whether or not a version is known here:
@@ -157,7 +208,7 @@ impl Memtable {
     pub(crate) fn delete(&mut self, id: u64, seq: u64, timestamp: u64) {
         self.bytes += DOC_BYTES;
         if let Some(old) = self.docs.insert(id, Version::Deleted { seq, timestamp }) {
-            self.bytes -= DOC_BYTES + name_len(&old);
+            self.forget(id, &old);
         }
     }
 
@@ -166,38 +217,40 @@ impl Memtable {
         self.docs.get(&id)
     }
 
-    /// The live documents whose fingerprints lie within `k` of `fp` (`k` at
-    /// most the plan's), each once, in no particular order.
-    pub(crate) fn matching_docs(&self, fp: u64, k: u32) -> Vec<(u64, &Doc)> {
-        let mut out: Vec<(u64, &Doc)> = Vec::new();
+    /// Live ids whose fingerprint is exactly `fingerprint`.
+    pub(crate) fn ids_with(&self, fingerprint: u64) -> impl Iterator<Item = (u64, &Doc)> + '_ {
+        self.by_fingerprint
+            .get(&fingerprint)
+            .map_or(&[][..], Set::as_slice)
+            .iter()
+            .filter_map(|id| match self.docs.get(id) {
+                Some(Version::Live(doc)) => Some((*id, doc)),
+                _ => None,
+            })
+    }
+
+    /// Distinct fingerprints within `k` of `fp` (`k` at most the plan's),
+    /// each once. Some may have no live id left ([`ids_with`](Self::ids_with)
+    /// yields nothing for them).
+    pub(crate) fn matching_fingerprints(&self, fp: u64, k: u32) -> Vec<u64> {
+        let mut out = Vec::new();
         for (t, (table, chains)) in self.blocks.tables().iter().zip(&self.chains).enumerate() {
             let mut pos = chains.heads[chains.bucket(fp)];
             while pos != NONE {
-                let p = pos as usize;
-                pos = chains.next[p];
-                let found = self.fingerprints[p];
+                let found = self.fingerprints[pos as usize];
                 let diff = found ^ fp;
                 // A bucket holds other blocks too; `shares_prefix` checks
-                // the whole block, and `first_table_sharing` reports a match
-                // in one table only.
-                if diff.count_ones() > k
-                    || !table.shares_prefix(diff)
-                    || !self.blocks.first_table_sharing(t, diff)
+                // the whole block,
+                // and `first_table_sharing` reports a match in one table only.
+                if diff.count_ones() <= k
+                    && table.shares_prefix(diff)
+                    && self.blocks.first_table_sharing(t, diff)
                 {
-                    continue;
+                    out.push(found);
                 }
-                let id = self.owners[p];
-                // A stale position: the id was replaced or deleted since.
-                if let Some(Version::Live(doc)) = self.docs.get(&id)
-                    && doc.fingerprint == found
-                {
-                    out.push((id, doc));
-                }
+                pos = chains.next[pos as usize];
             }
         }
-        // An id that went back to an earlier fingerprint has two positions.
-        out.sort_unstable_by_key(|&(id, _)| id);
-        out.dedup_by_key(|&mut (id, _)| id);
         out
     }
 
@@ -216,44 +269,73 @@ impl Memtable {
         versions.into_iter()
     }
 
-    /// The tables of a segment: the number of distinct live fingerprints,
-    /// and for each permuted table of the plan its keys (those fingerprints,
-    /// permuted) in ascending order, built one at a time as the iterator is
-    /// advanced.
-    pub(crate) fn segment_tables(&self) -> (u64, impl Iterator<Item = Vec<u64>> + '_) {
-        let mut live: Vec<u64> = self
-            .docs
-            .values()
-            .filter_map(|v| match v {
-                Version::Live(doc) => Some(doc.fingerprint),
-                Version::Deleted { .. } => None,
-            })
-            .collect();
-        sort_keys(&mut live);
-        live.dedup();
-        let count = live.len() as u64;
-        let tables = self.plan.tables().iter().map(move |table| {
+    /// The number of live distinct fingerprints: the key count of each of
+    /// [`sorted_tables`](Self::sorted_tables).
+    pub(crate) fn live_fingerprints(&self) -> usize {
+        self.fingerprints.len() - self.dead.len()
+    }
+
+    /// For each permuted table of the plan, its keys (the live fingerprints,
+    /// permuted) in ascending order: the tables of a segment, built one at a
+    /// time as the iterator is advanced.
+    pub(crate) fn sorted_tables(&self) -> impl Iterator<Item = Vec<u64>> + '_ {
+        let live: Vec<u64> = if self.dead.is_empty() {
+            self.fingerprints.clone()
+        } else {
+            self.fingerprints
+                .iter()
+                .copied()
+                .filter(|fp| !self.dead.contains(fp))
+                .collect()
+        };
+        self.plan.tables().iter().map(move |table| {
             let mut keys: Vec<u64> = live.iter().map(|&fp| table.permute(fp)).collect();
             sort_keys(&mut keys);
             keys
-        });
-        (count, tables)
+        })
     }
 
-    /// Appends a position and links it into every chain table.
-    fn push_position(&mut self, id: u64, fingerprint: u64) {
+    /// Undoes the index entries of `id`'s replaced version `old`.
+    fn forget(&mut self, id: u64, old: &Version) {
+        self.bytes -= DOC_BYTES + name_len(old);
+        let Version::Live(doc) = old else {
+            return;
+        };
+        let fingerprint = doc.fingerprint;
+        let Some(ids) = self.by_fingerprint.get_mut(&fingerprint) else {
+            return;
+        };
+        if ids.remove(id) {
+            self.by_fingerprint.remove(&fingerprint);
+            self.dead.insert(fingerprint);
+        }
+    }
+
+    fn link(&mut self, id: u64, fingerprint: u64) {
+        match self.by_fingerprint.entry(fingerprint) {
+            Entry::Occupied(mut ids) => ids.get_mut().insert(id),
+            Entry::Vacant(slot) => {
+                slot.insert(Set::One(id));
+                if self.dead.is_empty() || !self.dead.remove(&fingerprint) {
+                    self.push_fingerprint(fingerprint);
+                }
+            }
+        }
+    }
+
+    /// Appends a new distinct fingerprint and links it into every chain table.
+    fn push_fingerprint(&mut self, fingerprint: u64) {
         let pos = u32::try_from(self.fingerprints.len())
             .ok()
             .filter(|&pos| pos != NONE)
-            .unwrap_or_else(|| panic!("a memtable holds fewer than 2^32 - 1 positions"));
+            .unwrap_or_else(|| panic!("a memtable holds fewer than 2^32 - 1 fingerprints"));
         self.fingerprints.push(fingerprint);
-        self.owners.push(id);
         for chains in &mut self.chains {
             let bucket = chains.bucket(fingerprint);
             chains.next.push(chains.heads[bucket]);
             chains.heads[bucket] = pos;
         }
-        self.bytes += POSITION_BYTES + LINK_BYTES * self.chains.len();
+        self.bytes += FINGERPRINT_BYTES + LINK_BYTES * self.chains.len();
     }
 }
 
@@ -277,27 +359,30 @@ mod tests {
         }
     }
 
-    fn ids(found: Vec<(u64, &Doc)>) -> Vec<u64> {
-        found.into_iter().map(|(id, _)| id).collect()
-    }
-
     #[test]
     fn upsert_moves_the_fingerprint_and_delete_hides_it() {
         let plan = Plan::new(4, 3).unwrap();
         let mut m = Memtable::new(&plan);
         m.insert(1, doc(1, 0b1111));
         m.insert(2, doc(2, 0b1111));
-        assert_eq!(ids(m.matching_docs(0b1110, 3)), vec![1, 2]);
+        assert_eq!(m.matching_fingerprints(0b1110, 3), vec![0b1111]);
+        assert_eq!(
+            m.ids_with(0b1111).map(|(id, _)| id).collect::<Vec<_>>(),
+            vec![1, 2]
+        );
         m.insert(1, doc(3, u64::MAX));
-        assert_eq!(ids(m.matching_docs(0b1110, 3)), vec![2]);
-        assert_eq!(ids(m.matching_docs(u64::MAX, 0)), vec![1]);
+        assert_eq!(
+            m.ids_with(0b1111).map(|(id, _)| id).collect::<Vec<_>>(),
+            vec![2]
+        );
         m.delete(2, 4, 0);
-        assert!(m.matching_docs(0b1110, 3).is_empty());
-        // Back to the first fingerprint: two positions, one match.
-        m.insert(1, doc(5, 0b1111));
-        assert_eq!(ids(m.matching_docs(0b1111, 0)), vec![1]);
-        assert_eq!(m.matching_docs(0b1111, 0)[0].1.seq, 5);
-        assert!(m.matching_docs(u64::MAX, 3).is_empty());
+        // The dead fingerprint may still be found, but has no live id.
+        assert!(
+            m.matching_fingerprints(0b1110, 3)
+                .into_iter()
+                .all(|fp| m.ids_with(fp).next().is_none())
+        );
+        assert_eq!(m.matching_fingerprints(u64::MAX, 0), vec![u64::MAX]);
         assert_eq!(
             m.version(2),
             Some(&Version::Deleted {
@@ -305,20 +390,16 @@ mod tests {
                 timestamp: 0
             })
         );
-        let (count, tables) = m.segment_tables();
-        let tables: Vec<Vec<u64>> = tables.collect();
-        assert_eq!(count, 1);
+        let tables: Vec<Vec<u64>> = m.sorted_tables().collect();
         assert_eq!(tables.len(), plan.tables().len());
-        for (table, keys) in plan.tables().iter().zip(&tables) {
-            assert_eq!(keys, &vec![table.permute(0b1111)]);
-        }
+        assert_eq!(tables[0], vec![plan.tables()[0].permute(u64::MAX)]);
         assert_eq!(m.len(), 2);
     }
 
     #[test]
-    fn byte_budget_counts_documents_and_positions() {
+    fn byte_budget_counts_documents_and_kept_fingerprints() {
         let plan = Plan::new(5, 3).unwrap();
-        let per_position = POSITION_BYTES + LINK_BYTES * 4;
+        let per_fingerprint = FINGERPRINT_BYTES + LINK_BYTES * 4;
         let mut m = Memtable::new(&plan);
         assert_eq!(m.approximate_bytes(), 0);
         m.insert(
@@ -330,18 +411,16 @@ mod tests {
         );
         assert_eq!(
             m.approximate_bytes(),
-            DOC_BYTES + "a name".len() + per_position
+            DOC_BYTES + "a name".len() + per_fingerprint
         );
-        // The replaced fingerprint's position stays until a flush.
+        // The replaced fingerprint stays in the tables (dead) until a flush.
         m.insert(7, doc(2, 43));
-        assert_eq!(m.approximate_bytes(), DOC_BYTES + 2 * per_position);
-        // The same id and fingerprint again adds no position.
-        m.insert(7, doc(3, 43));
-        assert_eq!(m.approximate_bytes(), DOC_BYTES + 2 * per_position);
-        m.delete(7, 4, 0);
-        assert_eq!(m.approximate_bytes(), DOC_BYTES + 2 * per_position);
-        m.insert(8, doc(5, 42));
-        assert_eq!(m.approximate_bytes(), 2 * DOC_BYTES + 3 * per_position);
+        assert_eq!(m.approximate_bytes(), DOC_BYTES + 2 * per_fingerprint);
+        m.delete(7, 3, 0);
+        assert_eq!(m.approximate_bytes(), DOC_BYTES + 2 * per_fingerprint);
+        // Reviving a dead fingerprint adds no second copy.
+        m.insert(8, doc(4, 42));
+        assert_eq!(m.approximate_bytes(), 2 * DOC_BYTES + 2 * per_fingerprint);
     }
 
     /// splitmix64.
@@ -352,38 +431,13 @@ mod tests {
         z ^ (z >> 31)
     }
 
-    /// The memtable's live (id, fingerprint) pairs within `k` of `q`, sorted.
-    fn found(m: &Memtable, q: u64, k: u32) -> Vec<(u64, u64)> {
-        let got: Vec<(u64, u64)> = m
-            .matching_docs(q, k)
-            .into_iter()
-            .map(|(id, doc)| (id, doc.fingerprint))
-            .collect();
-        let mut sorted = got.clone();
-        sorted.sort_unstable();
-        sorted.dedup();
-        assert_eq!(sorted.len(), got.len(), "a document reported twice");
-        sorted
-    }
-
-    fn brute_force(model: &U64Map<u64>, q: u64, k: u32) -> Vec<(u64, u64)> {
-        let mut want: Vec<(u64, u64)> = model
-            .iter()
-            .filter(|&(_, &fp)| (fp ^ q).count_ones() <= k)
-            .map(|(&id, &fp)| (id, fp))
-            .collect();
-        want.sort_unstable();
-        want
-    }
-
     #[test]
-    fn stale_positions_agree_with_brute_force() {
+    fn chains_and_dead_fingerprints_agree_with_brute_force() {
         let plan = Plan::new(5, 3).unwrap();
         let mut m = Memtable::new(&plan);
         let mut model: U64Map<u64> = U64Map::default();
         // A few clusters of nearby fingerprints so queries have matches, ids
-        // reused so upserts and deletes leave stale positions, and ids going
-        // back to earlier fingerprints.
+        // reused so upserts and deletes kill and revive fingerprints.
         let centres: Vec<u64> = (0..1024).map(mix).collect();
         let mut matched = 0;
         for i in 0..20_000u64 {
@@ -400,12 +454,19 @@ mod tests {
             if i.is_multiple_of(997) || i == 19_999 {
                 let q = centres[(r >> 20) as usize % 1024] ^ (r & 1);
                 for k in 0..=3 {
-                    let got = found(&m, q, k);
-                    assert_eq!(
-                        got,
-                        brute_force(&model, q, k),
-                        "query {q:x} at k {k} after {i} writes"
-                    );
+                    let mut got: Vec<(u64, u64)> = m
+                        .matching_fingerprints(q, k)
+                        .into_iter()
+                        .flat_map(|fp| m.ids_with(fp).map(move |(id, _)| (id, fp)))
+                        .collect();
+                    got.sort_unstable();
+                    let mut want: Vec<(u64, u64)> = model
+                        .iter()
+                        .filter(|&(_, &fp)| (fp ^ q).count_ones() <= k)
+                        .map(|(&id, &fp)| (id, fp))
+                        .collect();
+                    want.sort_unstable();
+                    assert_eq!(got, want, "query {q:x} at k {k} after {i} writes");
                     matched += got.len();
                 }
             }
@@ -414,13 +475,13 @@ mod tests {
             matched > 20,
             "only {matched} matches: the queries test little"
         );
-        assert!(m.fingerprints.len() > model.len(), "no stale positions");
+        assert!(!m.dead.is_empty());
+        // Clustered fingerprints share buckets: the chains were walked.
+        assert!(m.chains[0].heads.iter().filter(|&&h| h != NONE).count() < m.fingerprints.len());
         let mut live: Vec<u64> = model.values().copied().collect();
         live.sort_unstable();
         live.dedup();
-        let (count, tables) = m.segment_tables();
-        assert_eq!(count, live.len() as u64);
-        for (t, keys) in tables.enumerate() {
+        for (t, keys) in m.sorted_tables().enumerate() {
             let table = &plan.tables()[t];
             let mut want: Vec<u64> = live.iter().map(|&fp| table.permute(fp)).collect();
             want.sort_unstable();
@@ -436,8 +497,8 @@ mod tests {
         for k in [0, 1, 2, 3, 5, 7] {
             let plan = Plan::new(k + 1, k).unwrap();
             let mut m = Memtable::new(&plan);
-            let mut model: U64Map<u64> = U64Map::default();
             let centres: Vec<u64> = (0..64).map(|i| mix(i + 1000 * u64::from(k))).collect();
+            let mut fps = Vec::new();
             for i in 0..3000u64 {
                 let r = mix(i ^ 0xbeef);
                 let mut fp = centres[(r % 64) as usize];
@@ -445,7 +506,7 @@ mod tests {
                     fp ^= 1 << (mix(r + b) % 64);
                 }
                 m.insert(i, doc(i, fp));
-                model.insert(i, fp);
+                fps.push(fp);
             }
             let mut matched = 0;
             let queries = centres
@@ -454,12 +515,23 @@ mod tests {
                 .flat_map(|(i, &c)| [c, c ^ (1 << i) ^ 1]);
             for q in queries {
                 for d in 0..=k {
-                    let got = found(&m, q, d);
+                    let mut got = m.matching_fingerprints(q, d);
+                    got.sort_unstable();
+                    let len = got.len();
+                    got.dedup();
                     assert_eq!(
-                        got,
-                        brute_force(&model, q, d),
-                        "plan k {k}, query distance {d}"
+                        got.len(),
+                        len,
+                        "a fingerprint reported twice (k {k}, d {d})"
                     );
+                    let mut want: Vec<u64> = fps
+                        .iter()
+                        .copied()
+                        .filter(|fp| (fp ^ q).count_ones() <= d)
+                        .collect();
+                    want.sort_unstable();
+                    want.dedup();
+                    assert_eq!(got, want, "plan k {k}, query distance {d}");
                     matched += got.len();
                 }
             }
