@@ -54,9 +54,13 @@ pub enum Error {
     Plan(PlanError),
     /// An argument was refused (a name too long, ...); nothing was written.
     InvalidArgument(String),
-    /// An earlier write or sync failed, so the state on disk is uncertain:
-    /// every later write fails until the index is reopened.
-    Poisoned,
+    /// An earlier write or sync failed (on the writing thread or the merge
+    /// thread), so the state on disk is uncertain: every later write fails
+    /// until the index is reopened.
+    Poisoned {
+        /// The first failure's message.
+        cause: String,
+    },
     /// The index was opened read-only.
     ReadOnly,
 }
@@ -72,7 +76,11 @@ impl fmt::Display for Error {
                 offset,
                 reason,
             } => {
-                write!(f, "{} is corrupted at byte {offset}: {reason}", path.display())?;
+                write!(
+                    f,
+                    "{} is corrupted at byte {offset}: {reason}",
+                    path.display()
+                )?;
                 // The format layer's reasons already say what to do.
                 if !reason.contains("rebuild") {
                     write!(f, "; restore the index from a copy or rebuild it")?;
@@ -98,8 +106,10 @@ impl fmt::Display for Error {
             ),
             Error::Plan(e) => write!(f, "{e}"),
             Error::InvalidArgument(m) => f.write_str(m),
-            Error::Poisoned => f.write_str(
-                "an earlier write failed, so the index refuses further writes; reopen it to recover",
+            Error::Poisoned { cause } => write!(
+                f,
+                "an earlier write failed ({cause}), so the index refuses further writes; \
+                 reopen it to recover"
             ),
             Error::ReadOnly => f.write_str("the index is open read-only"),
         }

@@ -172,7 +172,7 @@ fn assert_poisoned(index: &Index, ctx: &str) {
     ];
     for (what, result) in results {
         assert!(
-            matches!(result, Err(Error::Poisoned)),
+            matches!(result, Err(Error::Poisoned { .. })),
             "{ctx}: {what} after a failed write: {result:?}"
         );
     }

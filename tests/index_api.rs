@@ -575,24 +575,31 @@ fn stats_count_segments_documents_and_tombstones() {
 
 /// After a write fails, every later write is refused as poisoned while
 /// reads go on; a reopen recovers everything acknowledged before.
-fn check_poisoned(fs: &FaultFs, index: Index, acknowledged: &[(u64, u64)]) {
-    assert!(matches!(index.insert(900, 1), Err(Error::Poisoned)));
+/// `cause` is the failed write's error, which the refusals name.
+fn check_poisoned(fs: &FaultFs, index: Index, acknowledged: &[(u64, u64)], cause: &Error) {
+    match index.insert(900, 1) {
+        Err(e @ Error::Poisoned { .. }) => {
+            assert!(matches!(&e, Error::Poisoned { cause: c } if *c == cause.to_string()));
+            assert!(e.to_string().contains(&cause.to_string()), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
     assert!(matches!(
         index.insert_named(900, 1, "n"),
-        Err(Error::Poisoned)
+        Err(Error::Poisoned { .. })
     ));
     assert!(matches!(
         index.insert_batch([(900, 1, None::<String>)]),
-        Err(Error::Poisoned)
+        Err(Error::Poisoned { .. })
     ));
-    assert!(matches!(index.delete(0), Err(Error::Poisoned)));
+    assert!(matches!(index.delete(0), Err(Error::Poisoned { .. })));
     assert!(matches!(
         index.insert_if_new(900, 1, 0),
-        Err(Error::Poisoned)
+        Err(Error::Poisoned { .. })
     ));
-    assert!(matches!(index.flush(), Err(Error::Poisoned)));
-    assert!(matches!(index.compact(), Err(Error::Poisoned)));
-    assert!(matches!(index.sync(), Err(Error::Poisoned)));
+    assert!(matches!(index.flush(), Err(Error::Poisoned { .. })));
+    assert!(matches!(index.compact(), Err(Error::Poisoned { .. })));
+    assert!(matches!(index.sync(), Err(Error::Poisoned { .. })));
     for &(id, fp) in acknowledged {
         assert_eq!(index.get(id).unwrap(), Some(fp));
         assert!(ids(&index.query(fp, 0).unwrap()).contains(&id));
@@ -645,12 +652,13 @@ fn a_failed_wal_write_poisons_the_writer() {
         let index = open(&fs);
         let docs = acknowledged_writes(&index);
         fs.inject(Fault::new(kind).on(&[Op::Write]));
-        match index.insert(20, 20) {
-            Err(Error::Io { op, .. }) => assert_eq!(op, "write", "{kind:?}"),
+        let err = index.insert(20, 20).unwrap_err();
+        match &err {
+            Error::Io { op, .. } => assert_eq!(*op, "write", "{kind:?}"),
             other => panic!("{kind:?}: {other:?}"),
         }
         assert_eq!(index.get(20).unwrap(), None);
-        check_poisoned(&fs, index, &docs);
+        check_poisoned(&fs, index, &docs, &err);
         let index = open(&fs);
         assert_eq!(index.get(20).unwrap(), None, "{kind:?}");
     }
@@ -666,19 +674,21 @@ fn a_failed_wal_sync_poisons_the_writer() {
     let index = Index::open(dir(), sync()).unwrap();
     let docs = acknowledged_writes(&index);
     fs.inject(Fault::new(FaultKind::SyncFails).on(&[Op::Sync]));
-    match index.insert(20, 20) {
-        Err(Error::Io { op, .. }) => assert_eq!(op, "sync"),
+    let err = index.insert(20, 20).unwrap_err();
+    match &err {
+        Error::Io { op, .. } => assert_eq!(*op, "sync"),
         other => panic!("{other:?}"),
     }
-    check_poisoned(&fs, index, &docs);
+    check_poisoned(&fs, index, &docs, &err);
 
     // The same for an explicit sync in Buffered mode.
     let fs = FaultFs::new();
     let index = open(&fs);
     let docs = acknowledged_writes(&index);
     fs.inject(Fault::new(FaultKind::SyncFails).on(&[Op::Sync]));
-    assert!(matches!(index.sync(), Err(Error::Io { op: "sync", .. })));
-    check_poisoned(&fs, index, &docs);
+    let err = index.sync().unwrap_err();
+    assert!(matches!(err, Error::Io { op: "sync", .. }));
+    check_poisoned(&fs, index, &docs, &err);
 }
 
 #[test]
@@ -701,7 +711,7 @@ fn a_failed_flush_or_compaction_poisons_the_writer_and_loses_nothing() {
                 matches!(result, Err(Error::Io { .. })),
                 "{op:?}, compaction {compaction}: {result:?}"
             );
-            check_poisoned(&fs, index, &docs);
+            check_poisoned(&fs, index, &docs, &result.unwrap_err());
         }
     }
 }

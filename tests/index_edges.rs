@@ -297,7 +297,10 @@ fn a_full_disk_fails_the_write_clearly_and_loses_nothing() {
                 }
                 other => panic!("{ctx}: {other:?}"),
             }
-            assert!(matches!(index.insert(60, 1), Err(Error::Poisoned)), "{ctx}");
+            assert!(
+                matches!(index.insert(60, 1), Err(Error::Poisoned { .. })),
+                "{ctx}"
+            );
             for id in 0..50 {
                 assert_eq!(index.get(id).unwrap(), Some(id << 8), "{ctx}");
             }

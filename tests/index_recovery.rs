@@ -502,7 +502,7 @@ fn crash_at(ops: &[W], models: &[Model], n: u64, mode: CrashMode, durability: Du
                 failed = true;
                 // Later writes are refused without touching the disk.
                 assert!(
-                    matches!(index.insert(0, 0), Err(Error::Poisoned)),
+                    matches!(index.insert(0, 0), Err(Error::Poisoned { .. })),
                     "after {e}, a write was not refused as poisoned"
                 );
                 break;

@@ -209,6 +209,8 @@ struct Core {
     /// a time.
     merging: Mutex<()>,
     poisoned: AtomicBool,
+    /// What poisoned the index: the first failure's message.
+    poison_cause: Mutex<Option<String>>,
 }
 
 #[derive(Debug)]
@@ -586,6 +588,7 @@ impl Index {
             manifest: Mutex::new(manifest),
             merging: Mutex::new(()),
             poisoned: AtomicBool::new(false),
+            poison_cause: Mutex::new(None),
         });
         let merger = if !read_only
             && options.merge_thread
@@ -980,7 +983,10 @@ impl Index {
         }
         let guard = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
         if self.core.poisoned.load(Ordering::Acquire) {
-            return Err(Error::Poisoned);
+            let cause = lock(&self.core.poison_cause).clone();
+            return Err(Error::Poisoned {
+                cause: cause.unwrap_or_default(),
+            });
         }
         Ok(guard)
     }
@@ -1120,7 +1126,9 @@ impl Core {
     }
 
     fn poison_on_error<T>(&self, result: Result<T>) -> Result<T> {
-        if result.is_err() {
+        if let Err(e) = &result {
+            // The first failure is the cause; later ones follow from it.
+            lock(&self.poison_cause).get_or_insert_with(|| e.to_string());
             self.poisoned.store(true, Ordering::Release);
         }
         result
