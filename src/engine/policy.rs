@@ -18,10 +18,14 @@ pub trait MergePolicy: Send + Sync + fmt::Debug {
 }
 
 /// Size-tiered merging by level: a flush makes a level-0 segment, a merge of
-/// level-`l` segments a level-`l + 1` one. Once the newest run of segments of
-/// one level holds `fan_in` segments, they are merged. So each document is
-/// rewritten about `log_fan_in(N / memtable)` times, and at most about
-/// `fan_in` segments per level are live.
+/// level-`l` segments a level-`l + 1` one. Reading from the newest segment,
+/// once a run of segments of one level holds `fan_in` segments, that run is
+/// merged together with the (smaller) newer segments above it, since a merge
+/// takes the newest segments. So each document is rewritten about
+/// `log_fan_in(N / memtable)` times, and at most about `fan_in` segments per
+/// level are live, even when flushes keep landing on top while a background
+/// merge runs (a policy that looked at the newest run only would then never
+/// merge the runs below it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TieredMergePolicy {
     /// Segments of one level merged at a time (at least 2).
@@ -36,9 +40,18 @@ impl Default for TieredMergePolicy {
 
 impl MergePolicy for TieredMergePolicy {
     fn merge_newest(&self, segments: &[SegmentMeta]) -> Option<usize> {
-        let level = segments.first()?.level;
-        let run = segments.iter().take_while(|s| s.level == level).count();
-        (run >= self.fan_in.max(2)).then_some(run)
+        let mut start = 0;
+        while let Some(first) = segments.get(start) {
+            let run = segments[start..]
+                .iter()
+                .take_while(|s| s.level == first.level)
+                .count();
+            if run >= self.fan_in.max(2) {
+                return Some(start + run);
+            }
+            start += run;
+        }
+        None
     }
 }
 
@@ -63,6 +76,26 @@ mod tests {
         assert_eq!(
             TieredMergePolicy { fan_in: 0 }.merge_newest(&[at(0), at(0)]),
             Some(2)
+        );
+    }
+
+    #[test]
+    fn a_full_run_below_newer_segments_is_merged_with_them() {
+        let policy = TieredMergePolicy { fan_in: 3 };
+        // Two flushes landed on top of three level-1 segments.
+        assert_eq!(
+            policy.merge_newest(&[at(0), at(0), at(1), at(1), at(1), at(2)]),
+            Some(5)
+        );
+        // No run is full.
+        assert_eq!(
+            policy.merge_newest(&[at(0), at(0), at(1), at(1), at(2), at(2)]),
+            None
+        );
+        // The newest full run wins.
+        assert_eq!(
+            policy.merge_newest(&[at(0), at(1), at(1), at(1), at(2), at(2), at(2)]),
+            Some(4)
         );
     }
 }
