@@ -98,3 +98,55 @@ fn background_merges_keep_the_state_equal_to_the_model() {
 fn merges_on_the_writing_thread_keep_the_state_equal_to_the_model() {
     run(false);
 }
+
+/// Merges everything once there are 4 segments, slowly (a merge thread
+/// that cannot keep up with the flushes).
+#[derive(Debug)]
+struct SlowMergeAll;
+
+impl simhashdb::engine::policy::MergePolicy for SlowMergeAll {
+    fn merge_newest(&self, segments: &[simhashdb::format::SegmentMeta]) -> Option<usize> {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        (segments.len() >= 4).then_some(segments.len())
+    }
+}
+
+/// The most segments seen after any write of a workload that flushes on
+/// every write, with a merge thread that falls behind.
+fn most_segments_seen(max_segments: usize) -> usize {
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::open(
+        dir.path(),
+        Options {
+            plan: Some(Plan::new(5, 3).unwrap()),
+            memtable_bytes: 1,
+            merge_policy: Some(Arc::new(SlowMergeAll)),
+            max_segments,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let mut most = 0;
+    for i in 0..40u64 {
+        let batch: Vec<(u64, u64, Option<String>)> = (0..20)
+            .map(|j| (i * 20 + j, mix(i * 20 + j), None))
+            .collect();
+        index.insert_batch(batch).unwrap();
+        most = most.max(index.stats().segments);
+    }
+    for i in 0..800 {
+        assert_eq!(index.get(i).unwrap(), Some(mix(i)), "id {i}");
+    }
+    most
+}
+
+#[test]
+fn writers_wait_for_a_merge_thread_that_falls_behind() {
+    // The policy merges at 4, so a writer waiting while there are more than
+    // 3 never sees more than 3 after a write returns.
+    assert!(most_segments_seen(3) <= 3);
+    // Without the wait, segments pile up (40 flushes against merges that
+    // each take at least 40 ms, two consultations of the policy): the bound
+    // above is the wait's doing.
+    assert!(most_segments_seen(usize::MAX) > 3);
+}

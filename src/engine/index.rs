@@ -88,6 +88,12 @@ pub struct Options {
     /// thread (a simulated crash must stop every write at once). Dropping the
     /// `Index` waits for a merge in progress to finish.
     pub merge_thread: bool,
+    /// With merges on the merge thread, a flush that leaves more segments
+    /// than this waits while the merge thread works, so that under sustained
+    /// ingest writes slow down rather than segments (each one probed by
+    /// every query) pile up. Default 32. A merge policy that declines to
+    /// merge never makes a writer wait.
+    pub max_segments: usize,
     /// After opening, map the segments' table pages on a background thread
     /// (Linux), so that queries soon stop paying a page fault for each page
     /// they touch first. The pages stay evictable page cache.
@@ -107,6 +113,7 @@ impl Default for Options {
             file_system: None,
             merge_policy: Some(Arc::new(TieredMergePolicy::default())),
             merge_thread: true,
+            max_segments: 32,
             prefault: true,
         }
     }
@@ -182,6 +189,7 @@ pub struct Index {
     core: Arc<Core>,
     durability: Durability,
     memtable_budget: usize,
+    max_segments: usize,
     read_only: bool,
     writer: Mutex<Option<Writer>>,
     /// The background merge thread, if merges run there.
@@ -233,6 +241,8 @@ struct Writer {
 #[derive(Debug)]
 struct Merger {
     signal: Arc<(Mutex<MergeSignal>, Condvar)>,
+    /// Notified when the thread finishes a merge or goes idle.
+    progress: Arc<Condvar>,
     handle: Option<JoinHandle<()>>,
 }
 
@@ -240,13 +250,17 @@ struct Merger {
 struct MergeSignal {
     /// A flush happened since the thread last consulted the policy.
     pending: bool,
+    /// The thread is consulting the policy or merging.
+    running: bool,
     shutdown: bool,
 }
 
 impl Merger {
     fn start(core: Arc<Core>) -> std::io::Result<Merger> {
         let signal = Arc::new((Mutex::new(MergeSignal::default()), Condvar::new()));
+        let progress = Arc::new(Condvar::new());
         let thread_signal = signal.clone();
+        let thread_progress = progress.clone();
         let handle = std::thread::Builder::new()
             .name("simhashdb-merge".into())
             .spawn(move || {
@@ -261,21 +275,44 @@ impl Merger {
                             return;
                         }
                         s.pending = false;
+                        s.running = true;
                     }
-                    if core.poisoned.load(Ordering::Acquire) {
-                        continue;
+                    if !core.poisoned.load(Ordering::Acquire) {
+                        let _merging = lock(&core.merging);
+                        let result = core.apply_merge_policy_then(|| thread_progress.notify_all());
+                        // A failed merge leaves the committed state intact;
+                        // later writes fail (the files may be in an unknown
+                        // state).
+                        core.poison_on_error(result).ok();
                     }
-                    let _merging = lock(&core.merging);
-                    let result = core.apply_merge_policy();
-                    // A failed merge leaves the committed state intact; later
-                    // writes fail (the files may be in an unknown state).
-                    core.poison_on_error(result).ok();
+                    lock(signal).running = false;
+                    thread_progress.notify_all();
                 }
             })?;
         Ok(Merger {
             signal,
+            progress,
             handle: Some(handle),
         })
+    }
+
+    /// Waits while `core` has more than `max` segments and this thread has
+    /// work to do (a merge running or a flush not yet considered).
+    fn wait_for_segments(&self, core: &Core, max: usize) {
+        let (signal, _) = &*self.signal;
+        let mut s = lock(signal);
+        while read_lock(&core.state).segments.len() > max
+            && (s.pending || s.running)
+            && !core.poisoned.load(Ordering::Acquire)
+        {
+            // A timeout as well, since a merge's commit and this check do
+            // not share a lock.
+            s = self
+                .progress
+                .wait_timeout(s, Duration::from_millis(50))
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
     }
 
     fn wake(&self) {
@@ -620,6 +657,7 @@ impl Index {
             core,
             durability: options.durability,
             memtable_budget: options.memtable_bytes,
+            max_segments: options.max_segments,
             read_only,
             writer: Mutex::new(writer),
             merger,
@@ -1043,6 +1081,7 @@ impl Index {
         match &self.merger {
             Some(merger) => {
                 merger.wake();
+                merger.wait_for_segments(&self.core, self.max_segments);
                 Ok(())
             }
             None => {
@@ -1199,6 +1238,12 @@ impl Core {
     /// Lets the merge policy merge runs of the newest segments until it is
     /// satisfied. The caller holds `merging`.
     fn apply_merge_policy(&self) -> Result<()> {
+        self.apply_merge_policy_then(|| {})
+    }
+
+    /// [`apply_merge_policy`](Self::apply_merge_policy), calling `merged`
+    /// after each merge is committed.
+    fn apply_merge_policy_then(&self, merged: impl Fn()) -> Result<()> {
         let Some(policy) = &self.merge_policy else {
             return Ok(());
         };
@@ -1209,7 +1254,10 @@ impl Core {
                 .map(|s| s.meta)
                 .collect();
             match policy.merge_newest(&metas) {
-                Some(n) if n >= 2 && n <= metas.len() => self.merge_newest(n)?,
+                Some(n) if n >= 2 && n <= metas.len() => {
+                    self.merge_newest(n)?;
+                    merged();
+                }
                 _ => return Ok(()),
             }
         }
