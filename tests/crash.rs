@@ -25,7 +25,6 @@
 
 mod common;
 
-use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -33,7 +32,7 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{CENTRES, Model, Rng, brute_force};
+use common::{CENTRES, Model, Rng, brute_force, snapshot};
 use simhashdb::engine::policy::{MergePolicy, TieredMergePolicy};
 use simhashdb::plan::Plan;
 use simhashdb::{Durability, Error, Index, Options};
@@ -338,31 +337,6 @@ fn run_child(dir: &Path, seed: u64, durability: Durability, kill_at: KillAt) -> 
     (acked, killed && status.code().is_none())
 }
 
-/// What the index holds, read through `get` and `query` and checked for
-/// consistency between the two.
-fn snapshot(index: &Index) -> Model {
-    let mut seen = Model::new();
-    for id in 0..ID_SPACE {
-        if let Some(fp) = index.get(id).expect("get") {
-            let matches = index.query(fp, 0).expect("query");
-            let m = matches
-                .iter()
-                .find(|m| m.id == id)
-                .unwrap_or_else(|| panic!("get({id}) = {fp:#x}, but a query of it misses {id}"));
-            seen.insert(id, (fp, m.name.clone()));
-        }
-    }
-    let fps: BTreeSet<u64> = seen.values().map(|(fp, _)| *fp).collect();
-    for fp in fps {
-        assert_eq!(
-            index.query(fp, 0).expect("query"),
-            brute_force(&seen, fp, 0),
-            "query({fp:#x}, 0) disagrees with get"
-        );
-    }
-    seen
-}
-
 fn check_queries(index: &Index, model: &Model, rng: &mut Rng, ctx: &str) {
     let probes: Vec<u64> = CENTRES
         .iter()
@@ -414,7 +388,7 @@ fn kill_cycles(durability: Durability, dirs: u64, cycles_per_dir: u64, base_seed
             // kill left them, and must see what the writer will.
             let read_only = if rng.below(2) == 0 {
                 match Index::open_read_only(&dir) {
-                    Ok(reader) => Some(snapshot(&reader)),
+                    Ok(reader) => Some(snapshot(&reader, 0..ID_SPACE)),
                     // Killed while creating the index: there is none yet
                     // (the parent's writer open below creates it).
                     Err(Error::Io { source, .. })
@@ -433,7 +407,7 @@ fn kill_cycles(durability: Durability, dirs: u64, cycles_per_dir: u64, base_seed
             index
                 .verify()
                 .unwrap_or_else(|e| panic!("{ctx}: verify after the kill: {e}"));
-            let got = snapshot(&index);
+            let got = snapshot(&index, 0..ID_SPACE);
             // Models after every acknowledged operation, then after the one
             // in flight (if any).
             let attempted: Vec<Op> = ops(seed).take(acked + 1).collect();

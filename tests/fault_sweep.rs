@@ -20,11 +20,10 @@
 
 mod common;
 
-use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use common::{CENTRES, Model, Rng, brute_force};
+use common::{CENTRES, Model, Rng, brute_force, snapshot};
 use simhashdb::engine::fault::{CrashMode, Fault, FaultFs, FaultKind, Op, Unsynced};
 use simhashdb::engine::fs::FileSystem;
 use simhashdb::engine::policy::{MergePolicy, TieredMergePolicy};
@@ -125,26 +124,6 @@ fn prefix_models(ops: &[W]) -> Vec<Model> {
     out
 }
 
-/// What the index holds, through `get` and exact queries (which must agree).
-fn snapshot(index: &Index) -> Model {
-    let mut seen = Model::new();
-    for id in 0..ID_SPACE {
-        if let Some(fp) = index.get(id).unwrap() {
-            let matches = index.query(fp, 0).unwrap();
-            let m = matches
-                .iter()
-                .find(|m| m.id == id)
-                .unwrap_or_else(|| panic!("get({id}) = {fp:#x}, but a query of it misses {id}"));
-            seen.insert(id, (fp, m.name.clone()));
-        }
-    }
-    let fps: BTreeSet<u64> = seen.values().map(|(fp, _)| *fp).collect();
-    for fp in fps {
-        assert_eq!(index.query(fp, 0).unwrap(), brute_force(&seen, fp, 0));
-    }
-    seen
-}
-
 fn assert_queries(index: &Index, model: &Model, ctx: &str) {
     for fp in CENTRES {
         assert_eq!(
@@ -186,7 +165,10 @@ fn calls(ops: &[W], durability: Durability) -> u64 {
     for op in ops {
         perform(&index, op).unwrap();
     }
-    assert_eq!(&snapshot(&index), prefix_models(ops).last().unwrap());
+    assert_eq!(
+        &snapshot(&index, 0..ID_SPACE),
+        prefix_models(ops).last().unwrap()
+    );
     fs.op_count() - start
 }
 
@@ -238,7 +220,7 @@ fn one_case(
             "{ctx}: a failed removal failed a call: {failed:?}"
         );
         tally.removals_failed += fired;
-        assert_eq!(snapshot(&index), models[acked], "{ctx}");
+        assert_eq!(snapshot(&index, 0..ID_SPACE), models[acked], "{ctx}");
     }
     match &failed {
         None if removes => {}
@@ -249,7 +231,7 @@ fn one_case(
             assert_poisoned(&index, &ctx);
             // Queries still answer, from what is in memory: the acknowledged
             // operations and possibly the failed one.
-            let got = snapshot(&index);
+            let got = snapshot(&index, 0..ID_SPACE);
             assert!(
                 got == models[acked] || got == models[acked + 1],
                 "{ctx}: in memory after the failure: {got:?}"
@@ -262,7 +244,7 @@ fn one_case(
 
     let index = Index::open(dir(), options(&fs, durability))
         .unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
-    let got = snapshot(&index);
+    let got = snapshot(&index, 0..ID_SPACE);
     let newest = acked + usize::from(failed.is_some());
     assert!(
         got == models[acked] || got == models[newest],
@@ -280,7 +262,7 @@ fn one_case(
     let index = Index::open(dir(), options(&fs, durability))
         .unwrap_or_else(|e| panic!("{ctx}: second reopen: {e}"));
     assert_eq!(index.get(ID_SPACE).unwrap(), Some(0x77), "{ctx}");
-    assert_eq!(snapshot(&index), got, "{ctx}: second reopen");
+    assert_eq!(snapshot(&index, 0..ID_SPACE), got, "{ctx}: second reopen");
     assert_eq!(fs.violations(), vec![], "{ctx}");
 }
 
@@ -408,7 +390,7 @@ fn scattered_sweep(durability: Durability) -> (u64, u64) {
             // is a loss, not damage: the open keeps the prefix before it.
             let index =
                 Index::open(dir(), options(&fs)).unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
-            let got = snapshot(&index);
+            let got = snapshot(&index, 0..ID_SPACE);
             let oldest = if durability == Durability::Sync {
                 acked
             } else {

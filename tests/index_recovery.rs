@@ -10,7 +10,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use common::{CENTRES, Model, Rng, brute_force};
+use common::{CENTRES, Model, Rng, brute_force, snapshot};
 use simhashdb::engine::fault::{CrashMode, Fault, FaultFs, FaultKind, Op, Unsynced};
 use simhashdb::engine::fs::{FileSystem, RealFs};
 use simhashdb::format::{WalEnd, WalReader};
@@ -49,32 +49,6 @@ fn real_options(durability: Durability) -> Options {
 
 fn name(id: u64, fp: u64) -> String {
     format!("https://example.com/{id}/{fp:016x}")
-}
-
-/// What the index holds, read through `get` and `query` and checked for
-/// consistency between the two: every id of `ids` with its fingerprint and
-/// name, and no document outside `ids` at any of those fingerprints.
-fn snapshot(index: &Index, ids: impl IntoIterator<Item = u64>) -> Model {
-    let mut seen = Model::new();
-    for id in ids {
-        if let Some(fp) = index.get(id).unwrap() {
-            let matches = index.query(fp, 0).unwrap();
-            let m = matches
-                .iter()
-                .find(|m| m.id == id)
-                .unwrap_or_else(|| panic!("get({id}) = {fp:#x}, but a query of it misses {id}"));
-            seen.insert(id, (fp, m.name.clone()));
-        }
-    }
-    let fps: BTreeSet<u64> = seen.values().map(|(fp, _)| *fp).collect();
-    for fp in fps {
-        assert_eq!(
-            index.query(fp, 0).unwrap(),
-            brute_force(&seen, fp, 0),
-            "query({fp:#x}, 0) disagrees with get"
-        );
-    }
-    seen
 }
 
 fn assert_holds(index: &Index, model: &Model) {

@@ -3,9 +3,9 @@
 //! of workloads. (Each test file uses some of these.)
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use simhashdb::{Match, hamming};
+use simhashdb::{Index, Match, hamming};
 
 /// Live documents: id → (fingerprint, name).
 pub type Model = BTreeMap<u64, (u64, Option<String>)>;
@@ -25,6 +25,32 @@ pub fn brute_force(model: &Model, fp: u64, k: u32) -> Vec<Match> {
         .collect();
     out.sort_by_key(|m| (m.distance, m.id));
     out
+}
+
+/// What the index holds, read through `get` and `query` and checked for
+/// consistency between the two: every id of `ids` with its fingerprint and
+/// name, and no document outside `ids` at any of those fingerprints.
+pub fn snapshot(index: &Index, ids: impl IntoIterator<Item = u64>) -> Model {
+    let mut seen = Model::new();
+    for id in ids {
+        if let Some(fp) = index.get(id).expect("get") {
+            let matches = index.query(fp, 0).expect("query");
+            let m = matches
+                .iter()
+                .find(|m| m.id == id)
+                .unwrap_or_else(|| panic!("get({id}) = {fp:#x}, but a query of it misses {id}"));
+            seen.insert(id, (fp, m.name.clone()));
+        }
+    }
+    let fps: BTreeSet<u64> = seen.values().map(|(fp, _)| *fp).collect();
+    for fp in fps {
+        assert_eq!(
+            index.query(fp, 0).expect("query"),
+            brute_force(&seen, fp, 0),
+            "query({fp:#x}, 0) disagrees with get"
+        );
+    }
+    seen
 }
 
 /// Fingerprints are drawn near these, so that queries have answers.
