@@ -1,29 +1,14 @@
 //! The command line, run as a real process.
 
+mod common;
+
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
 use simhashdb::batch::find_all;
 use simhashdb::plan::Plan;
 
-fn simhashdb(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_simhashdb"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn simhashdb");
-    let mut input = child.stdin.take().expect("stdin");
-    let data = stdin.to_vec();
-    let writer = std::thread::spawn(move || {
-        // The child may exit before reading everything (bad input).
-        let _ = input.write_all(&data);
-    });
-    let out = child.wait_with_output().expect("wait");
-    writer.join().expect("stdin writer");
-    out
-}
+use common::cli::run;
 
 fn stdout(out: &Output) -> String {
     String::from_utf8(out.stdout.clone()).expect("utf-8 output")
@@ -32,10 +17,10 @@ fn stdout(out: &Output) -> String {
 #[test]
 fn find_all_prints_pairs_of_values_and_line_numbers() {
     let input = b"1\n3\n7\n1\n18446744073709551615\n";
-    let out = simhashdb(&["find-all", "-b", "2", "-d", "1"], input);
+    let out = run(&["find-all", "-b", "2", "-d", "1"], input);
     assert!(out.status.success());
     assert_eq!(stdout(&out), "[1,3]\n[1,1]\n[3,7]\n[3,1]\n");
-    let out = simhashdb(&["find-all", "-d", "1", "--indices"], input);
+    let out = run(&["find-all", "-d", "1", "--indices"], input);
     assert_eq!(stdout(&out), "[1,2]\n[1,4]\n[2,3]\n[2,4]\n");
 }
 
@@ -55,7 +40,7 @@ fn find_all_output_equals_the_library() {
         });
     }
     let input: String = fps.iter().map(|f| format!("{f}\n")).collect();
-    let out = simhashdb(
+    let out = run(
         &["find-all", "-b", "6", "-d", "3", "--indices"],
         input.as_bytes(),
     );
@@ -70,7 +55,7 @@ fn find_all_output_equals_the_library() {
 
 #[test]
 fn clusters_prints_one_array_per_cluster() {
-    let out = simhashdb(
+    let out = run(
         &["clusters", "-d", "2"],
         b"0\n3\n15\n18446744073709551615\n18446744073709551615\n",
     );
@@ -94,7 +79,7 @@ fn bad_input_names_the_line_exits_2_and_writes_nothing() {
         (b"-4\n", 1, "not a decimal"),
     ] {
         for command in ["find-all", "clusters"] {
-            let out = simhashdb(&[command, "-o", target_arg], input);
+            let out = run(&[command, "-o", target_arg], input);
             assert_eq!(out.status.code(), Some(2), "{command} {input:?}");
             let err = String::from_utf8_lossy(&out.stderr);
             assert!(err.contains(&format!("line {line}:")), "{err}");
@@ -107,7 +92,7 @@ fn bad_input_names_the_line_exits_2_and_writes_nothing() {
 
 #[test]
 fn impossible_plan_is_a_usage_error() {
-    let out = simhashdb(&["find-all", "-b", "3", "-d", "3"], b"1\n");
+    let out = run(&["find-all", "-b", "3", "-d", "3"], b"1\n");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("3 < blocks"));
 }
@@ -144,13 +129,13 @@ fn fingerprint_prints_fp_tab_name_and_reports_missing_files() {
     let a = dir.path().join("a.txt");
     std::fs::write(&a, "the quick brown fox\njumps over the lazy dog\n").unwrap();
     let a_arg = a.to_str().unwrap();
-    let out = simhashdb(&["fingerprint", a_arg], b"");
+    let out = run(&["fingerprint", a_arg], b"");
     assert!(out.status.success());
     let expected = simhashdb::Simhasher::default()
         .fingerprint("the quick brown fox\njumps over the lazy dog\n");
     assert_eq!(stdout(&out), format!("{expected}\t{a_arg}\n"));
 
-    let out = simhashdb(
+    let out = run(
         &["fingerprint", "--lines", "-"],
         b"one line\nanother line\n",
     );
@@ -165,7 +150,7 @@ fn fingerprint_prints_fp_tab_name_and_reports_missing_files() {
     );
 
     let missing = dir.path().join("missing.txt");
-    let out = simhashdb(&["fingerprint", missing.to_str().unwrap(), a_arg], b"");
+    let out = run(&["fingerprint", missing.to_str().unwrap(), a_arg], b"");
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("missing.txt"));
     assert_eq!(
@@ -174,13 +159,13 @@ fn fingerprint_prints_fp_tab_name_and_reports_missing_files() {
         "the readable file is still fingerprinted"
     );
 
-    let out = simhashdb(&["fingerprint", "--tokenizer", "nonsense"], b"");
+    let out = run(&["fingerprint", "--tokenizer", "nonsense"], b"");
     assert_eq!(out.status.code(), Some(2));
 }
 
 #[test]
 fn plan_marks_the_choice() {
-    let out = simhashdb(&["plan", "--n", "50000000", "-d", "3"], b"");
+    let out = run(&["plan", "--n", "50000000", "-d", "3"], b"");
     assert!(out.status.success());
     let text = stdout(&out);
     let chosen: Vec<&str> = text.lines().filter(|l| l.starts_with('*')).collect();
@@ -204,11 +189,11 @@ fn compact_merges_segments_and_respects_the_writer_lock() {
         index.flush().unwrap();
         assert_eq!(index.stats().segments, 4);
         // While this writer holds the index, the tool refuses clearly.
-        let out = simhashdb(&["compact", "--db", db_arg], b"");
+        let out = run(&["compact", "--db", db_arg], b"");
         assert_eq!(out.status.code(), Some(1));
         assert!(String::from_utf8_lossy(&out.stderr).contains("is locked by another process"));
     }
-    let out = simhashdb(&["compact", "--db", db_arg], b"");
+    let out = run(&["compact", "--db", db_arg], b"");
     assert!(
         out.status.success(),
         "{}",
@@ -224,7 +209,7 @@ fn compact_merges_segments_and_respects_the_writer_lock() {
     assert_eq!(index.get(0).unwrap(), None);
     assert_eq!(index.get(2).unwrap(), Some(2 * 0x0101_0101));
 
-    let out = simhashdb(
+    let out = run(
         &["compact", "--db", dir.path().join("none").to_str().unwrap()],
         b"",
     );
@@ -233,7 +218,7 @@ fn compact_merges_segments_and_respects_the_writer_lock() {
 
 #[test]
 fn help_documents_every_command_and_exit_code() {
-    let out = simhashdb(&["--help"], b"");
+    let out = run(&["--help"], b"");
     assert!(out.status.success());
     let text = stdout(&out);
     for command in [
@@ -256,7 +241,7 @@ fn help_documents_every_command_and_exit_code() {
             text.lines().any(|l| l.trim_start().starts_with(command)),
             "{command} missing from --help"
         );
-        let out = simhashdb(&[command, "--help"], b"");
+        let out = run(&[command, "--help"], b"");
         assert!(out.status.success(), "{command}");
         let help = stdout(&out);
         for code in [
@@ -273,7 +258,7 @@ fn help_documents_every_command_and_exit_code() {
 #[test]
 fn fingerprint_keeps_blank_lines_and_reads_html() {
     let hasher = simhashdb::Simhasher::default();
-    let out = simhashdb(&["fingerprint", "--lines", "-"], b"a b\n\nc d\n");
+    let out = run(&["fingerprint", "--lines", "-"], b"a b\n\nc d\n");
     assert!(out.status.success());
     assert_eq!(
         stdout(&out),
@@ -284,7 +269,7 @@ fn fingerprint_keeps_blank_lines_and_reads_html() {
             hasher.fingerprint("c d")
         )
     );
-    let out = simhashdb(
+    let out = run(
         &["fingerprint", "--html", "-"],
         b"<p>visible words</p><script>hidden code</script>",
     );

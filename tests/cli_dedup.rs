@@ -1,6 +1,8 @@
 //! `simhashdb dedup`, run as a real process, checked against a brute-force
 //! all-pairs scan of the same fingerprints.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::fs;
 use std::io::Read;
@@ -12,25 +14,10 @@ use serde_json::Value;
 use simhashdb::verify::ShingleSet;
 use simhashdb::{Simhasher, hamming};
 
+use common::Rng;
+
 fn simhashdb() -> Command {
     Command::new(env!("CARGO_BIN_EXE_simhashdb"))
-}
-
-/// A deterministic pseudo-random sequence (splitmix64).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
 }
 
 /// Texts with planted near-duplicates (one to three words replaced),
@@ -42,21 +29,21 @@ fn planted_texts(seed: u64, count: usize, words: usize) -> Vec<String> {
         .collect();
     let mut texts: Vec<Vec<String>> = Vec::new();
     while texts.len() < count {
-        let kind = rng.below(4);
+        let kind = rng.index(4);
         if kind == 0 && !texts.is_empty() {
-            let original = texts[rng.below(texts.len())].clone();
+            let original = texts[rng.index(texts.len())].clone();
             texts.push(original);
         } else if kind == 1 && !texts.is_empty() {
-            let mut edited = texts[rng.below(texts.len())].clone();
-            for _ in 0..=rng.below(3) {
-                let at = rng.below(edited.len());
-                edited[at] = vocabulary[rng.below(vocabulary.len())].clone();
+            let mut edited = texts[rng.index(texts.len())].clone();
+            for _ in 0..=rng.index(3) {
+                let at = rng.index(edited.len());
+                edited[at] = vocabulary[rng.index(vocabulary.len())].clone();
             }
             texts.push(edited);
         } else {
             texts.push(
                 (0..words)
-                    .map(|_| vocabulary[rng.below(vocabulary.len())].clone())
+                    .map(|_| vocabulary[rng.index(vocabulary.len())].clone())
                     .collect(),
             );
         }

@@ -2,54 +2,23 @@
 //! `compact`, `verify`, `stats`) as real processes, checked against
 //! brute-force scans and a model of check-and-insert.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Output, Stdio};
+use std::process::Stdio;
 
-use assert_cmd::Command;
 use serde_json::Value;
 use simhashdb::fingerprint::fnv1a64;
 use simhashdb::{Simhasher, Tokenizer, hamming};
 
-fn run(args: &[&str], stdin: &[u8]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_simhashdb"))
-        .args(args)
-        .write_stdin(stdin.to_vec())
-        .output()
-        .unwrap()
-}
-
-fn ok(args: &[&str], stdin: &[u8]) -> String {
-    let out = run(args, stdin);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+use common::Rng;
+use common::cli::{ok, run};
 
 fn json(args: &[&str]) -> Value {
     serde_json::from_str(&ok(args, b"")).unwrap()
-}
-
-/// A deterministic pseudo-random sequence (splitmix64).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
 }
 
 /// Texts of `words` words, about half of them copies or edits (one or two
@@ -61,17 +30,17 @@ fn planted_texts(seed: u64, count: usize, words: usize) -> Vec<String> {
         .collect();
     let mut texts: Vec<Vec<String>> = Vec::new();
     while texts.len() < count {
-        if !texts.is_empty() && rng.below(2) == 0 {
-            let mut copy = texts[rng.below(texts.len())].clone();
-            for _ in 0..rng.below(3) {
-                let at = rng.below(copy.len());
-                copy[at] = vocabulary[rng.below(vocabulary.len())].clone();
+        if !texts.is_empty() && rng.index(2) == 0 {
+            let mut copy = texts[rng.index(texts.len())].clone();
+            for _ in 0..rng.index(3) {
+                let at = rng.index(copy.len());
+                copy[at] = vocabulary[rng.index(vocabulary.len())].clone();
             }
             texts.push(copy);
         } else {
             texts.push(
                 (0..words)
-                    .map(|_| vocabulary[rng.below(vocabulary.len())].clone())
+                    .map(|_| vocabulary[rng.index(vocabulary.len())].clone())
                     .collect(),
             );
         }
@@ -133,7 +102,7 @@ fn add_files_then_query_equals_brute_force() {
         .collect();
     let mut rng = Rng(5);
     for round in 0..20 {
-        let text = &texts[rng.below(texts.len())];
+        let text = &texts[rng.index(texts.len())];
         let fp = hasher.fingerprint(text);
         let report = json(&["query", "--db", db, "--text", text, "--json"]);
         assert_eq!(report["fingerprint"].as_u64(), Some(fp));
@@ -146,7 +115,7 @@ fn add_files_then_query_equals_brute_force() {
             assert_eq!(m["name"].as_str(), Some(names[i.unwrap()].as_str()));
         }
         // A smaller distance, by fingerprint.
-        let near = fp ^ (1 << rng.below(64));
+        let near = fp ^ (1 << rng.index(64));
         let report = json(&[
             "query",
             "--db",
@@ -242,7 +211,7 @@ fn fingerprint_lines_are_added_as_given() {
     let mut input = String::new();
     for id in 0..500u64 {
         let fp = if id % 4 == 3 {
-            docs[rng.below(docs.len())].1 ^ (1 << rng.below(64)) ^ (1 << rng.below(64))
+            docs[rng.index(docs.len())].1 ^ (1 << rng.index(64)) ^ (1 << rng.index(64))
         } else {
             rng.next()
         };

@@ -2,38 +2,11 @@
 //! oversized and binary lines get a line-numbered error, exit code 2, and
 //! leave the index as it was (compared through `stats`, queries and `get`).
 
-use std::io::Write;
+mod common;
+
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
 
-fn run(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_simhashdb"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    let data = stdin.to_vec();
-    let writer = std::thread::spawn(move || {
-        // The command may stop reading at the bad line.
-        let _ = input.write_all(&data);
-    });
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap();
-    out
-}
-
-fn ok(args: &[&str], stdin: &[u8]) -> String {
-    let out = run(args, stdin);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+use common::cli::{ok, run};
 
 const TEXTS: [&str; 4] = [
     "the keeper climbed the spiral stairs of the lighthouse twice every night",

@@ -6,30 +6,17 @@
 //! a margin, but the seeds are fixed, so the measured values are exact and
 //! reproducible.
 
+mod common;
+
 use simhashdb::fingerprint::{FeatureHash, Simhasher, Tokenizer};
 use simhashdb::hamming;
+
+use common::Rng;
 
 /// The Apache License 2.0, verbatim (1581 words).
 const APACHE: &str = include_str!("data/apache-2.0.txt");
 /// The Mozilla Public License 2.0, verbatim (2435 words).
 const MPL: &str = include_str!("data/mpl-2.0.txt");
-
-/// SplitMix64: a tiny deterministic PRNG.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 fn hasher(tokenizer: Tokenizer, shingle: usize, hash: FeatureHash) -> Simhasher {
     Simhasher::builder()
@@ -49,7 +36,7 @@ fn shuffled_vocabulary(rng: &mut Rng) -> Vec<String> {
     vocab.sort();
     vocab.dedup();
     for i in (1..vocab.len()).rev() {
-        vocab.swap(i, rng.below(i + 1));
+        vocab.swap(i, rng.index(i + 1));
     }
     vocab
 }
@@ -66,9 +53,9 @@ fn mean_edit_distance(h: &Simhasher, text: &str, replaced: usize, edits: usize, 
     for _ in 0..edits {
         let mut edited = words.clone();
         for _ in 0..replaced {
-            let i = rng.below(words.len());
+            let i = rng.index(words.len());
             edited[i] = loop {
-                let w = &vocab[rng.below(vocab.len())];
+                let w = &vocab[rng.index(vocab.len())];
                 if !words[i].eq_ignore_ascii_case(w) {
                     break w.as_str();
                 }
@@ -87,7 +74,7 @@ fn mean_unrelated_word_texts(h: &Simhasher, pairs: usize, len: usize, seed: u64)
     let (left, right) = vocab.split_at(vocab.len() / 2);
     let text = |half: &[String], rng: &mut Rng| {
         (0..len)
-            .map(|_| half[rng.below(half.len())].as_str())
+            .map(|_| half[rng.index(half.len())].as_str())
             .collect::<Vec<_>>()
             .join(" ")
     };
@@ -107,8 +94,8 @@ fn mean_random_letter_texts(h: &Simhasher, pairs: usize, len: usize, seed: u64) 
     let text = |rng: &mut Rng| {
         let mut s = String::new();
         for _ in 0..len {
-            let n = 2 + rng.below(7);
-            s.extend((0..n).map(|_| char::from(b'a' + rng.below(26) as u8)));
+            let n = 2 + rng.index(7);
+            s.extend((0..n).map(|_| char::from(b'a' + rng.index(26) as u8)));
             s.push(' ');
         }
         s
@@ -328,17 +315,17 @@ fn chinese_edits_and_unrelated_texts() {
         vocab.dedup();
         let mut rng = Rng(0x5eed_0004);
         for i in (1..vocab.len()).rev() {
-            vocab.swap(i, rng.below(i + 1));
+            vocab.swap(i, rng.index(i + 1));
         }
 
         let original = h.fingerprint(&tokens.concat());
         let edits = 200;
         let mut total = 0u64;
         for _ in 0..edits {
-            let i = rng.below(tokens.len());
+            let i = rng.index(tokens.len());
             let mut edited = tokens.clone();
             edited[i] = loop {
-                let w = &vocab[rng.below(vocab.len())];
+                let w = &vocab[rng.index(vocab.len())];
                 if *w != tokens[i] {
                     break w.clone();
                 }
@@ -350,7 +337,7 @@ fn chinese_edits_and_unrelated_texts() {
         let (left, right) = vocab.split_at(vocab.len() / 2);
         let text = |half: &[String], rng: &mut Rng| -> String {
             (0..200)
-                .map(|_| half[rng.below(half.len())].as_str())
+                .map(|_| half[rng.index(half.len())].as_str())
                 .collect()
         };
         let pairs = 300;

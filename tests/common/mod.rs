@@ -7,6 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use simhashdb::{Index, Match, hamming};
 
+pub mod cli;
+
 /// Live documents: id → (fingerprint, name).
 pub type Model = BTreeMap<u64, (u64, Option<String>)>;
 
@@ -71,6 +73,11 @@ impl Rng {
     /// Uniform enough in `0..n` for workloads.
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n
+    }
+
+    /// [`below`](Self::below) for an index or a count.
+    pub fn index(&mut self, n: usize) -> usize {
+        self.below(n as u64) as usize
     }
 
     /// A fingerprint within 5 bits of one of [`CENTRES`].
