@@ -12,7 +12,9 @@
 //! - `no merges`: no merge policy (segments pile up).
 //!
 //! `ONLY=thread` (any part of a setting's name) runs just the matching
-//! settings, e.g. under a profiler.
+//! settings, e.g. under a profiler. `FAN_IN=16` replaces the default merge
+//! policy's fan-in and `MEMTABLE_MIB=128` the memtable budget, to compare
+//! settings with the same harness.
 //!
 //! For each it prints wall time, fingerprints per second, the process's CPU
 //! seconds over the run, the bytes it wrote per fingerprint, and the
@@ -84,7 +86,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         if dir.exists() {
             std::fs::remove_dir_all(&dir)?;
         }
-        let index = Index::open(&dir, setting(Options::default()))?;
+        let mut options = Options::default();
+        if let Ok(fan_in) = std::env::var("FAN_IN") {
+            options.merge_policy = Some(std::sync::Arc::new(
+                simhashdb::engine::policy::TieredMergePolicy {
+                    fan_in: fan_in.parse()?,
+                },
+            ));
+        }
+        if let Ok(mib) = std::env::var("MEMTABLE_MIB") {
+            options.memtable_bytes = mib.parse::<usize>()? << 20;
+        }
+        let index = Index::open(&dir, setting(options))?;
         let mut s = 0x9e37_79b9_7f4a_7c15u64;
         let cpu = cpu_seconds();
         let written = written_bytes();

@@ -15,7 +15,8 @@
 //! File layouts: docs/FORMAT.md.
 
 use std::cmp::Reverse;
-use std::collections::HashSet;
+use std::collections::binary_heap::PeekMut;
+use std::collections::{BinaryHeap, HashSet};
 use std::io::BufWriter;
 
 use std::path::{Path, PathBuf};
@@ -30,9 +31,9 @@ use crate::error::{Error, Result};
 use crate::fingerprint::{FingerprintConfig, Simhasher};
 use crate::format::{
     DEFAULT_BLOCK_LEN, DocEntry, DocMapReader, DocMapWriter, EncodeError, FileKind, FormatError,
-    MANIFEST_TEMP_FILE_NAME, Manifest, Record, SegmentInfo, SegmentMeta, SegmentReader,
-    SegmentWriter, Tombstone, WAL_UNSYNCED_APPENDS, WalEnd, WalReader, encode_frame,
-    encode_wal_header_with_flags, looks_like_lost_write_back,
+    MANIFEST_TEMP_FILE_NAME, Manifest, Ranges, Record, SegmentInfo, SegmentMeta, SegmentReader,
+    SegmentWriter, SortedDocMapWriter, Tombstone, WAL_UNSYNCED_APPENDS, WalEnd, WalReader,
+    encode_frame, encode_wal_header_with_flags, looks_like_lost_write_back,
 };
 use crate::plan::Plan;
 
@@ -1127,7 +1128,19 @@ impl Index {
                     }),
                 }
             }
-            core.write_segment(segment_id, 0, key_count, m.sorted_tables().map(Ok), docs)?
+            let ranges = docs.ranges();
+            let ids_path = core.dir.join(FileKind::DocMap.file_name(segment_id));
+            let ids_file = docs
+                .finish_into(create_buffered(core.fs.as_ref(), &ids_path)?)
+                .map_err(encode_error(&ids_path))?;
+            sync_buffered(ids_file, &ids_path)?;
+            let mut tables = m.sorted_tables();
+            let fill = |_, keys: &mut Vec<u64>| {
+                // Too few tables fail the segment writer's count check.
+                *keys = tables.next().unwrap_or_default();
+                Ok(())
+            };
+            core.write_segment(segment_id, 0, key_count, fill, ranges)?
         };
         new_wal_file(&core.dir, core.fs.as_ref(), new_wal_id, self.durability)?;
         let new_wal = core
@@ -1177,17 +1190,20 @@ impl Core {
     /// buffer (a segment is never whole in memory), and maps them; the
     /// caller commits a manifest naming it. `tables` yields the permuted
     /// tables in plan order, each of `key_count` keys.
+    /// Writes the table file of segment `segment_id`, whose doc map file
+    /// the caller has written and synced (its records' sequence numbers and
+    /// timestamps span `ranges`), and opens the segment. `fill(t, keys)`
+    /// sets `keys` to table `t`'s sorted keys; one buffer serves every table.
     fn write_segment(
         &self,
         segment_id: u64,
         level: u32,
         key_count: u64,
-        tables: impl Iterator<Item = Result<Vec<u64>>>,
-        docs: DocMapWriter,
+        mut fill: impl FnMut(usize, &mut Vec<u64>) -> Result<()>,
+        ranges: Option<Ranges>,
     ) -> Result<Segment> {
         let seg_path = self.dir.join(FileKind::Segment.file_name(segment_id));
         let ids_path = self.dir.join(FileKind::DocMap.file_name(segment_id));
-        let ranges = docs.ranges();
         let mut seg = SegmentWriter::with_writer(
             create_buffered(self.fs.as_ref(), &seg_path)?,
             SegmentInfo {
@@ -1200,15 +1216,16 @@ impl Core {
             DEFAULT_BLOCK_LEN,
         )
         .map_err(encode_error(&seg_path))?;
-        for keys in tables {
-            seg.push_table(keys?).map_err(encode_error(&seg_path))?;
+        let mut keys = Vec::new();
+        for t in 0..self.plan.tables().len() {
+            keys.clear();
+            fill(t, &mut keys)?;
+            seg.push_table(keys.iter().copied())
+                .map_err(encode_error(&seg_path))?;
         }
+        drop(keys);
         let seg_file = seg.finish().map_err(encode_error(&seg_path))?;
         sync_buffered(seg_file, &seg_path)?;
-        let ids_file = docs
-            .finish_into(create_buffered(self.fs.as_ref(), &ids_path)?)
-            .map_err(encode_error(&ids_path))?;
-        sync_buffered(ids_file, &ids_path)?;
 
         let map = |path: &Path| self.fs.map(path).map_err(io_error(path, "map"));
         let tables = SegmentReader::new(map(&seg_path)?).map_err(|e| corrupted(&seg_path, &e))?;
@@ -1306,71 +1323,142 @@ impl Core {
             }
         }
         versions.sort_by_key(|&(id, _)| id);
-        let mut newest_entry: Vec<Vec<bool>> =
-            run.iter().map(|s| vec![false; s.docs.len()]).collect();
+        // Each id's newest version (the first of its equal ids), in id order:
+        // the new id index, in the order it is written.
+        versions.dedup_by_key(|&mut (id, _)| id);
+        // Per input entry: NOT_NEWEST, NEWEST, or (once written) its
+        // position in the new doc map.
+        const NOT_NEWEST: u32 = u32::MAX;
+        const NEWEST: u32 = u32::MAX - 1;
+        let mut positions: Vec<Vec<u32>> =
+            run.iter().map(|s| vec![NOT_NEWEST; s.docs.len()]).collect();
         let mut newest_tombstone: Vec<Vec<bool>> = run
             .iter()
             .map(|s| vec![false; s.docs.tombstone_count()])
             .collect();
-        let mut previous = None;
-        for &(id, tag) in &versions {
-            if previous == Some(id) {
-                continue;
-            }
-            previous = Some(id);
+        let mut tombstones_kept = 0u64;
+        for &(_, tag) in &versions {
             let (s, i) = ((tag >> 33) as usize, (tag & (TOMBSTONE - 1)) as usize);
-            let newest = if tag & TOMBSTONE != 0 {
-                &mut newest_tombstone
-            } else {
-                &mut newest_entry
-            };
-            if let Some(flag) = newest.get_mut(s).and_then(|v| v.get_mut(i)) {
-                *flag = true;
+            if tag & TOMBSTONE != 0 {
+                if let Some(flag) = newest_tombstone.get_mut(s).and_then(|v| v.get_mut(i)) {
+                    // Tombstones go when no older segment remains to hide.
+                    *flag = !includes_oldest;
+                    tombstones_kept += u64::from(!includes_oldest);
+                }
+            } else if let Some(p) = positions.get_mut(s).and_then(|v| v.get_mut(i)) {
+                *p = NEWEST;
             }
         }
-        drop(versions);
-        // The survivors go straight into the new doc map (the id is wasted
-        // if nothing survives: ids need only be unique).
+        // One clock reading per merge, so the count below and the writing
+        // agree on which documents expired.
+        let now = now_ms();
+        let fresh = |timestamp: u64| {
+            self.retention_ms == 0 || timestamp.saturating_add(self.retention_ms) >= now
+        };
+        let mut survivors = 0u64;
+        for (s, segment) in run.iter().enumerate() {
+            if self.retention_ms == 0 {
+                survivors += positions[s].iter().filter(|&&p| p == NEWEST).count() as u64;
+                continue;
+            }
+            for (i, entry) in segment.docs.entries().enumerate() {
+                let e = entry.map_err(|e| corrupted(&segment.ids_path, &e))?;
+                if positions[s].get(i) == Some(&NEWEST) && fresh(e.timestamp) {
+                    survivors += 1;
+                }
+            }
+        }
         let segment_id = {
             let mut m = lock(&self.manifest);
             m.next_segment_id += 1;
             m.next_segment_id - 1
         };
-        let mut docs = DocMapWriter::new(segment_id);
-        let mut live_fingerprints: Vec<u64> = Vec::new();
-        let mut not_surviving: Vec<u64> = Vec::new();
-        let mut tombstones_kept = 0usize;
-        for (s, segment) in run.iter().enumerate() {
-            if !includes_oldest {
-                for (i, tombstone) in segment.docs.tombstones().enumerate() {
-                    let t = tombstone.map_err(|e| corrupted(&segment.ids_path, &e))?;
-                    if newest_tombstone[s][i] {
-                        docs.push_tombstone(t);
-                        tombstones_kept += 1;
-                    }
-                }
-            }
-            for (i, entry) in segment.docs.entries().enumerate() {
-                let e = entry.map_err(|e| corrupted(&segment.ids_path, &e))?;
-                if newest_entry[s].get(i) == Some(&true) && self.fresh(e.timestamp) {
-                    live_fingerprints.push(e.fingerprint);
-                    docs.push(e)
-                        .map_err(|e| Error::InvalidArgument(e.to_string()))?;
-                } else {
-                    // Its fingerprint leaves the tables unless a survivor has it.
-                    not_surviving.push(e.fingerprint);
-                }
-            }
-        }
-        let run_ids: HashSet<u64> = run.iter().map(|s| s.meta.id).collect();
-        let merged = if docs.is_empty() && tombstones_kept == 0 {
+        let merged = if survivors == 0 && tombstones_kept == 0 {
             // Nothing left: the run simply leaves the manifest.
             None
         } else {
-            let (key_count, tables) = self.merged_tables(&run, live_fingerprints, not_surviving);
+            // The new doc map, written as its records come: the inputs'
+            // entries merged in (fingerprint, id) order, then the id index
+            // in the order of `versions`, then the kept tombstones.
+            let ids_path = self.dir.join(FileKind::DocMap.file_name(segment_id));
+            let encoded = encode_error(&ids_path);
+            let mut docs = SortedDocMapWriter::new(
+                create_buffered(self.fs.as_ref(), &ids_path)?,
+                segment_id,
+                survivors,
+                tombstones_kept,
+            )
+            .map_err(encoded)?;
+            let mut live_fingerprints: Vec<u64> =
+                Vec::with_capacity(usize::try_from(survivors).unwrap_or(0));
+            let mut dropped: Vec<u64> = Vec::new();
+            let mut inputs: Vec<_> = run.iter().map(|s| s.docs.entries().enumerate()).collect();
+            let mut heads: Vec<Option<(usize, DocEntry<'_>)>> = Vec::with_capacity(run.len());
+            let mut heap = BinaryHeap::with_capacity(run.len());
+            for (s, input) in inputs.iter_mut().enumerate() {
+                let head = next_entry(input, &run[s].ids_path)?;
+                if let Some((_, e)) = head {
+                    heap.push(Reverse((e.fingerprint, e.id, s)));
+                }
+                heads.push(head);
+            }
+            while let Some(mut top) = heap.peek_mut() {
+                let Reverse((_, _, s)) = *top;
+                let Some((i, e)) = heads[s].take() else {
+                    PeekMut::pop(top);
+                    continue;
+                };
+                if positions[s][i] == NEWEST && fresh(e.timestamp) {
+                    positions[s][i] = docs.push(e).map_err(encode_error(&ids_path))?;
+                    if live_fingerprints.last() != Some(&e.fingerprint) {
+                        live_fingerprints.push(e.fingerprint);
+                    }
+                } else {
+                    positions[s][i] = NOT_NEWEST;
+                    // Its fingerprint leaves the tables unless a survivor has it.
+                    dropped.push(e.fingerprint);
+                }
+                heads[s] = next_entry(&mut inputs[s], &run[s].ids_path)?;
+                match heads[s] {
+                    Some((_, e)) => *top = Reverse((e.fingerprint, e.id, s)),
+                    None => {
+                        PeekMut::pop(top);
+                    }
+                }
+            }
+            drop(heads);
+            drop(inputs);
+            for &(id, tag) in &versions {
+                let (s, i) = ((tag >> 33) as usize, (tag & (TOMBSTONE - 1)) as usize);
+                if tag & TOMBSTONE == 0 && positions[s][i] < NEWEST {
+                    docs.push_id(id, positions[s][i])
+                        .map_err(encode_error(&ids_path))?;
+                }
+            }
+            drop(positions);
+            drop(versions);
+            let mut kept = Vec::with_capacity(usize::try_from(tombstones_kept).unwrap_or(0));
+            for (s, segment) in run.iter().enumerate() {
+                for (i, tombstone) in segment.docs.tombstones().enumerate() {
+                    let t = tombstone.map_err(|e| corrupted(&segment.ids_path, &e))?;
+                    if newest_tombstone[s][i] {
+                        kept.push(t);
+                    }
+                }
+            }
+            kept.sort_unstable_by_key(|t| t.id);
+            for t in kept {
+                docs.push_tombstone(t).map_err(encode_error(&ids_path))?;
+            }
+            let ranges = docs.ranges();
+            let ids_file = docs.finish().map_err(encode_error(&ids_path))?;
+            sync_buffered(ids_file, &ids_path)?;
+            let key_count = live_fingerprints.len() as u64;
+            let tables = self.merged_tables(&run, live_fingerprints, dropped);
             let level = run.iter().map(|s| s.meta.level).max().unwrap_or(0) + 1;
-            Some(self.write_segment(segment_id, level, key_count, tables, docs)?)
+            Some(self.write_segment(segment_id, level, key_count, tables, ranges)?)
         };
+        let run_ids: HashSet<u64> = run.iter().map(|s| s.meta.id).collect();
         {
             let mut committed = lock(&self.manifest);
             let mut manifest = committed.clone();
@@ -1396,35 +1484,37 @@ impl Core {
 }
 
 impl Core {
-    /// The permuted tables of a merge's output: each input segment's table
-    /// is already sorted, so the inputs are decoded, concatenated and merged
-    /// (a stable sort finds and merges the runs), less the fingerprints no
+    /// The permuted tables of a merge's output, as a `fill` for
+    /// [`write_segment`](Self::write_segment): each input segment's table is
+    /// already sorted, so the inputs are decoded, concatenated and merged (a
+    /// stable sort finds and merges the runs), less the fingerprints no
     /// survivor has (replaced, deleted or expired), and less duplicates (one
-    /// fingerprint may live in several inputs).
+    /// fingerprint may live in several inputs). `live_fingerprints` are the
+    /// survivors' fingerprints, sorted and distinct.
     fn merged_tables<'a>(
         &'a self,
         run: &'a [Arc<Segment>],
-        mut live_fingerprints: Vec<u64>,
-        not_surviving: Vec<u64>,
-    ) -> (u64, impl Iterator<Item = Result<Vec<u64>>> + 'a) {
-        sort_keys(&mut live_fingerprints);
-        live_fingerprints.dedup();
+        live_fingerprints: Vec<u64>,
+        mut dropped: Vec<u64>,
+    ) -> impl FnMut(usize, &mut Vec<u64>) -> Result<()> + 'a {
         let live = live_fingerprints.len();
         // Every key of an input table is the fingerprint of an entry of its
         // doc map; those of entries that did not survive are dropped, unless
         // a survivor has the same fingerprint.
-        let mut dropped = not_surviving;
+        sort_keys(&mut dropped);
+        dropped.dedup();
         dropped.retain(|fp| live_fingerprints.binary_search(fp).is_err());
-        let total: usize = run
-            .iter()
-            .map(|s| usize::try_from(s.meta.key_count).unwrap_or(0))
-            .sum();
-        // One table at a time, as the segment writer asks for them: a merge
-        // of N fingerprints holds one table of N keys, not all of them.
-        let tables = self.plan.tables().iter().enumerate().map(move |(t, table)| {
-            let mut dead: Vec<u64> = dropped.iter().map(|&fp| table.permute(fp)).collect();
+        drop(live_fingerprints);
+        let mut dead: Vec<u64> = Vec::with_capacity(dropped.len());
+        move |t, keys| {
+            let table = self
+                .plan
+                .tables()
+                .get(t)
+                .ok_or_else(|| Error::InvalidArgument(format!("the plan has no table {t}")))?;
+            dead.clear();
+            dead.extend(dropped.iter().map(|&fp| table.permute(fp)));
             dead.sort_unstable();
-            let mut keys = Vec::with_capacity(total);
             for segment in run {
                 let reader = segment
                     .tables
@@ -1449,10 +1539,20 @@ impl Core {
                     ),
                 });
             }
-            Ok(keys)
-        });
-        (live as u64, tables)
+            Ok(())
+        }
     }
+}
+
+/// The next entry of a doc map being merged, with its position.
+fn next_entry<'a>(
+    entries: &mut impl Iterator<Item = (usize, std::result::Result<DocEntry<'a>, FormatError>)>,
+    path: &Path,
+) -> Result<Option<(usize, DocEntry<'a>)>> {
+    entries
+        .next()
+        .map(|(i, e)| e.map(|e| (i, e)).map_err(|e| corrupted(path, &e)))
+        .transpose()
 }
 
 fn public_doc(entry: &DocEntry<'_>) -> Doc {

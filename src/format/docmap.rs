@@ -188,82 +188,291 @@ impl DocMapWriter {
             .map(|(e, position)| (e.id, position))
             .collect();
         by_id.sort_unstable();
-        if let Some(id) = by_id.windows(2).find_map(|w| match w {
-            [a, b] if a.0 == b.0 => Some(a.0),
-            _ => None,
-        }) {
-            return Err(EncodeError::DuplicateId { id });
-        }
         self.tombstones.sort_unstable();
-        if let Some(w) = self
-            .tombstones
-            .windows(2)
-            .find(|w| w.first().map(|t| t.id) == w.get(1).map(|t| t.id))
-        {
-            return Err(EncodeError::DuplicateId {
-                id: w.first().map(|t| t.id).unwrap_or_default(),
-            });
+        let mut w = SortedDocMapWriter::new(
+            out,
+            self.segment_id,
+            to_u64(self.entries.len()),
+            to_u64(self.tombstones.len()),
+        )?;
+        for e in &self.entries {
+            let name = match e.name_len {
+                NO_NAME => None,
+                len => Some(
+                    self.names
+                        .get(e.name_start..e.name_start + len as usize)
+                        .unwrap_or_default(),
+                ),
+            };
+            w.push_raw(e.fingerprint, e.id, e.seq, e.timestamp, name)?;
         }
+        for &(id, position) in &by_id {
+            w.push_id(id, position)?;
+        }
+        for &t in &self.tombstones {
+            w.push_tombstone(t)?;
+        }
+        w.finish()
+    }
+}
 
+/// A 64-bit hash of an (id, position) pair (splitmix64's finaliser): the
+/// sum over the entries equals the sum over the id index exactly when both
+/// hold the same pairs, barring a 2^-64 collision, which checks the index
+/// without looking up each record's entry.
+fn pair_hash(id: u64, position: u32) -> u64 {
+    let mut z = id ^ u64::from(position).rotate_left(32) ^ 0x9e37_79b9_7f4a_7c15;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Which section a [`SortedDocMapWriter`] is writing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Phase {
+    Entries,
+    Ids,
+    Tombstones,
+}
+
+/// Writes a doc map whose records arrive in file order, straight to `out`:
+/// the entries sorted by (fingerprint, id), then the id index sorted by id,
+/// then the tombstones sorted by id, with the counts declared up front. Only
+/// the names (written last) are held. A merge of sorted doc maps uses it to avoid collecting
+/// and re-sorting every record; [`DocMapWriter`] uses it after sorting.
+///
+/// Every push checks the order and the counts, and `finish` checks that the
+/// id index maps each id to the entry with that id (through a sum of pair
+/// hashes), so a finished file is well formed.
+#[derive(Debug)]
+pub struct SortedDocMapWriter<W: Write> {
+    container: ContainerWriter<W>,
+    entry_count: u64,
+    tombstone_count: u64,
+    /// Sums of [`pair_hash`] over the (id, position) pairs of the entries
+    /// and of the id index records: equal when the index is consistent.
+    entry_pairs: u64,
+    id_pairs: u64,
+    names: Vec<u8>,
+    phase: Phase,
+    /// The previous record's sort key in the current section.
+    last: Option<(u64, u64)>,
+    /// Records written in the current section.
+    written: u64,
+    ranges: Option<Ranges>,
+    record: Vec<u8>,
+}
+
+impl<W: Write> SortedDocMapWriter<W> {
+    /// Writes the header of a doc map of `entry_count` documents and
+    /// `tombstone_count` tombstones for segment `segment_id`.
+    pub fn new(
+        out: W,
+        segment_id: u64,
+        entry_count: u64,
+        tombstone_count: u64,
+    ) -> Result<Self, EncodeError> {
+        if u32::try_from(entry_count).is_err() {
+            return Err(EncodeError::Invalid(
+                "a doc map holds at most 2^32 - 1 documents",
+            ));
+        }
         let mut header = Vec::with_capacity(HEADER_LEN);
         header.extend_from_slice(&FILE.magic());
         header.extend_from_slice(&super::FORMAT_VERSION.to_le_bytes());
-        header.extend_from_slice(&self.segment_id.to_le_bytes());
-        header.extend_from_slice(&to_u64(self.entries.len()).to_le_bytes());
-        header.extend_from_slice(&to_u64(self.tombstones.len()).to_le_bytes());
-        let mut c = ContainerWriter::new(out, FILE, &header)?;
+        header.extend_from_slice(&segment_id.to_le_bytes());
+        header.extend_from_slice(&entry_count.to_le_bytes());
+        header.extend_from_slice(&tombstone_count.to_le_bytes());
+        Ok(SortedDocMapWriter {
+            container: ContainerWriter::new(out, FILE, &header)?,
+            entry_count,
+            tombstone_count,
+            entry_pairs: 0,
+            id_pairs: 0,
+            names: Vec::new(),
+            phase: Phase::Entries,
+            last: None,
+            written: 0,
+            ranges: None,
+            record: Vec::with_capacity(ENTRY_LEN),
+        })
+    }
 
-        // Entries, with names laid out in entry order.
-        let mut names = Vec::with_capacity(self.names.len());
-        let mut record = Vec::with_capacity(ENTRY_LEN);
-        for e in &self.entries {
-            let name = match e.name_len {
-                NO_NAME => &[][..],
-                len => self
-                    .names
-                    .get(e.name_start..e.name_start + len as usize)
-                    .unwrap_or_default(),
+    /// Records section `phase` must hold.
+    fn declared(&self, phase: Phase) -> u64 {
+        match phase {
+            Phase::Entries | Phase::Ids => self.entry_count,
+            Phase::Tombstones => self.tombstone_count,
+        }
+    }
+
+    /// Moves on to section `phase`, closing the ones before it (each must
+    /// hold exactly its declared number of records).
+    fn advance(&mut self, phase: Phase) -> Result<(), EncodeError> {
+        while self.phase < phase {
+            if self.written != self.declared(self.phase) {
+                return Err(EncodeError::Invalid(
+                    "a doc map section got fewer records than declared",
+                ));
+            }
+            self.container.end_section();
+            self.phase = match self.phase {
+                Phase::Entries => Phase::Ids,
+                Phase::Ids | Phase::Tombstones => Phase::Tombstones,
             };
-            record.clear();
-            record.extend_from_slice(&e.fingerprint.to_le_bytes());
-            record.extend_from_slice(&e.id.to_le_bytes());
-            record.extend_from_slice(&e.seq.to_le_bytes());
-            record.extend_from_slice(&e.timestamp.to_le_bytes());
-            record.extend_from_slice(&to_u64(names.len()).to_le_bytes());
-            record.extend_from_slice(&e.name_len.to_le_bytes());
-            let mut crc = crc32fast::Hasher::new();
-            crc.update(&record);
-            crc.update(name);
-            record.extend_from_slice(&crc.finalize().to_le_bytes());
-            c.sink().write_all(&record)?;
-            names.extend_from_slice(name);
+            self.last = None;
+            self.written = 0;
         }
-        c.end_section();
-
-        for &(id, position) in &by_id {
-            record.clear();
-            record.extend_from_slice(&id.to_le_bytes());
-            record.extend_from_slice(&position.to_le_bytes());
-            let crc = crc32(&record);
-            record.extend_from_slice(&crc.to_le_bytes());
-            c.sink().write_all(&record)?;
+        if self.phase != phase {
+            return Err(EncodeError::Invalid(
+                "doc map records pushed after a later section",
+            ));
         }
-        c.end_section();
+        Ok(())
+    }
 
-        for t in &self.tombstones {
-            record.clear();
-            record.extend_from_slice(&t.id.to_le_bytes());
-            record.extend_from_slice(&t.seq.to_le_bytes());
-            record.extend_from_slice(&t.timestamp.to_le_bytes());
-            let crc = crc32(&record);
-            record.extend_from_slice(&crc.to_le_bytes());
-            c.sink().write_all(&record)?;
+    /// [`advance`](Self::advance)s to `phase` to write one more record.
+    fn enter(&mut self, phase: Phase) -> Result<(), EncodeError> {
+        self.advance(phase)?;
+        if self.written >= self.declared(phase) {
+            return Err(EncodeError::Invalid(
+                "a doc map section got more records than declared",
+            ));
         }
-        c.end_section();
+        Ok(())
+    }
 
-        c.sink().write_all(&names)?;
-        c.end_section();
-        Ok(c.finish()?)
+    /// Checks that `key` follows the previous record's key.
+    fn check_order(&mut self, key: (u64, u64), id: u64) -> Result<(), EncodeError> {
+        match self.last {
+            Some(last) if last == key => return Err(EncodeError::DuplicateId { id }),
+            Some(last) if last > key => {
+                return Err(EncodeError::Invalid("doc map records out of order"));
+            }
+            _ => {}
+        }
+        self.last = Some(key);
+        Ok(())
+    }
+
+    /// Writes the next entry (in (fingerprint, id) order) and returns its
+    /// position.
+    pub fn push(&mut self, entry: DocEntry<'_>) -> Result<u32, EncodeError> {
+        self.push_raw(
+            entry.fingerprint,
+            entry.id,
+            entry.seq,
+            entry.timestamp,
+            entry.name.map(str::as_bytes),
+        )
+    }
+
+    fn push_raw(
+        &mut self,
+        fingerprint: u64,
+        id: u64,
+        seq: u64,
+        timestamp: u64,
+        name: Option<&[u8]>,
+    ) -> Result<u32, EncodeError> {
+        self.enter(Phase::Entries)?;
+        let name_len = match name {
+            Some(name) if name.len() > MAX_NAME_LEN => {
+                return Err(EncodeError::NameTooLong {
+                    id,
+                    len: name.len(),
+                });
+            }
+            Some(name) => name.len() as u32,
+            None => NO_NAME,
+        };
+        self.check_order((fingerprint, id), id)?;
+        Ranges::include(&mut self.ranges, seq, timestamp);
+        let name = name.unwrap_or_default();
+        let record = &mut self.record;
+        record.clear();
+        record.extend_from_slice(&fingerprint.to_le_bytes());
+        record.extend_from_slice(&id.to_le_bytes());
+        record.extend_from_slice(&seq.to_le_bytes());
+        record.extend_from_slice(&timestamp.to_le_bytes());
+        record.extend_from_slice(&to_u64(self.names.len()).to_le_bytes());
+        record.extend_from_slice(&name_len.to_le_bytes());
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(record);
+        crc.update(name);
+        record.extend_from_slice(&crc.finalize().to_le_bytes());
+        self.container.sink().write_all(record)?;
+        self.names.extend_from_slice(name);
+        let position = self.written as u32;
+        self.entry_pairs = self.entry_pairs.wrapping_add(pair_hash(id, position));
+        self.written += 1;
+        Ok(position)
+    }
+
+    /// Writes the next id index record (in id order): document `id` is the
+    /// entry at `position`. Every entry must have been pushed.
+    pub fn push_id(&mut self, id: u64, position: u32) -> Result<(), EncodeError> {
+        self.enter(Phase::Ids)?;
+        self.check_order((id, 0), id)?;
+        if u64::from(position) >= self.entry_count {
+            return Err(EncodeError::Invalid(
+                "a doc map id index record names a position past the entries",
+            ));
+        }
+        self.id_pairs = self.id_pairs.wrapping_add(pair_hash(id, position));
+        let record = &mut self.record;
+        record.clear();
+        record.extend_from_slice(&id.to_le_bytes());
+        record.extend_from_slice(&position.to_le_bytes());
+        let crc = crc32(record);
+        record.extend_from_slice(&crc.to_le_bytes());
+        self.container.sink().write_all(record)?;
+        self.written += 1;
+        Ok(())
+    }
+
+    /// Writes the next tombstone (in id order). Every entry and id index
+    /// record must have been pushed.
+    pub fn push_tombstone(&mut self, tombstone: Tombstone) -> Result<(), EncodeError> {
+        self.enter(Phase::Tombstones)?;
+        self.check_order((tombstone.id, 0), tombstone.id)?;
+        Ranges::include(&mut self.ranges, tombstone.seq, tombstone.timestamp);
+        let record = &mut self.record;
+        record.clear();
+        record.extend_from_slice(&tombstone.id.to_le_bytes());
+        record.extend_from_slice(&tombstone.seq.to_le_bytes());
+        record.extend_from_slice(&tombstone.timestamp.to_le_bytes());
+        let crc = crc32(record);
+        record.extend_from_slice(&crc.to_le_bytes());
+        self.container.sink().write_all(record)?;
+        self.written += 1;
+        Ok(())
+    }
+
+    /// The sequence numbers and timestamps pushed so far (`None` before the
+    /// first entry or tombstone).
+    pub fn ranges(&self) -> Option<Ranges> {
+        self.ranges
+    }
+
+    /// Writes the names, the directory and the footer; every declared record
+    /// must have been pushed.
+    pub fn finish(mut self) -> Result<W, EncodeError> {
+        self.advance(Phase::Tombstones)?;
+        if self.id_pairs != self.entry_pairs {
+            return Err(EncodeError::Invalid(
+                "a doc map id index does not map its ids to their entries",
+            ));
+        }
+        if self.written != self.tombstone_count {
+            return Err(EncodeError::Invalid(
+                "a doc map section got fewer records than declared",
+            ));
+        }
+        self.container.end_section();
+        self.container.sink().write_all(&self.names)?;
+        self.container.end_section();
+        Ok(self.container.finish()?)
     }
 }
 
@@ -995,6 +1204,109 @@ mod tests {
             Err(EncodeError::NameTooLong { .. })
         ));
         w.push(doc(1, 1, Some(&long[1..]))).unwrap();
+    }
+
+    /// The sample's records in file order: entries by (fingerprint, id),
+    /// (id, position) by id, tombstones by id.
+    fn sample_in_file_order() -> (Vec<DocEntry<'static>>, Vec<(u64, u32)>, Vec<Tombstone>) {
+        let (mut docs, mut tombs) = sample();
+        docs.sort_by_key(|d| (d.fingerprint, d.id));
+        let mut ids: Vec<(u64, u32)> = docs.iter().zip(0u32..).map(|(d, p)| (d.id, p)).collect();
+        ids.sort_unstable();
+        tombs.sort_unstable();
+        (docs, ids, tombs)
+    }
+
+    #[test]
+    fn sorted_writer_streams_the_same_file() {
+        let (docs, ids, tombs) = sample_in_file_order();
+        let mut w = SortedDocMapWriter::new(Vec::new(), 77, 6, 2).unwrap();
+        for (d, expected) in docs.iter().zip(0u32..) {
+            assert_eq!(w.push(*d).unwrap(), expected);
+        }
+        for &(id, position) in &ids {
+            w.push_id(id, position).unwrap();
+        }
+        for t in &tombs {
+            w.push_tombstone(*t).unwrap();
+        }
+        let streamed = w.finish().unwrap();
+        let (unsorted_docs, unsorted_tombs) = sample();
+        assert_eq!(streamed, build(&unsorted_docs, &unsorted_tombs));
+        let r = DocMapReader::new(&streamed[..]).unwrap();
+        r.verify().unwrap();
+        for d in &docs {
+            assert_eq!(r.by_id(d.id).unwrap(), Some(*d));
+        }
+    }
+
+    #[test]
+    fn sorted_writer_refuses_what_would_not_be_a_valid_file() {
+        let (docs, ids, tombs) = sample_in_file_order();
+        let writer = || SortedDocMapWriter::new(Vec::new(), 1, 6, 2).unwrap();
+        let with_entries = || {
+            let mut w = writer();
+            for d in &docs {
+                w.push(*d).unwrap();
+            }
+            w
+        };
+        fn invalid<T>(r: Result<T, EncodeError>) -> bool {
+            matches!(r, Err(EncodeError::Invalid(_)))
+        }
+
+        // Entries out of order, or the same (fingerprint, id) twice.
+        let mut w = writer();
+        w.push(docs[1]).unwrap();
+        assert!(invalid(w.push(docs[0])));
+        let mut w = writer();
+        w.push(docs[0]).unwrap();
+        assert!(matches!(
+            w.push(docs[0]),
+            Err(EncodeError::DuplicateId { .. })
+        ));
+        // An id index record before every entry, or more entries than declared.
+        let mut w = writer();
+        w.push(docs[0]).unwrap();
+        assert!(invalid(w.push_id(ids[0].0, ids[0].1)));
+        let mut w = with_entries();
+        assert!(invalid(w.push(doc(u64::MAX, 99, None))));
+        // An entry after the id index has begun.
+        let mut w = with_entries();
+        w.push_id(ids[0].0, ids[0].1).unwrap();
+        assert!(invalid(w.push(doc(u64::MAX, 99, None))));
+        // Ids out of order, or a position past the entries.
+        let mut w = with_entries();
+        w.push_id(ids[1].0, ids[1].1).unwrap();
+        assert!(invalid(w.push_id(ids[0].0, ids[0].1)));
+        let mut w = with_entries();
+        assert!(invalid(w.push_id(ids[0].0, 6)));
+        // Two ids whose positions are swapped: each record is plausible, the
+        // index as a whole is not.
+        let mut w = with_entries();
+        let mut swapped = ids.clone();
+        let (p0, p1) = (swapped[0].1, swapped[1].1);
+        swapped[0].1 = p1;
+        swapped[1].1 = p0;
+        for &(id, position) in &swapped {
+            w.push_id(id, position).unwrap();
+        }
+        for t in &tombs {
+            w.push_tombstone(*t).unwrap();
+        }
+        assert!(invalid(w.finish()));
+        // Too few tombstones, too few entries.
+        let mut w = with_entries();
+        for &(id, position) in &ids {
+            w.push_id(id, position).unwrap();
+        }
+        w.push_tombstone(tombs[0]).unwrap();
+        assert!(invalid(w.finish()));
+        let mut w = writer();
+        w.push(docs[0]).unwrap();
+        assert!(invalid(w.finish()));
+        // More documents than a doc map can hold.
+        assert!(invalid(SortedDocMapWriter::new(Vec::new(), 1, 1 << 32, 0)));
     }
 
     #[test]

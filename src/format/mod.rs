@@ -60,7 +60,7 @@ pub mod wal;
 use std::fmt;
 use std::io;
 
-pub use docmap::{DocEntry, DocMapReader, DocMapWriter, Ranges, Tombstone};
+pub use docmap::{DocEntry, DocMapReader, DocMapWriter, Ranges, SortedDocMapWriter, Tombstone};
 pub use manifest::{Manifest, SegmentMeta};
 pub use segment::{SegmentInfo, SegmentReader, SegmentWriter};
 pub use table::{DEFAULT_BLOCK_LEN, MAX_BLOCK_LEN, TableReader, TableWriter};

@@ -1,0 +1,107 @@
+//! Cost of one merge: the work the merge thread does under sustained ingest.
+//!
+//! `cargo run --release --example merge_bench -- [SEGMENTS] [PER_SEGMENT] [ROUNDS] [DIR]`
+//!
+//! Builds an index of SEGMENTS segments (default 8) of PER_SEGMENT xorshift64
+//! fingerprints each (default 1,000,000), one explicit flush per segment and
+//! no merge policy, under DIR (default: a temporary directory); then times
+//! `compact()`, which merges them all into one segment. Repeats ROUNDS times
+//! (default 3), each on a fresh index, and prints per round the merge's wall
+//! time, fingerprints merged per second, the process's CPU seconds and the
+//! bytes it wrote per fingerprint during the merge.
+
+use std::time::Instant;
+
+use simhashdb::{Index, Options};
+
+/// User + system CPU seconds of this process so far (Linux).
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return f64::NAN;
+    };
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
+    match (ticks(11), ticks(12)) {
+        (Some(user), Some(system)) => (user + system) / 100.0,
+        _ => f64::NAN,
+    }
+}
+
+/// Bytes this process has passed to write(2) so far (Linux).
+fn written_bytes() -> f64 {
+    std::fs::read_to_string("/proc/self/io")
+        .ok()
+        .and_then(|io| {
+            io.lines().find_map(|l| {
+                l.strip_prefix("wchar: ")
+                    .and_then(|v| v.trim().parse().ok())
+            })
+        })
+        .unwrap_or(f64::NAN)
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |i: usize, default: u64| -> Result<u64, std::num::ParseIntError> {
+        args.get(i).map_or(Ok(default), |s| s.parse())
+    };
+    let segments = arg(0, 8)?;
+    let per_segment = arg(1, 1_000_000)?;
+    let rounds = arg(2, 3)?;
+    let temp = tempfile::tempdir()?;
+    let root = args
+        .get(3)
+        .map_or_else(|| temp.path().to_path_buf(), std::path::PathBuf::from);
+    let n = segments * per_segment;
+    for round in 1..=rounds {
+        let dir = root.join(format!("merge-{round}"));
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)?;
+        }
+        let options = Options {
+            merge_policy: None,
+            memtable_bytes: usize::MAX,
+            ..Options::default()
+        };
+        let index = Index::open(&dir, options)?;
+        let mut s = 0x9e37_79b9_7f4a_7c15u64 ^ round;
+        let mut id = 0u64;
+        for _ in 0..segments {
+            let end = id + per_segment;
+            while id < end {
+                let batch: Vec<(u64, u64, Option<String>)> = (id..end.min(id + 10_000))
+                    .map(|i| {
+                        s ^= s << 13;
+                        s ^= s >> 7;
+                        s ^= s << 17;
+                        (i, s, None)
+                    })
+                    .collect();
+                id += batch.len() as u64;
+                index.insert_batch(batch)?;
+            }
+            index.flush()?;
+        }
+        let before = index.stats().segments;
+        let cpu = cpu_seconds();
+        let written = written_bytes();
+        let start = Instant::now();
+        index.compact()?;
+        let wall = start.elapsed().as_secs_f64();
+        let after = index.stats().segments;
+        println!(
+            "round {round}: merged {before} segments of {per_segment} into {after} in {wall:.2} s = {:.0} fingerprints per second; {:.2} CPU s; {:.1} bytes written per fingerprint",
+            n as f64 / wall,
+            cpu_seconds() - cpu,
+            (written_bytes() - written) / n as f64
+        );
+        drop(index);
+        std::fs::remove_dir_all(&dir)?;
+    }
+    Ok(())
+}
