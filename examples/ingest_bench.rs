@@ -12,7 +12,7 @@
 //! - `no merges`: no merge policy (segments pile up).
 //!
 //! `ONLY=thread` (any part of a setting's name) runs just the matching
-//! settings, e.g. under a profiler. `FAN_IN=16` replaces the default merge
+//! settings, e.g. under a profiler. `FAN_IN=8` replaces the default merge
 //! policy's fan-in and `MEMTABLE_MIB=128` the memtable budget, to compare
 //! settings with the same harness.
 //!

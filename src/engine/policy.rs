@@ -34,7 +34,7 @@ pub struct TieredMergePolicy {
 
 impl Default for TieredMergePolicy {
     fn default() -> TieredMergePolicy {
-        TieredMergePolicy { fan_in: 8 }
+        TieredMergePolicy { fan_in: 16 }
     }
 }
 
