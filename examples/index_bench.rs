@@ -2,7 +2,8 @@
 //!
 //! `cargo run --release --example index_bench -- N [DIR]`
 //! (environment: `WARMUP_QUERIES=W`, default 1,000; `PREFAULT=0` to open
-//! without prefaulting the tables' pages)
+//! without prefaulting the segments' pages; `PAUSE_MS=P` to wait P ms after
+//! the open, while the prefault runs, before the warm-up)
 //!
 //! Builds an index of N xorshift64 fingerprints in a fresh directory (default:
 //! a temporary one) with the default options (k = 3, automatic plan,
@@ -116,6 +117,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         })
         .collect();
+    // PAUSE_MS=P waits P ms after the open (the background prefault goes on).
+    if let Some(ms) = std::env::var("PAUSE_MS").ok().and_then(|v| v.parse().ok()) {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
     // Warm the page cache and the code.
     let warmup: usize = std::env::var("WARMUP_QUERIES")
         .ok()
@@ -126,13 +131,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         index.query(q, 3)?;
     }
     let mut times = Vec::with_capacity(queries.len());
+    // The same times split by whether the query found a document (which
+    // reads the doc map) or not (tables only).
+    let (mut hits, mut misses) = (Vec::new(), Vec::new());
     let mut found = 0usize;
     for &q in &queries {
         let t = Instant::now();
-        found += index.query(q, 3)?.len();
-        times.push(t.elapsed().as_secs_f64() * 1e6);
+        let matches = index.query(q, 3)?.len();
+        let micros = t.elapsed().as_secs_f64() * 1e6;
+        found += matches;
+        times.push(micros);
+        if matches > 0 { &mut hits } else { &mut misses }.push(micros);
     }
     times.sort_by(f64::total_cmp);
+    hits.sort_by(f64::total_cmp);
+    misses.sort_by(f64::total_cmp);
     let brute_queries = 20;
     let t = Instant::now();
     let mut brute_found = 0usize;
@@ -157,5 +170,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         brute,
         brute / percentile(&times, 0.5)
     );
+    for (what, times) in [("with matches", &hits), ("without", &misses)] {
+        if !times.is_empty() {
+            println!(
+                "  {} queries {what}: p50 {:.1} µs, p99 {:.1} µs",
+                times.len(),
+                percentile(times, 0.5),
+                percentile(times, 0.99)
+            );
+        }
+    }
     Ok(())
 }

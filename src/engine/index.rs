@@ -95,9 +95,10 @@ pub struct Options {
     /// every query) pile up. Default 32. A merge policy that declines to
     /// merge never makes a writer wait.
     pub max_segments: usize,
-    /// After opening, map the segments' table pages on a background thread
-    /// (Linux), so that queries soon stop paying a page fault for each page
-    /// they touch first. The pages stay evictable page cache.
+    /// After opening, map the segments' pages (their tables first, then
+    /// their doc maps) on a background thread (Linux), so that queries soon
+    /// stop paying a page fault for each page they touch first. The pages
+    /// stay evictable page cache.
     pub prefault: bool,
 }
 
@@ -349,6 +350,8 @@ struct Segment {
     /// The tables' mapping (also inside `tables`), for prefaulting.
     tables_map: Mapped,
     docs: DocMapReader<Mapped>,
+    /// The doc map's mapping (also inside `docs`), for prefaulting.
+    docs_map: Mapped,
     /// Set when a manifest no longer names the segment: its files are
     /// removed once the last reader drops it.
     obsolete: AtomicBool,
@@ -519,7 +522,12 @@ impl Index {
         segments.sort_by_key(|s| Reverse(s.meta.max_seq));
         // Maps to prefault once the open is otherwise done.
         let prefault: Vec<Mapped> = if options.prefault && options.file_system.is_none() {
-            segments.iter().map(|s| s.tables_map.clone()).collect()
+            // Tables first: every query reads them, and only queries that
+            // find a document read the doc map.
+            let tables = segments.iter().map(|s| s.tables_map.clone());
+            tables
+                .chain(segments.iter().map(|s| s.docs_map.clone()))
+                .collect()
         } else {
             Vec::new()
         };
@@ -1246,9 +1254,10 @@ impl Core {
             ids_footer_crc: docs.footer_crc(),
         };
         let segment = Segment::open(&self.dir, &self.fs, meta, &self.plan)?;
-        // Just written, so in the page cache: map its tables' pages now
-        // rather than one fault at a time under queries.
+        // Just written, so in the page cache: map its pages now rather than
+        // one fault at a time under queries.
         segment.tables_map.prefault();
+        segment.docs_map.prefault();
         Ok(segment)
     }
 
@@ -1743,8 +1752,8 @@ impl Segment {
         let tables_map = map(&seg_path, meta.seg_file_len)?;
         let tables =
             SegmentReader::new(tables_map.clone()).map_err(|e| corrupted(&seg_path, &e))?;
-        let docs = DocMapReader::new(map(&ids_path, meta.ids_file_len)?)
-            .map_err(|e| corrupted(&ids_path, &e))?;
+        let docs_map = map(&ids_path, meta.ids_file_len)?;
+        let docs = DocMapReader::new(docs_map.clone()).map_err(|e| corrupted(&ids_path, &e))?;
         let mismatch = |path: &Path, what: &str| Error::Corrupted {
             path: path.to_path_buf(),
             offset: 0,
@@ -1770,6 +1779,7 @@ impl Segment {
             tables,
             tables_map,
             docs,
+            docs_map,
             obsolete: AtomicBool::new(false),
             fs: fs.clone(),
         })
