@@ -24,36 +24,8 @@ use std::time::Instant;
 
 use simhashdb::{Index, Options};
 
-/// User + system CPU seconds of this process so far (Linux).
-fn cpu_seconds() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-        return f64::NAN;
-    };
-    let fields: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
-    match (ticks(11), ticks(12)) {
-        (Some(user), Some(system)) => (user + system) / 100.0,
-        _ => f64::NAN,
-    }
-}
-
-/// Bytes this process has passed to write(2) so far (Linux).
-fn written_bytes() -> f64 {
-    std::fs::read_to_string("/proc/self/io")
-        .ok()
-        .and_then(|io| {
-            io.lines().find_map(|l| {
-                l.strip_prefix("wchar: ")
-                    .and_then(|v| v.trim().parse().ok())
-            })
-        })
-        .unwrap_or(f64::NAN)
-}
+mod common;
+use common::{cpu_seconds, insert_xorshift, written_bytes};
 
 /// Adjusts the default options.
 type Setting = fn(Options) -> Options;
@@ -102,19 +74,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let cpu = cpu_seconds();
         let written = written_bytes();
         let start = Instant::now();
-        let mut id = 0u64;
-        while id < n {
-            let batch: Vec<(u64, u64, Option<String>)> = (id..n.min(id + 10_000))
-                .map(|i| {
-                    s ^= s << 13;
-                    s ^= s >> 7;
-                    s ^= s << 17;
-                    (i, s, None)
-                })
-                .collect();
-            id += batch.len() as u64;
-            index.insert_batch(batch)?;
-        }
+        insert_xorshift(&index, &mut s, 0..n)?;
         index.flush()?;
         let wall = start.elapsed().as_secs_f64();
         let segments = index.stats().segments;

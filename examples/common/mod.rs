@@ -1,0 +1,56 @@
+//! Process figures for the benchmark harnesses (Linux `/proc`), shared by
+//! the examples that `mod common;` this folder.
+
+/// User + system CPU seconds of this process so far (Linux).
+pub fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return f64::NAN;
+    };
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
+    match (ticks(11), ticks(12)) {
+        (Some(user), Some(system)) => (user + system) / 100.0,
+        _ => f64::NAN,
+    }
+}
+
+/// Bytes this process has passed to write(2) so far (Linux).
+pub fn written_bytes() -> f64 {
+    std::fs::read_to_string("/proc/self/io")
+        .ok()
+        .and_then(|io| {
+            io.lines().find_map(|l| {
+                l.strip_prefix("wchar: ")
+                    .and_then(|v| v.trim().parse().ok())
+            })
+        })
+        .unwrap_or(f64::NAN)
+}
+
+/// Inserts documents `ids` with xorshift64 fingerprints continuing from
+/// `state`, in batches of 10,000: the harnesses' workload.
+pub fn insert_xorshift(
+    index: &simhashdb::Index,
+    state: &mut u64,
+    ids: std::ops::Range<u64>,
+) -> simhashdb::Result<()> {
+    let mut id = ids.start;
+    while id < ids.end {
+        let batch: Vec<(u64, u64, Option<String>)> = (id..ids.end.min(id + 10_000))
+            .map(|i| {
+                *state ^= *state << 13;
+                *state ^= *state >> 7;
+                *state ^= *state << 17;
+                (i, *state, None)
+            })
+            .collect();
+        id += batch.len() as u64;
+        index.insert_batch(batch)?;
+    }
+    Ok(())
+}
