@@ -1390,14 +1390,13 @@ impl Core {
             // entries merged in (fingerprint, id) order, then the id index
             // in the order of `versions`, then the kept tombstones.
             let ids_path = self.dir.join(FileKind::DocMap.file_name(segment_id));
-            let encoded = encode_error(&ids_path);
             let mut docs = SortedDocMapWriter::new(
                 create_buffered(self.fs.as_ref(), &ids_path)?,
                 segment_id,
                 survivors,
                 tombstones_kept,
             )
-            .map_err(encoded)?;
+            .map_err(encode_error(&ids_path))?;
             let mut live_fingerprints: Vec<u64> =
                 Vec::with_capacity(usize::try_from(survivors).unwrap_or(0));
             let mut dropped: Vec<u64> = Vec::new();
