@@ -216,12 +216,18 @@ impl DocMapWriter {
     }
 }
 
-/// A 64-bit hash of an (id, position) pair (splitmix64's finaliser): the
-/// sum over the entries equals the sum over the id index exactly when both
-/// hold the same pairs, barring a 2^-64 collision, which checks the index
-/// without looking up each record's entry.
+/// A 64-bit hash of an (id, position) pair: the sum over the entries equals
+/// the sum over the id index exactly when both hold the same pairs, barring
+/// a collision (about 2^-64 for pairs that differ), which checks the index
+/// without looking up each record's entry. The id is mixed before the
+/// position joins it, so no linear relation between ids and positions can
+/// make two different pairs hash alike.
 fn pair_hash(id: u64, position: u32) -> u64 {
-    let mut z = id ^ u64::from(position).rotate_left(32) ^ 0x9e37_79b9_7f4a_7c15;
+    mix(mix(id ^ 0x9e37_79b9_7f4a_7c15) ^ u64::from(position))
+}
+
+/// splitmix64's finaliser: a bijection on `u64` that spreads every bit.
+fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
@@ -238,8 +244,9 @@ enum Phase {
 /// Writes a doc map whose records arrive in file order, straight to `out`:
 /// the entries sorted by (fingerprint, id), then the id index sorted by id,
 /// then the tombstones sorted by id, with the counts declared up front. Only
-/// the names (written last) are held. A merge of sorted doc maps uses it to avoid collecting
-/// and re-sorting every record; [`DocMapWriter`] uses it after sorting.
+/// the names (written last) are held. A merge of sorted doc maps uses it to
+/// avoid collecting and re-sorting every record; [`DocMapWriter`] uses it
+/// after sorting.
 ///
 /// Every push checks the order and the counts, and `finish` checks that the
 /// id index maps each id to the entry with that id (through a sum of pair
