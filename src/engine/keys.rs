@@ -41,7 +41,7 @@ pub(crate) type U64Map<V> = HashMap<u64, V, U64Build>;
 pub(crate) type U64Set = HashSet<u64, U64Build>;
 
 /// Sorts `keys` ascending; see [`crate::radix`].
-pub(crate) fn sort_keys(keys: &mut [u64]) {
+pub(crate) fn sort_keys(keys: &mut Vec<u64>) {
     crate::radix::sort_by_top_bits(keys, |&k| k, |&k| k);
 }
 
