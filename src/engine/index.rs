@@ -1182,7 +1182,13 @@ impl Index {
 
 impl Core {
     fn fresh(&self, timestamp: u64) -> bool {
-        self.retention_ms == 0 || timestamp.saturating_add(self.retention_ms) >= now_ms()
+        self.fresh_at(timestamp, now_ms())
+    }
+
+    /// Whether a document written at `timestamp` is inside the retention
+    /// window at time `now` (ms since the Unix epoch).
+    fn fresh_at(&self, timestamp: u64, now: u64) -> bool {
+        self.retention_ms == 0 || timestamp.saturating_add(self.retention_ms) >= now
     }
 
     fn poison_on_error<T>(&self, result: Result<T>) -> Result<T> {
@@ -1361,9 +1367,7 @@ impl Core {
         // One clock reading per merge, so the count below and the writing
         // agree on which documents expired.
         let now = now_ms();
-        let fresh = |timestamp: u64| {
-            self.retention_ms == 0 || timestamp.saturating_add(self.retention_ms) >= now
-        };
+        let fresh = |timestamp: u64| self.fresh_at(timestamp, now);
         let mut survivors = 0u64;
         for (s, segment) in run.iter().enumerate() {
             if self.retention_ms == 0 {
