@@ -81,7 +81,7 @@ pub struct Options {
     /// `None` is the real one. Only the real one takes the directory lock.
     pub file_system: Option<Arc<dyn FileSystem>>,
     /// Which segments to merge after a flush; `None` merges only on
-    /// `compact()`. Default: [`TieredMergePolicy`] with a fan-in of 8.
+    /// `compact()`. Default: [`TieredMergePolicy`] with a fan-in of 16.
     pub merge_policy: Option<Arc<dyn MergePolicy>>,
     /// Run the merge policy's merges on a background thread, so that writes
     /// go on while segments merge; `false` merges on the writing thread after
@@ -100,6 +100,14 @@ pub struct Options {
     /// stop paying a page fault for each page they touch first. The pages
     /// stay evictable page cache.
     pub prefault: bool,
+    /// Give a segment too small to need the index's plan the plan with
+    /// fewer tables that the cost model prefers for its size (`Plan::auto`):
+    /// with the default plan, a flush of the default memtable writes 4
+    /// tables instead of 10, and queries probe 4 of them. Results are the
+    /// same either way. `false` writes every segment in the index's plan.
+    /// Default `true`; not recorded in the index (segments record their own
+    /// plans).
+    pub small_segment_plans: bool,
 }
 
 impl Default for Options {
@@ -117,6 +125,7 @@ impl Default for Options {
             merge_thread: true,
             max_segments: 32,
             prefault: true,
+            small_segment_plans: true,
         }
     }
 }
@@ -208,6 +217,8 @@ struct Core {
     dir: PathBuf,
     fs: Arc<dyn FileSystem>,
     plan: Plan,
+    /// [`Options::small_segment_plans`].
+    small_segment_plans: bool,
     fingerprint_config: String,
     retention_ms: u64,
     merge_policy: Option<Arc<dyn MergePolicy>>,
@@ -346,6 +357,9 @@ struct Segment {
     meta: SegmentMeta,
     seg_path: PathBuf,
     ids_path: PathBuf,
+    /// The segment's own plan (its header's shape): the index's, or one
+    /// with fewer tables for a small segment ([`Core::segment_plan`]).
+    plan: Plan,
     tables: SegmentReader<Mapped>,
     /// The tables' mapping (also inside `tables`), for prefaulting.
     tables_map: Mapped,
@@ -516,7 +530,7 @@ impl Index {
 
         let mut segments = Vec::with_capacity(manifest.segments.len());
         for meta in &manifest.segments {
-            segments.push(Arc::new(Segment::open(dir, &fs, *meta, &plan)?));
+            segments.push(Arc::new(Segment::open(dir, &fs, *meta, plan.k())?));
         }
         // Newest first.
         segments.sort_by_key(|s| Reverse(s.meta.max_seq));
@@ -624,6 +638,7 @@ impl Index {
             dir: dir.to_path_buf(),
             fs,
             plan,
+            small_segment_plans: options.small_segment_plans,
             fingerprint_config: manifest.fingerprint_config.clone(),
             retention_ms: manifest.retention_ms,
             merge_policy: options.merge_policy.clone(),
@@ -943,7 +958,7 @@ impl Index {
             }
         }
         for (s, segment) in state.segments.iter().enumerate() {
-            for found in segment.matching_fingerprints(&self.core.plan, fingerprint, k)? {
+            for found in segment.matching_fingerprints(fingerprint, k)? {
                 let distance = (found ^ fingerprint).count_ones();
                 for entry in segment.docs.by_fingerprint(found) {
                     let entry = entry.map_err(|e| corrupted(&segment.ids_path, &e))?;
@@ -994,7 +1009,6 @@ impl Index {
     /// Sizes and counts.
     pub fn stats(&self) -> Stats {
         let state = read_lock(&self.core.state);
-        let tables = self.core.plan.tables().len() as u64;
         let mut stats = Stats {
             plan: self.core.plan.clone(),
             fingerprint_config: self.core.fingerprint_config.clone(),
@@ -1008,7 +1022,9 @@ impl Index {
             memtable_bytes: state.memtable.approximate_bytes(),
         };
         let mut table_bytes = 0u64;
+        let mut table_keys = 0u64;
         for segment in &state.segments {
+            table_keys += segment.meta.key_count * segment.tables.table_count() as u64;
             stats.segment_docs += segment.meta.doc_count;
             stats.tombstones += segment.meta.tombstone_count;
             stats.segment_keys += segment.meta.key_count;
@@ -1018,8 +1034,8 @@ impl Index {
                 .map(|table| table.size_bytes())
                 .sum::<u64>();
         }
-        if stats.segment_keys > 0 {
-            stats.table_bytes_per_key = table_bytes as f64 / (stats.segment_keys * tables) as f64;
+        if table_keys > 0 {
+            stats.table_bytes_per_key = table_bytes as f64 / table_keys as f64;
         }
         stats
     }
@@ -1142,13 +1158,14 @@ impl Index {
                 .finish_into(create_buffered(core.fs.as_ref(), &ids_path)?)
                 .map_err(encode_error(&ids_path))?;
             sync_buffered(ids_file, &ids_path)?;
-            let mut tables = m.sorted_tables();
+            let plan = core.segment_plan(key_count);
+            let mut tables = m.sorted_tables(&plan);
             let fill = |_, keys: &mut Vec<u64>| {
                 // Too few tables fail the segment writer's count check.
                 *keys = tables.next().unwrap_or_default();
                 Ok(())
             };
-            core.write_segment(segment_id, 0, key_count, fill, ranges)?
+            core.write_segment(segment_id, 0, &plan, key_count, fill, ranges)?
         };
         new_wal_file(&core.dir, core.fs.as_ref(), new_wal_id, self.durability)?;
         let new_wal = core
@@ -1185,6 +1202,23 @@ impl Core {
         self.fresh_at(timestamp, now_ms())
     }
 
+    /// The plan of a new segment of `keys` distinct fingerprints: with
+    /// [`Options::small_segment_plans`], the plan the cost model prefers for
+    /// that many (`Plan::auto`) when it has fewer tables than the index's;
+    /// else the index's. A flush of the default
+    /// memtable gets 4 tables instead of 10 (docs/ARCHITECTURE.md, "Small
+    /// segments have fewer tables").
+    fn segment_plan(&self, keys: u64) -> Plan {
+        match Plan::auto(keys, self.plan.k()) {
+            Ok(small)
+                if self.small_segment_plans && small.tables().len() < self.plan.tables().len() =>
+            {
+                small
+            }
+            _ => self.plan.clone(),
+        }
+    }
+
     /// Whether a document written at `timestamp` is inside the retention
     /// window at time `now` (ms since the Unix epoch).
     fn fresh_at(&self, timestamp: u64, now: u64) -> bool {
@@ -1200,18 +1234,17 @@ impl Core {
         result
     }
 
-    /// Writes and syncs a segment's two files, streaming them through a
-    /// buffer (a segment is never whole in memory), and maps them; the
-    /// caller commits a manifest naming it. `tables` yields the permuted
-    /// tables in plan order, each of `key_count` keys.
-    /// Writes the table file of segment `segment_id`, whose doc map file
-    /// the caller has written and synced (its records' sequence numbers and
-    /// timestamps span `ranges`), and opens the segment. `fill(t, keys)`
-    /// sets `keys` to table `t`'s sorted keys; one buffer serves every table.
+    /// Writes the table file of segment `segment_id` in `plan`, streamed
+    /// through a buffer and synced; its doc map file the caller has written
+    /// and synced (its records' sequence numbers and timestamps span
+    /// `ranges`). Then maps and opens the segment; the caller commits a
+    /// manifest naming it. `fill(t, keys)` sets `keys` to table `t`'s
+    /// sorted keys, `key_count` of them; one buffer serves every table.
     fn write_segment(
         &self,
         segment_id: u64,
         level: u32,
+        plan: &Plan,
         key_count: u64,
         mut fill: impl FnMut(usize, &mut Vec<u64>) -> Result<()>,
         ranges: Option<Ranges>,
@@ -1222,16 +1255,16 @@ impl Core {
             create_buffered(self.fs.as_ref(), &seg_path)?,
             SegmentInfo {
                 segment_id,
-                shape: self.plan.shape(),
-                k: self.plan.k(),
-                table_count: self.plan.tables().len() as u32,
+                shape: plan.shape(),
+                k: plan.k(),
+                table_count: plan.tables().len() as u32,
                 key_count,
             },
             DEFAULT_BLOCK_LEN,
         )
         .map_err(encode_error(&seg_path))?;
         let mut keys = Vec::new();
-        for t in 0..self.plan.tables().len() {
+        for t in 0..plan.tables().len() {
             keys.clear();
             fill(t, &mut keys)?;
             seg.push_table(keys.iter().copied())
@@ -1259,7 +1292,7 @@ impl Core {
             seg_footer_crc: tables.footer_crc(),
             ids_footer_crc: docs.footer_crc(),
         };
-        let segment = Segment::open(&self.dir, &self.fs, meta, &self.plan)?;
+        let segment = Segment::open(&self.dir, &self.fs, meta, self.plan.k())?;
         // Just written, so in the page cache: map its pages now rather than
         // one fault at a time under queries.
         segment.tables_map.prefault();
@@ -1466,9 +1499,10 @@ impl Core {
             let ids_file = docs.finish().map_err(encode_error(&ids_path))?;
             sync_buffered(ids_file, &ids_path)?;
             let key_count = live_fingerprints.len() as u64;
-            let tables = self.merged_tables(&run, live_fingerprints, dropped);
+            let plan = self.segment_plan(key_count);
+            let tables = merged_tables(&run, &plan, live_fingerprints, dropped)?;
             let level = run.iter().map(|s| s.meta.level).max().unwrap_or(0) + 1;
-            Some(self.write_segment(segment_id, level, key_count, tables, ranges)?)
+            Some(self.write_segment(segment_id, level, &plan, key_count, tables, ranges)?)
         };
         let run_ids: HashSet<u64> = run.iter().map(|s| s.meta.id).collect();
         {
@@ -1495,65 +1529,101 @@ impl Core {
     }
 }
 
-impl Core {
-    /// The permuted tables of a merge's output, as a `fill` for
-    /// [`write_segment`](Self::write_segment): each input segment's table is
-    /// already sorted, so the inputs are decoded, concatenated and merged (a
-    /// stable sort finds and merges the runs), less the fingerprints no
-    /// survivor has (replaced, deleted or expired), and less duplicates (one
-    /// fingerprint may live in several inputs). `live_fingerprints` are the
-    /// survivors' fingerprints, sorted and distinct.
-    fn merged_tables<'a>(
-        &'a self,
-        run: &'a [Arc<Segment>],
-        live_fingerprints: Vec<u64>,
-        mut dropped: Vec<u64>,
-    ) -> impl FnMut(usize, &mut Vec<u64>) -> Result<()> + 'a {
-        let live = live_fingerprints.len();
-        // Every key of an input table is the fingerprint of an entry of its
-        // doc map; those of entries that did not survive are dropped, unless
-        // a survivor has the same fingerprint.
-        sort_keys(&mut dropped);
-        dropped.dedup();
-        dropped.retain(|fp| live_fingerprints.binary_search(fp).is_err());
+/// The permuted tables of a merge's output in `plan`, as a `fill` for
+/// [`Core::write_segment`]. `live_fingerprints` are the survivors'
+/// fingerprints, sorted and distinct; `dropped` those of the entries that
+/// did not survive (replaced, deleted or expired), which leave the tables
+/// unless a survivor has them too.
+///
+/// An input whose plan is `plan` contributes its table as it is: decoded,
+/// less the dropped keys. The other inputs (small segments have fewer
+/// tables) contribute their fingerprints, read once from their first table,
+/// permuted and radix-sorted per table as one more run. A stable sort of the
+/// concatenated runs merges them, and duplicates go (one fingerprint may
+/// live in several inputs). When no input has `plan`, the tables are built
+/// from `live_fingerprints` alone.
+fn merged_tables<'a>(
+    run: &'a [Arc<Segment>],
+    plan: &'a Plan,
+    live_fingerprints: Vec<u64>,
+    mut dropped: Vec<u64>,
+) -> Result<impl FnMut(usize, &mut Vec<u64>) -> Result<()> + 'a> {
+    let live = live_fingerprints.len();
+    let same: Vec<&Segment> = run
+        .iter()
+        .filter(|s| s.plan.shape() == plan.shape())
+        .map(|s| &**s)
+        .collect();
+    sort_keys(&mut dropped);
+    dropped.dedup();
+    dropped.retain(|fp| live_fingerprints.binary_search(fp).is_err());
+    // The fingerprints of the inputs whose tables cannot be reused.
+    let others = if same.is_empty() {
+        live_fingerprints
+    } else {
         drop(live_fingerprints);
-        let mut dead: Vec<u64> = Vec::with_capacity(dropped.len());
-        move |t, keys| {
-            let table = self
-                .plan
-                .tables()
-                .get(t)
-                .ok_or_else(|| Error::InvalidArgument(format!("the plan has no table {t}")))?;
+        let mut others = Vec::new();
+        for segment in run.iter().filter(|s| s.plan.shape() != plan.shape()) {
+            let first = &segment.plan.tables()[0];
+            let reader = segment
+                .tables
+                .table(0)
+                .map_err(|e| corrupted(&segment.seg_path, &e))?;
+            for key in reader.iter() {
+                let fp = first.unpermute(key.map_err(|e| corrupted(&segment.seg_path, &e))?);
+                if dropped.binary_search(&fp).is_err() {
+                    others.push(fp);
+                }
+            }
+        }
+        others
+    };
+    let mut dead: Vec<u64> = Vec::with_capacity(if same.is_empty() { 0 } else { dropped.len() });
+    let mut permuted: Vec<u64> = Vec::new();
+    Ok(move |t: usize, keys: &mut Vec<u64>| {
+        let table = plan
+            .tables()
+            .get(t)
+            .ok_or_else(|| Error::InvalidArgument(format!("the plan has no table {t}")))?;
+        if !same.is_empty() {
             dead.clear();
             dead.extend(dropped.iter().map(|&fp| table.permute(fp)));
             dead.sort_unstable();
-            for segment in run {
-                let reader = segment
-                    .tables
-                    .table(t)
-                    .map_err(|e| corrupted(&segment.seg_path, &e))?;
-                for key in reader.iter() {
-                    let key = key.map_err(|e| corrupted(&segment.seg_path, &e))?;
-                    if dead.is_empty() || dead.binary_search(&key).is_err() {
-                        keys.push(key);
-                    }
+        }
+        for segment in &same {
+            let reader = segment
+                .tables
+                .table(t)
+                .map_err(|e| corrupted(&segment.seg_path, &e))?;
+            for key in reader.iter() {
+                let key = key.map_err(|e| corrupted(&segment.seg_path, &e))?;
+                if dead.is_empty() || dead.binary_search(&key).is_err() {
+                    keys.push(key);
                 }
             }
-            keys.sort();
-            keys.dedup();
-            if keys.len() != live {
-                return Err(Error::Corrupted {
-                    path: run.first().map(|s| s.seg_path.clone()).unwrap_or_default(),
-                    offset: 0,
-                    reason: format!(
-                        "merging table {t}: {} keys for {live} live fingerprints (a table and its doc map disagree)",
-                        keys.len()
-                    ),
-                });
-            }
-            Ok(())
         }
-    }
+        if !others.is_empty() {
+            permuted.clear();
+            permuted.extend(others.iter().map(|&fp| table.permute(fp)));
+            sort_keys(&mut permuted);
+            keys.extend_from_slice(&permuted);
+        }
+        if same.len() + usize::from(!others.is_empty()) > 1 {
+            keys.sort();
+        }
+        keys.dedup();
+        if keys.len() != live {
+            return Err(Error::Corrupted {
+                path: run.first().map(|s| s.seg_path.clone()).unwrap_or_default(),
+                offset: 0,
+                reason: format!(
+                    "merging table {t}: {} keys for {live} live fingerprints (a table and its doc map disagree)",
+                    keys.len()
+                ),
+            });
+        }
+        Ok(())
+    })
 }
 
 /// The next entry of a doc map being merged, with its position.
@@ -1731,14 +1801,10 @@ fn remove_orphans(dir: &Path, fs: &dyn FileSystem, manifest: &Manifest) {
 }
 
 impl Segment {
-    /// Maps a published segment, refusing files shorter than the manifest
-    /// says before mapping them, and checking their footers.
-    fn open(
-        dir: &Path,
-        fs: &Arc<dyn FileSystem>,
-        meta: SegmentMeta,
-        plan: &Plan,
-    ) -> Result<Segment> {
+    /// Maps a published segment of an index searched at distance `k`,
+    /// refusing files shorter than the manifest says before mapping them,
+    /// and checking their footers and the segment's plan.
+    fn open(dir: &Path, fs: &Arc<dyn FileSystem>, meta: SegmentMeta, k: u32) -> Result<Segment> {
         let seg_path = dir.join(FileKind::Segment.file_name(meta.id));
         let ids_path = dir.join(FileKind::DocMap.file_name(meta.id));
         let map = |path: &Path, expected_len: u64| -> Result<Mapped> {
@@ -1768,17 +1834,18 @@ impl Segment {
         if docs.footer_crc() != meta.ids_footer_crc {
             return Err(mismatch(&ids_path, "the footer checksum"));
         }
+        // Any plan of the index's k answers exactly; segments of one index
+        // may differ in their number of tables.
         let info = tables.info();
-        if info.shape != plan.shape()
-            || info.k != plan.k()
-            || tables.table_count() != plan.tables().len()
-        {
-            return Err(mismatch(&seg_path, "the plan"));
-        }
+        let plan = Plan::from_shape(info.shape, info.k)
+            .ok()
+            .filter(|plan| plan.k() == k && plan.tables().len() == tables.table_count())
+            .ok_or_else(|| mismatch(&seg_path, "the plan"))?;
         Ok(Segment {
             meta,
             seg_path,
             ids_path,
+            plan,
             tables,
             tables_map,
             docs,
@@ -1789,7 +1856,8 @@ impl Segment {
     }
 
     /// Distinct fingerprints of this segment within `k` of `fp`, each once.
-    fn matching_fingerprints(&self, plan: &Plan, fp: u64, k: u32) -> Result<Vec<u64>> {
+    fn matching_fingerprints(&self, fp: u64, k: u32) -> Result<Vec<u64>> {
+        let plan = &self.plan;
         let mut out = Vec::new();
         for (t, table) in plan.tables().iter().enumerate() {
             let reader = self

@@ -119,7 +119,6 @@ impl Chains {
 
 #[derive(Debug)]
 pub(crate) struct Memtable {
-    plan: Plan,
     /// `k + 1` blocks, one table each, whose prefix is the block: the
     /// chains' layout (never written to disk).
     blocks: Plan,
@@ -160,7 +159,6 @@ impl Memtable {
             })
             .collect();
         Memtable {
-            plan: plan.clone(),
             blocks,
             docs: U64Map::with_capacity_and_hasher(docs, Default::default()),
             by_fingerprint: U64Map::with_capacity_and_hasher(docs, Default::default()),
@@ -275,10 +273,14 @@ impl Memtable {
         self.fingerprints.len() - self.dead.len()
     }
 
-    /// For each permuted table of the plan, its keys (the live fingerprints,
-    /// permuted) in ascending order: the tables of a segment, built one at a
-    /// time as the iterator is advanced.
-    pub(crate) fn sorted_tables(&self) -> impl Iterator<Item = Vec<u64>> + '_ {
+    /// For each permuted table of `plan` (the new segment's, which need not
+    /// be the index's), its keys (the live fingerprints, permuted) in
+    /// ascending order: the tables of a segment, built one at a time as the
+    /// iterator is advanced.
+    pub(crate) fn sorted_tables<'a>(
+        &'a self,
+        plan: &'a Plan,
+    ) -> impl Iterator<Item = Vec<u64>> + 'a {
         let live: Vec<u64> = if self.dead.is_empty() {
             self.fingerprints.clone()
         } else {
@@ -288,7 +290,7 @@ impl Memtable {
                 .filter(|fp| !self.dead.contains(fp))
                 .collect()
         };
-        self.plan.tables().iter().map(move |table| {
+        plan.tables().iter().map(move |table| {
             let mut keys: Vec<u64> = live.iter().map(|&fp| table.permute(fp)).collect();
             sort_keys(&mut keys);
             keys
@@ -390,7 +392,7 @@ mod tests {
                 timestamp: 0
             })
         );
-        let tables: Vec<Vec<u64>> = m.sorted_tables().collect();
+        let tables: Vec<Vec<u64>> = m.sorted_tables(&plan).collect();
         assert_eq!(tables.len(), plan.tables().len());
         assert_eq!(tables[0], vec![plan.tables()[0].permute(u64::MAX)]);
         assert_eq!(m.len(), 2);
@@ -481,7 +483,7 @@ mod tests {
         let mut live: Vec<u64> = model.values().copied().collect();
         live.sort_unstable();
         live.dedup();
-        for (t, keys) in m.sorted_tables().enumerate() {
+        for (t, keys) in m.sorted_tables(&plan).enumerate() {
             let table = &plan.tables()[t];
             let mut want: Vec<u64> = live.iter().map(|&fp| table.permute(fp)).collect();
             want.sort_unstable();
