@@ -13,8 +13,10 @@
 //!
 //! `ONLY=thread` (any part of a setting's name) runs just the matching
 //! settings, e.g. under a profiler. `FAN_IN=8` replaces the default merge
-//! policy's fan-in and `MEMTABLE_MIB=128` the memtable budget, to compare
-//! settings with the same harness.
+//! policy's fan-in, `MEMTABLE_MIB=128` the memtable budget, and
+//! `SMALL_PLANS=0` writes every segment in the index's plan
+//! (`Options::small_segment_plans`), to compare settings with the same
+//! harness.
 //!
 //! For each it prints wall time, fingerprints per second, the process's CPU
 //! seconds over the run, the bytes it wrote per fingerprint, and the
@@ -68,6 +70,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         if let Ok(mib) = std::env::var("MEMTABLE_MIB") {
             options.memtable_bytes = mib.parse::<usize>()? << 20;
+        }
+        if std::env::var("SMALL_PLANS").is_ok_and(|v| v == "0") {
+            options.small_segment_plans = false;
         }
         let index = Index::open(&dir, setting(options))?;
         let mut s = 0x9e37_79b9_7f4a_7c15u64;
