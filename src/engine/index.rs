@@ -38,7 +38,7 @@ use crate::format::{
 use crate::plan::Plan;
 
 use super::fs::{FileSystem, Mapped, RealFs, WritableFile};
-use super::keys::sort_keys;
+use super::keys::{sort_keys, sort_keys_with};
 use super::lock::{DirLock, LockError};
 use super::memtable::{Doc as MemDoc, Memtable, Version};
 use super::policy::{MergePolicy, TieredMergePolicy};
@@ -1579,7 +1579,7 @@ fn merged_tables<'a>(
         others
     };
     let mut dead: Vec<u64> = Vec::with_capacity(if same.is_empty() { 0 } else { dropped.len() });
-    let mut permuted: Vec<u64> = Vec::new();
+    let (mut permuted, mut scratch): (Vec<u64>, Vec<u64>) = (Vec::new(), Vec::new());
     Ok(move |t: usize, keys: &mut Vec<u64>| {
         let table = plan
             .tables()
@@ -1605,7 +1605,7 @@ fn merged_tables<'a>(
         if !others.is_empty() {
             permuted.clear();
             permuted.extend(others.iter().map(|&fp| table.permute(fp)));
-            sort_keys(&mut permuted);
+            sort_keys_with(&mut permuted, &mut scratch);
             keys.extend_from_slice(&permuted);
         }
         if same.len() + usize::from(!others.is_empty()) > 1 {

@@ -45,6 +45,12 @@ pub(crate) fn sort_keys(keys: &mut Vec<u64>) {
     crate::radix::sort_by_top_bits(keys, |&k| k, |&k| k);
 }
 
+/// [`sort_keys`] reusing `scratch` for the radix pass's output (see
+/// [`crate::radix::sort_by_top_bits_with`]).
+pub(crate) fn sort_keys_with(keys: &mut Vec<u64>, scratch: &mut Vec<u64>) {
+    crate::radix::sort_by_top_bits_with(keys, scratch, |&k| k, |&k| k);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
