@@ -944,17 +944,14 @@ impl Index {
         }
         let state = read_lock(&self.core.state);
         let mut matches = Vec::new();
-        for found in state.memtable.matching_fingerprints(fingerprint, k) {
-            let distance = (found ^ fingerprint).count_ones();
-            for (id, doc) in state.memtable.ids_with(found) {
-                if self.core.fresh(doc.timestamp) {
-                    matches.push(Match {
-                        id,
-                        fingerprint: found,
-                        distance,
-                        name: doc.name.as_deref().map(str::to_owned),
-                    });
-                }
+        for (id, doc) in state.memtable.matching(fingerprint, k) {
+            if self.core.fresh(doc.timestamp) {
+                matches.push(Match {
+                    id,
+                    fingerprint: doc.fingerprint,
+                    distance: (doc.fingerprint ^ fingerprint).count_ones(),
+                    name: doc.name.as_deref().map(str::to_owned),
+                });
             }
         }
         for (s, segment) in state.segments.iter().enumerate() {
@@ -1132,7 +1129,6 @@ impl Index {
             // Queries go on reading the memtable meanwhile; this thread is
             // the only one that changes it.
             let m = read_lock(&core.state).memtable.clone();
-            let key_count = m.live_fingerprints() as u64;
             let mut docs = DocMapWriter::new(segment_id);
             for (id, version) in m.versions_unordered() {
                 match version {
@@ -1158,8 +1154,10 @@ impl Index {
                 .finish_into(create_buffered(core.fs.as_ref(), &ids_path)?)
                 .map_err(encode_error(&ids_path))?;
             sync_buffered(ids_file, &ids_path)?;
-            let plan = core.segment_plan(key_count);
-            let mut tables = m.sorted_tables(&plan);
+            // The plan is chosen by the live documents, which bound the
+            // distinct fingerprints the tables count exactly.
+            let plan = core.segment_plan(m.live_docs() as u64);
+            let (key_count, mut tables) = m.sorted_tables(&plan);
             let fill = |_, keys: &mut Vec<u64>| {
                 // Too few tables fail the segment writer's count check.
                 *keys = tables.next().unwrap_or_default();
@@ -1183,7 +1181,7 @@ impl Index {
             *committed = manifest;
             let mut state = write_lock(&core.state);
             state.segments.insert(0, Arc::new(segment));
-            let capacity = state.memtable.len();
+            let capacity = state.memtable.slots();
             state.memtable = Arc::new(Memtable::with_capacity(&core.plan, capacity));
             old_wals
         };

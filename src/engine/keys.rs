@@ -1,7 +1,7 @@
 //! Hashing and sorting of 64-bit keys (ids, fingerprints, permuted keys),
 //! two operations every write of the engine pays for.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// A hasher for one `u64`: a 64×64→128-bit multiply by an odd constant with
@@ -38,7 +38,6 @@ impl Hasher for U64Hasher {
 
 pub(crate) type U64Build = BuildHasherDefault<U64Hasher>;
 pub(crate) type U64Map<V> = HashMap<u64, V, U64Build>;
-pub(crate) type U64Set = HashSet<u64, U64Build>;
 
 /// Sorts `keys` ascending; see [`crate::radix`].
 pub(crate) fn sort_keys(keys: &mut Vec<u64>) {

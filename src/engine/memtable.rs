@@ -1,26 +1,22 @@
 //! The in-memory part of the index: recent writes, not yet in a segment.
 //!
-//! The doc map holds the latest version of every id written since the last
-//! flush, live or deleted, and the live ids of each fingerprint. Each
-//! distinct fingerprint is appended once to a vector, and indexed for
-//! queries by `k + 1` chained hash tables: split the 64 bits into `k + 1`
-//! blocks, and any fingerprint within `k` of a query equals it in at least
-//! one block (pigeonhole), so a query walks one bucket chain per block. An
-//! insert costs two hash-map updates, a push and `k + 1` chain links; the
-//! segment's permuted tables are sorted only once, at flush, by
-//! [`sort_keys`]. (Earlier designs kept one hash map per permuted table,
-//! then sorted runs of every permuted table merged as they grew; see
+//! Every version written (an insert or a delete) is appended to a vector of
+//! slots, and an id map points each id at its latest slot; a replaced slot
+//! is emptied. Live slots are indexed for queries by `k + 1` chained hash
+//! tables: split the 64 bits into `k + 1` blocks, and any fingerprint within
+//! `k` of a query equals it in at least one block (pigeonhole), so a query
+//! walks one bucket chain per block and skips emptied slots. An insert costs
+//! one hash-map update, a push and `k + 1` chain links; the segment's
+//! permuted tables are sorted only once, at flush, by [`sort_keys`], which
+//! also drops duplicate fingerprints. (Earlier designs kept one hash map per
+//! permuted table, then sorted runs of every permuted table merged as they
+//! grew, then a second map from fingerprint to ids; see
 //! docs/ARCHITECTURE.md.)
-//!
-//! A fingerprint whose last live id is deleted or replaced stays in the
-//! vector and the chains, marked dead, and is left out when the tables are
-//! written; it comes back to life without a second copy if it is inserted
-//! again.
 
 use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
-use super::keys::{U64Map, U64Set, sort_keys};
+use super::keys::{U64Map, sort_keys};
 use crate::plan::Plan;
 
 /// The latest version of one id in the memtable.
@@ -42,50 +38,10 @@ pub(crate) struct Doc {
     pub name: Option<Arc<str>>,
 }
 
-/// A small set of `u64`, without a heap allocation for the common single value.
-#[derive(Debug, Clone)]
-enum Set {
-    One(u64),
-    Many(Vec<u64>),
-}
-
-impl Set {
-    fn insert(&mut self, value: u64) {
-        match self {
-            Set::One(v) if *v == value => {}
-            Set::One(v) => *self = Set::Many(vec![*v, value]),
-            Set::Many(values) if !values.contains(&value) => values.push(value),
-            Set::Many(_) => {}
-        }
-    }
-
-    /// Removes `value`; returns whether the set is now empty.
-    fn remove(&mut self, value: u64) -> bool {
-        match self {
-            Set::One(v) => *v == value,
-            Set::Many(values) => {
-                values.retain(|&v| v != value);
-                if let [only] = values[..] {
-                    *self = Set::One(only);
-                }
-                matches!(self, Set::Many(values) if values.is_empty())
-            }
-        }
-    }
-
-    fn as_slice(&self) -> &[u64] {
-        match self {
-            Set::One(v) => std::slice::from_ref(v),
-            Set::Many(values) => values,
-        }
-    }
-}
-
-/// Approximate heap bytes per document (the id map's slot and version) and
-/// per distinct fingerprint (its slot in the fingerprint map and the
-/// vector), plus per chain link, used for the flush budget.
-const DOC_BYTES: usize = 96;
-const FINGERPRINT_BYTES: usize = 56;
+/// Approximate heap bytes per version written (its slot, and its share of
+/// the id map), per id, and per chain link, used for the flush budget.
+const SLOT_BYTES: usize = 56;
+const ID_BYTES: usize = 24;
 const LINK_BYTES: usize = 4;
 
 /// At most this many bits of a block select its bucket: 2^16 buckets of
@@ -95,9 +51,9 @@ const BUCKET_BITS: u32 = 16;
 /// End of a chain.
 const NONE: u32 = u32::MAX;
 
-/// One block's hash table: bucket → the newest fingerprint (position in
-/// `Memtable::fingerprints`) whose block falls in it, and for every
-/// fingerprint the next older one in its bucket.
+/// One block's hash table: bucket → the newest slot (position in
+/// `Memtable::slots`) inserted live whose fingerprint's block falls in it,
+/// and for every slot the next older one in its bucket.
 #[derive(Debug, Clone)]
 struct Chains {
     heads: Vec<u32>,
@@ -122,16 +78,13 @@ pub(crate) struct Memtable {
     /// `k + 1` blocks, one table each, whose prefix is the block: the
     /// chains' layout (never written to disk).
     blocks: Plan,
-    /// id → latest version.
-    docs: U64Map<Version>,
-    /// fingerprint → live ids with it.
-    by_fingerprint: U64Map<Set>,
-    /// Every distinct fingerprint linked since the memtable was created,
-    /// live or dead, in insertion order.
-    fingerprints: Vec<u64>,
+    /// id → position in `slots` of its latest version.
+    docs: U64Map<u32>,
+    /// Every version written, in write order; `None` once replaced.
+    slots: Vec<Option<(u64, Version)>>,
     chains: Vec<Chains>,
-    /// Fingerprints in `fingerprints` with no live id.
-    dead: U64Set,
+    /// Slots holding a live version.
+    live: usize,
     bytes: usize,
 }
 
@@ -140,8 +93,8 @@ impl Memtable {
         Memtable::with_capacity(plan, 0)
     }
 
-    /// A memtable with room for `docs` documents before its maps grow (the
-    /// engine sizes each new memtable like the one it replaces).
+    /// A memtable with room for `docs` versions before its vectors and map
+    /// grow (the engine sizes each new memtable like the one it replaces).
     pub(crate) fn with_capacity(plan: &Plan, docs: usize) -> Memtable {
         let blocks = Plan::new(plan.k() + 1, plan.k())
             .unwrap_or_else(|e| unreachable!("k + 1 blocks always make a plan: {e}"));
@@ -161,10 +114,9 @@ impl Memtable {
         Memtable {
             blocks,
             docs: U64Map::with_capacity_and_hasher(docs, Default::default()),
-            by_fingerprint: U64Map::with_capacity_and_hasher(docs, Default::default()),
-            fingerprints: Vec::with_capacity(docs),
+            slots: Vec::with_capacity(docs),
             chains,
-            dead: U64Set::default(),
+            live: 0,
             bytes: 0,
         }
     }
@@ -184,67 +136,84 @@ impl Memtable {
         self.docs.len()
     }
 
+    /// Number of versions written (the capacity the next memtable needs).
+    pub(crate) fn slots(&self) -> usize {
+        self.slots.len()
+    }
+
     /// Inserts or replaces the document `id`.
     pub(crate) fn insert(&mut self, id: u64, doc: Doc) {
         let fingerprint = doc.fingerprint;
-        self.bytes += DOC_BYTES + doc.name.as_ref().map_or(0, |n| n.len());
-        let old = match self.docs.entry(id) {
-            Entry::Occupied(mut e) => Some(std::mem::replace(e.get_mut(), Version::Live(doc))),
-            Entry::Vacant(e) => {
-                e.insert(Version::Live(doc));
-                None
-            }
-        };
-        if let Some(old) = old {
-            self.forget(id, &old);
+        let pos = self.push(id, Version::Live(doc));
+        self.live += 1;
+        for chains in &mut self.chains {
+            let bucket = chains.bucket(fingerprint);
+            chains.next.push(chains.heads[bucket]);
+            chains.heads[bucket] = pos;
         }
-        self.link(id, fingerprint);
     }
 
     /// Records the deletion of `id` (whether or not a version is known here:
     /// the tombstone must shadow older segments).
     pub(crate) fn delete(&mut self, id: u64, seq: u64, timestamp: u64) {
-        self.bytes += DOC_BYTES;
-        if let Some(old) = self.docs.insert(id, Version::Deleted { seq, timestamp }) {
-            self.forget(id, &old);
+        self.push(id, Version::Deleted { seq, timestamp });
+        for chains in &mut self.chains {
+            chains.next.push(NONE);
         }
+    }
+
+    /// Appends `version` as `id`'s latest, retiring the one it replaces;
+    /// returns its position. The caller links it into the chains (a live
+    /// version) or pushes an empty link (a deletion).
+    fn push(&mut self, id: u64, version: Version) -> u32 {
+        let pos = u32::try_from(self.slots.len())
+            .ok()
+            .filter(|&pos| pos != NONE)
+            .unwrap_or_else(|| panic!("a memtable holds fewer than 2^32 - 1 versions"));
+        self.bytes += SLOT_BYTES + LINK_BYTES * self.chains.len() + name_len(&version);
+        match self.docs.entry(id) {
+            Entry::Occupied(mut e) => {
+                let old = std::mem::replace(e.get_mut(), pos);
+                if let Some((_, old)) = self.slots[old as usize].take() {
+                    self.bytes -= name_len(&old);
+                    if matches!(old, Version::Live(_)) {
+                        self.live -= 1;
+                    }
+                }
+            }
+            Entry::Vacant(e) => {
+                e.insert(pos);
+                self.bytes += ID_BYTES;
+            }
+        }
+        self.slots.push(Some((id, version)));
+        pos
     }
 
     /// The latest version of `id` written here, if any.
     pub(crate) fn version(&self, id: u64) -> Option<&Version> {
-        self.docs.get(&id)
+        let &pos = self.docs.get(&id)?;
+        self.slots[pos as usize].as_ref().map(|(_, v)| v)
     }
 
-    /// Live ids whose fingerprint is exactly `fingerprint`.
-    pub(crate) fn ids_with(&self, fingerprint: u64) -> impl Iterator<Item = (u64, &Doc)> + '_ {
-        self.by_fingerprint
-            .get(&fingerprint)
-            .map_or(&[][..], Set::as_slice)
-            .iter()
-            .filter_map(|id| match self.docs.get(id) {
-                Some(Version::Live(doc)) => Some((*id, doc)),
-                _ => None,
-            })
-    }
-
-    /// Distinct fingerprints within `k` of `fp` (`k` at most the plan's),
-    /// each once. Some may have no live id left ([`ids_with`](Self::ids_with)
-    /// yields nothing for them).
-    pub(crate) fn matching_fingerprints(&self, fp: u64, k: u32) -> Vec<u64> {
+    /// Every live document within `k` of `fp` (`k` at most the plan's),
+    /// each once, with its id.
+    pub(crate) fn matching(&self, fp: u64, k: u32) -> Vec<(u64, &Doc)> {
         let mut out = Vec::new();
         for (t, (table, chains)) in self.blocks.tables().iter().zip(&self.chains).enumerate() {
             let mut pos = chains.heads[chains.bucket(fp)];
             while pos != NONE {
-                let found = self.fingerprints[pos as usize];
-                let diff = found ^ fp;
-                // A bucket holds other blocks too; `shares_prefix` checks
-                // the whole block,
-                // and `first_table_sharing` reports a match in one table only.
-                if diff.count_ones() <= k
-                    && table.shares_prefix(diff)
-                    && self.blocks.first_table_sharing(t, diff)
-                {
-                    out.push(found);
+                if let Some((id, Version::Live(doc))) = &self.slots[pos as usize] {
+                    let diff = doc.fingerprint ^ fp;
+                    // A bucket holds other blocks too; `shares_prefix` checks
+                    // the whole block, and `first_table_sharing` reports a
+                    // match in one table only.
+                    if diff.count_ones() <= k
+                        && table.shares_prefix(diff)
+                        && self.blocks.first_table_sharing(t, diff)
+                    {
+                        out.push((*id, doc));
+                    }
                 }
                 pos = chains.next[pos as usize];
             }
@@ -253,91 +222,53 @@ impl Memtable {
     }
 
     /// Every version, in no particular order (for writing a segment, whose
-    /// doc map sorts them anyway): the map is read in its memory order.
+    /// doc map sorts them anyway): the slots in write order.
     pub(crate) fn versions_unordered(&self) -> impl Iterator<Item = (u64, &Version)> + '_ {
-        self.docs.iter().map(|(&id, v)| (id, v))
+        self.slots.iter().flatten().map(|(id, v)| (*id, v))
     }
 
     /// Every version, ordered by id.
     pub(crate) fn versions(&self) -> impl Iterator<Item = (u64, &Version)> + '_ {
-        // Sorting (id, reference) pairs read in the map's order, rather than
-        // looking each sorted id up again: one cache miss per id saved.
-        let mut versions: Vec<(u64, &Version)> = self.docs.iter().map(|(&id, v)| (id, v)).collect();
+        let mut versions: Vec<(u64, &Version)> = self.versions_unordered().collect();
         versions.sort_unstable_by_key(|&(id, _)| id);
         versions.into_iter()
     }
 
-    /// The number of live distinct fingerprints: the key count of each of
-    /// [`sorted_tables`](Self::sorted_tables).
-    pub(crate) fn live_fingerprints(&self) -> usize {
-        self.fingerprints.len() - self.dead.len()
+    /// The number of live documents: at least the number of distinct live
+    /// fingerprints (the key count of a segment), which
+    /// [`sorted_tables`](Self::sorted_tables) counts exactly.
+    pub(crate) fn live_docs(&self) -> usize {
+        self.live
     }
 
-    /// For each permuted table of `plan` (the new segment's, which need not
-    /// be the index's), its keys (the live fingerprints, permuted) in
-    /// ascending order: the tables of a segment, built one at a time as the
-    /// iterator is advanced.
+    /// The number of distinct live fingerprints (the key count of each
+    /// table), and for each permuted table of `plan` (the new segment's,
+    /// which need not be the index's) its keys in ascending order: the
+    /// tables of a segment. The first is built at once (it counts the
+    /// distinct fingerprints), the others one at a time as the iterator is
+    /// advanced.
     pub(crate) fn sorted_tables<'a>(
         &'a self,
         plan: &'a Plan,
-    ) -> impl Iterator<Item = Vec<u64>> + 'a {
-        let live: Vec<u64> = if self.dead.is_empty() {
-            self.fingerprints.clone()
-        } else {
-            self.fingerprints
-                .iter()
-                .copied()
-                .filter(|fp| !self.dead.contains(fp))
-                .collect()
-        };
-        plan.tables().iter().map(move |table| {
-            let mut keys: Vec<u64> = live.iter().map(|&fp| table.permute(fp)).collect();
+    ) -> (u64, impl Iterator<Item = Vec<u64>> + 'a) {
+        let tables = plan.tables();
+        let mut first: Vec<u64> = self
+            .versions_unordered()
+            .filter_map(|(_, v)| match v {
+                Version::Live(doc) => Some(tables[0].permute(doc.fingerprint)),
+                Version::Deleted { .. } => None,
+            })
+            .collect();
+        sort_keys(&mut first);
+        first.dedup();
+        let distinct: Vec<u64> = first.iter().map(|&key| tables[0].unpermute(key)).collect();
+        let key_count = first.len() as u64;
+        let rest = tables[1..].iter().map(move |table| {
+            let mut keys: Vec<u64> = distinct.iter().map(|&fp| table.permute(fp)).collect();
             sort_keys(&mut keys);
             keys
-        })
-    }
-
-    /// Undoes the index entries of `id`'s replaced version `old`.
-    fn forget(&mut self, id: u64, old: &Version) {
-        self.bytes -= DOC_BYTES + name_len(old);
-        let Version::Live(doc) = old else {
-            return;
-        };
-        let fingerprint = doc.fingerprint;
-        let Some(ids) = self.by_fingerprint.get_mut(&fingerprint) else {
-            return;
-        };
-        if ids.remove(id) {
-            self.by_fingerprint.remove(&fingerprint);
-            self.dead.insert(fingerprint);
-        }
-    }
-
-    fn link(&mut self, id: u64, fingerprint: u64) {
-        match self.by_fingerprint.entry(fingerprint) {
-            Entry::Occupied(mut ids) => ids.get_mut().insert(id),
-            Entry::Vacant(slot) => {
-                slot.insert(Set::One(id));
-                if self.dead.is_empty() || !self.dead.remove(&fingerprint) {
-                    self.push_fingerprint(fingerprint);
-                }
-            }
-        }
-    }
-
-    /// Appends a new distinct fingerprint and links it into every chain table.
-    fn push_fingerprint(&mut self, fingerprint: u64) {
-        let pos = u32::try_from(self.fingerprints.len())
-            .ok()
-            .filter(|&pos| pos != NONE)
-            .unwrap_or_else(|| panic!("a memtable holds fewer than 2^32 - 1 fingerprints"));
-        self.fingerprints.push(fingerprint);
-        for chains in &mut self.chains {
-            let bucket = chains.bucket(fingerprint);
-            chains.next.push(chains.heads[bucket]);
-            chains.heads[bucket] = pos;
-        }
-        self.bytes += FINGERPRINT_BYTES + LINK_BYTES * self.chains.len();
+        });
+        (key_count, std::iter::once(first).chain(rest))
     }
 }
 
@@ -361,30 +292,25 @@ mod tests {
         }
     }
 
+    fn ids(found: Vec<(u64, &Doc)>) -> Vec<u64> {
+        let mut ids: Vec<u64> = found.into_iter().map(|(id, _)| id).collect();
+        ids.sort_unstable();
+        ids
+    }
+
     #[test]
     fn upsert_moves_the_fingerprint_and_delete_hides_it() {
         let plan = Plan::new(4, 3).unwrap();
         let mut m = Memtable::new(&plan);
         m.insert(1, doc(1, 0b1111));
         m.insert(2, doc(2, 0b1111));
-        assert_eq!(m.matching_fingerprints(0b1110, 3), vec![0b1111]);
-        assert_eq!(
-            m.ids_with(0b1111).map(|(id, _)| id).collect::<Vec<_>>(),
-            vec![1, 2]
-        );
+        assert_eq!(ids(m.matching(0b1110, 3)), vec![1, 2]);
+        assert_eq!(ids(m.matching(0b1110, 0)), Vec::<u64>::new());
         m.insert(1, doc(3, u64::MAX));
-        assert_eq!(
-            m.ids_with(0b1111).map(|(id, _)| id).collect::<Vec<_>>(),
-            vec![2]
-        );
+        assert_eq!(ids(m.matching(0b1110, 3)), vec![2]);
+        assert_eq!(ids(m.matching(u64::MAX, 0)), vec![1]);
         m.delete(2, 4, 0);
-        // The dead fingerprint may still be found, but has no live id.
-        assert!(
-            m.matching_fingerprints(0b1110, 3)
-                .into_iter()
-                .all(|fp| m.ids_with(fp).next().is_none())
-        );
-        assert_eq!(m.matching_fingerprints(u64::MAX, 0), vec![u64::MAX]);
+        assert_eq!(ids(m.matching(0b1110, 3)), Vec::<u64>::new());
         assert_eq!(
             m.version(2),
             Some(&Version::Deleted {
@@ -392,16 +318,24 @@ mod tests {
                 timestamp: 0
             })
         );
-        let tables: Vec<Vec<u64>> = m.sorted_tables(&plan).collect();
+        assert_eq!(m.version(1), Some(&Version::Live(doc(3, u64::MAX))));
+        assert_eq!(m.version(3), None);
+        let (key_count, tables) = m.sorted_tables(&plan);
+        let tables: Vec<Vec<u64>> = tables.collect();
+        assert_eq!(key_count, 1);
         assert_eq!(tables.len(), plan.tables().len());
         assert_eq!(tables[0], vec![plan.tables()[0].permute(u64::MAX)]);
         assert_eq!(m.len(), 2);
+        assert_eq!(m.slots(), 4);
+        assert_eq!(m.live_docs(), 1);
+        let versions: Vec<u64> = m.versions().map(|(id, _)| id).collect();
+        assert_eq!(versions, vec![1, 2]);
     }
 
     #[test]
-    fn byte_budget_counts_documents_and_kept_fingerprints() {
+    fn byte_budget_counts_versions_ids_and_names() {
         let plan = Plan::new(5, 3).unwrap();
-        let per_fingerprint = FINGERPRINT_BYTES + LINK_BYTES * 4;
+        let per_version = SLOT_BYTES + LINK_BYTES * 4;
         let mut m = Memtable::new(&plan);
         assert_eq!(m.approximate_bytes(), 0);
         m.insert(
@@ -413,16 +347,15 @@ mod tests {
         );
         assert_eq!(
             m.approximate_bytes(),
-            DOC_BYTES + "a name".len() + per_fingerprint
+            ID_BYTES + per_version + "a name".len()
         );
-        // The replaced fingerprint stays in the tables (dead) until a flush.
+        // A replaced version keeps its slot until a flush, not its name.
         m.insert(7, doc(2, 43));
-        assert_eq!(m.approximate_bytes(), DOC_BYTES + 2 * per_fingerprint);
+        assert_eq!(m.approximate_bytes(), ID_BYTES + 2 * per_version);
         m.delete(7, 3, 0);
-        assert_eq!(m.approximate_bytes(), DOC_BYTES + 2 * per_fingerprint);
-        // Reviving a dead fingerprint adds no second copy.
+        assert_eq!(m.approximate_bytes(), ID_BYTES + 3 * per_version);
         m.insert(8, doc(4, 42));
-        assert_eq!(m.approximate_bytes(), 2 * DOC_BYTES + 2 * per_fingerprint);
+        assert_eq!(m.approximate_bytes(), 2 * ID_BYTES + 4 * per_version);
     }
 
     /// splitmix64.
@@ -434,12 +367,13 @@ mod tests {
     }
 
     #[test]
-    fn chains_and_dead_fingerprints_agree_with_brute_force() {
+    fn chains_and_replaced_versions_agree_with_brute_force() {
         let plan = Plan::new(5, 3).unwrap();
         let mut m = Memtable::new(&plan);
         let mut model: U64Map<u64> = U64Map::default();
         // A few clusters of nearby fingerprints so queries have matches, ids
-        // reused so upserts and deletes kill and revive fingerprints.
+        // reused so upserts and deletes retire versions, and fingerprints
+        // shared by several ids.
         let centres: Vec<u64> = (0..1024).map(mix).collect();
         let mut matched = 0;
         for i in 0..20_000u64 {
@@ -457,9 +391,9 @@ mod tests {
                 let q = centres[(r >> 20) as usize % 1024] ^ (r & 1);
                 for k in 0..=3 {
                     let mut got: Vec<(u64, u64)> = m
-                        .matching_fingerprints(q, k)
+                        .matching(q, k)
                         .into_iter()
-                        .flat_map(|fp| m.ids_with(fp).map(move |(id, _)| (id, fp)))
+                        .map(|(id, doc)| (id, doc.fingerprint))
                         .collect();
                     got.sort_unstable();
                     let mut want: Vec<(u64, u64)> = model
@@ -477,13 +411,23 @@ mod tests {
             matched > 20,
             "only {matched} matches: the queries test little"
         );
-        assert!(!m.dead.is_empty());
+        assert!(
+            m.slots.iter().any(Option::is_none),
+            "no version was replaced"
+        );
+        assert_eq!(m.live_docs(), model.len());
         // Clustered fingerprints share buckets: the chains were walked.
-        assert!(m.chains[0].heads.iter().filter(|&&h| h != NONE).count() < m.fingerprints.len());
+        assert!(m.chains[0].heads.iter().filter(|&&h| h != NONE).count() < m.slots.len());
         let mut live: Vec<u64> = model.values().copied().collect();
         live.sort_unstable();
         live.dedup();
-        for (t, keys) in m.sorted_tables(&plan).enumerate() {
+        assert!(
+            live.len() < model.len(),
+            "no fingerprint is shared by two ids"
+        );
+        let (key_count, tables) = m.sorted_tables(&plan);
+        assert_eq!(key_count, live.len() as u64);
+        for (t, keys) in tables.enumerate() {
             let table = &plan.tables()[t];
             let mut want: Vec<u64> = live.iter().map(|&fp| table.permute(fp)).collect();
             want.sort_unstable();
@@ -517,22 +461,13 @@ mod tests {
                 .flat_map(|(i, &c)| [c, c ^ (1 << i) ^ 1]);
             for q in queries {
                 for d in 0..=k {
-                    let mut got = m.matching_fingerprints(q, d);
-                    got.sort_unstable();
+                    let mut got = ids(m.matching(q, d));
                     let len = got.len();
                     got.dedup();
-                    assert_eq!(
-                        got.len(),
-                        len,
-                        "a fingerprint reported twice (k {k}, d {d})"
-                    );
-                    let mut want: Vec<u64> = fps
-                        .iter()
-                        .copied()
-                        .filter(|fp| (fp ^ q).count_ones() <= d)
+                    assert_eq!(got.len(), len, "a document reported twice (k {k}, d {d})");
+                    let want: Vec<u64> = (0..3000u64)
+                        .filter(|&i| (fps[i as usize] ^ q).count_ones() <= d)
                         .collect();
-                    want.sort_unstable();
-                    want.dedup();
                     assert_eq!(got, want, "plan k {k}, query distance {d}");
                     matched += got.len();
                 }
