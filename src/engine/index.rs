@@ -220,10 +220,6 @@ struct Core {
     plan: Plan,
     /// [`Options::small_segment_plans`].
     small_segment_plans: bool,
-    /// Sync a new doc map on a helper thread while its tables are built
-    /// ([`Core::start_sync`]); only on the real file system, whose tests
-    /// do not need a deterministic order of operations.
-    background_syncs: bool,
     fingerprint_config: String,
     retention_ms: u64,
     merge_policy: Option<Arc<dyn MergePolicy>>,
@@ -644,7 +640,6 @@ impl Index {
             fs,
             plan,
             small_segment_plans: options.small_segment_plans,
-            background_syncs: options.file_system.is_none(),
             fingerprint_config: manifest.fingerprint_config.clone(),
             retention_ms: manifest.retention_ms,
             merge_policy: options.merge_policy.clone(),
@@ -1159,7 +1154,7 @@ impl Index {
             let ids_file = docs
                 .finish_into(create_buffered(core.fs.as_ref(), &ids_path)?)
                 .map_err(encode_error(&ids_path))?;
-            let ids_synced = core.start_sync(ids_file, &ids_path)?;
+            sync_buffered(ids_file, &ids_path)?;
             // The plan is chosen by the live documents, which bound the
             // distinct fingerprints the tables count exactly.
             let plan = core.segment_plan(m.live_docs() as u64);
@@ -1169,9 +1164,7 @@ impl Index {
                 *keys = tables.next().unwrap_or_default();
                 Ok(())
             };
-            let segment = core.write_segment(segment_id, 0, &plan, key_count, fill, ranges)?;
-            ids_synced.wait()?;
-            segment
+            core.write_segment(segment_id, 0, &plan, key_count, fill, ranges)?
         };
         new_wal_file(&core.dir, core.fs.as_ref(), new_wal_id, self.durability)?;
         let new_wal = core
@@ -1223,31 +1216,6 @@ impl Core {
             }
             _ => self.plan.clone(),
         }
-    }
-
-    /// Writes out what `out` still buffers, and syncs the file on a helper
-    /// thread (or here, with a test's file system): the caller builds and
-    /// writes the segment's tables meanwhile, and waits for the sync before
-    /// it commits a manifest naming the file. Each sync waits for the device
-    /// (at 50 M, 5 s of a writing thread's minute); see docs/ARCHITECTURE.md,
-    /// "A doc map syncs while the tables are built".
-    fn start_sync(&self, out: BufWriter<FileWriter>, path: &Path) -> Result<PendingSync> {
-        let mut file = out
-            .into_inner()
-            .map_err(|e| io_error(path, "write")(e.into_error()))?;
-        let path = path.to_path_buf();
-        if !self.background_syncs {
-            file.0.sync().map_err(io_error(&path, "sync"))?;
-            return Ok(PendingSync { path, thread: None });
-        }
-        let thread = std::thread::Builder::new()
-            .name("simhashdb-sync".into())
-            .spawn(move || file.0.sync())
-            .map_err(io_error(&path, "start a thread to sync"))?;
-        Ok(PendingSync {
-            path,
-            thread: Some(thread),
-        })
     }
 
     /// Whether a document written at `timestamp` is inside the retention
@@ -1528,15 +1496,12 @@ impl Core {
             }
             let ranges = docs.ranges();
             let ids_file = docs.finish().map_err(encode_error(&ids_path))?;
-            let ids_synced = self.start_sync(ids_file, &ids_path)?;
+            sync_buffered(ids_file, &ids_path)?;
             let key_count = live_fingerprints.len() as u64;
             let plan = self.segment_plan(key_count);
             let tables = merged_tables(&run, &plan, live_fingerprints, dropped)?;
             let level = run.iter().map(|s| s.meta.level).max().unwrap_or(0) + 1;
-            let segment =
-                self.write_segment(segment_id, level, &plan, key_count, tables, ranges)?;
-            ids_synced.wait()?;
-            Some(segment)
+            Some(self.write_segment(segment_id, level, &plan, key_count, tables, ranges)?)
         };
         let run_ids: HashSet<u64> = run.iter().map(|s| s.meta.id).collect();
         {
@@ -1760,25 +1725,6 @@ fn sync_buffered(out: BufWriter<FileWriter>, path: &Path) -> Result<()> {
         .into_inner()
         .map_err(|e| io_error(path, "write")(e.into_error()))?;
     file.0.sync().map_err(io_error(path, "sync"))
-}
-
-/// A file's sync started by [`Core::start_sync`].
-struct PendingSync {
-    path: PathBuf,
-    thread: Option<std::thread::JoinHandle<std::io::Result<()>>>,
-}
-
-impl PendingSync {
-    /// Waits for the sync; its error names the file.
-    fn wait(self) -> Result<()> {
-        let Some(thread) = self.thread else {
-            return Ok(());
-        };
-        match thread.join() {
-            Ok(result) => result.map_err(io_error(&self.path, "sync")),
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
-    }
 }
 
 /// An encoder's error while writing `path`: the file's I/O error, or an
