@@ -13,7 +13,8 @@
 //!
 //! `ONLY=thread` (any part of a setting's name) runs just the matching
 //! settings, e.g. under a profiler. `FAN_IN=8` replaces the default merge
-//! policy's fan-in, `MEMTABLE_MIB=128` the memtable budget, and
+//! policy's fan-in, `MEMTABLE_MIB=128` the memtable budget,
+//! `MAX_SEGMENTS=48` the segment count above which a flush waits, and
 //! `SMALL_PLANS=0` writes every segment in the index's plan
 //! (`Options::small_segment_plans`), to compare settings with the same
 //! harness.
@@ -70,6 +71,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         if let Ok(mib) = std::env::var("MEMTABLE_MIB") {
             options.memtable_bytes = mib.parse::<usize>()? << 20;
+        }
+        if let Ok(max) = std::env::var("MAX_SEGMENTS") {
+            options.max_segments = max.parse()?;
         }
         if std::env::var("SMALL_PLANS").is_ok_and(|v| v == "0") {
             options.small_segment_plans = false;
