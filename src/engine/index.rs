@@ -182,7 +182,8 @@ pub struct Stats {
     pub tombstones: u64,
     /// Distinct fingerprints per table, summed over segments.
     pub segment_keys: u64,
-    /// Table bytes per key per table, over all segments (raw would be 8).
+    /// Table bytes per key per table, over all segments and each one's own
+    /// tables (raw would be 8).
     pub table_bytes_per_key: f64,
     /// Bytes of segment and doc-map files.
     pub disk_bytes: u64,
