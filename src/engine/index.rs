@@ -1549,11 +1549,10 @@ fn merged_tables<'a>(
     mut dropped: Vec<u64>,
 ) -> Result<impl FnMut(usize, &mut Vec<u64>) -> Result<()> + 'a> {
     let live = live_fingerprints.len();
-    let same: Vec<&Segment> = run
+    let (same, other): (Vec<&Segment>, Vec<&Segment>) = run
         .iter()
-        .filter(|s| s.plan.shape() == plan.shape())
         .map(|s| &**s)
-        .collect();
+        .partition(|s| s.plan.shape() == plan.shape());
     sort_keys(&mut dropped);
     dropped.dedup();
     dropped.retain(|fp| live_fingerprints.binary_search(fp).is_err());
@@ -1563,7 +1562,7 @@ fn merged_tables<'a>(
     } else {
         drop(live_fingerprints);
         let mut others = Vec::new();
-        for segment in run.iter().filter(|s| s.plan.shape() != plan.shape()) {
+        for segment in other {
             let first = &segment.plan.tables()[0];
             let reader = segment
                 .tables
