@@ -38,8 +38,9 @@ pub(crate) struct Doc {
     pub name: Option<Arc<str>>,
 }
 
-/// Approximate heap bytes per version written (its slot, and its share of
-/// the id map), per id, and per chain link, used for the flush budget.
+/// Approximate heap bytes per version written (its slot), per id (its
+/// entry of the id map, with the map's spare capacity), and per chain
+/// link, used for the flush budget.
 const SLOT_BYTES: usize = 56;
 const ID_BYTES: usize = 24;
 const LINK_BYTES: usize = 4;
@@ -334,6 +335,8 @@ mod tests {
 
     #[test]
     fn byte_budget_counts_versions_ids_and_names() {
+        // The budget's figure for a slot is a slot's size.
+        assert_eq!(std::mem::size_of::<Option<(u64, Version)>>(), SLOT_BYTES);
         let plan = Plan::new(5, 3).unwrap();
         let per_version = SLOT_BYTES + LINK_BYTES * 4;
         let mut m = Memtable::new(&plan);
