@@ -60,11 +60,13 @@ fn name(id: u64) -> String {
     format!("https://example.com/doc/{id}")
 }
 
-fn options(fs: &FaultFs, memtable_bytes: usize, fan_in: Option<usize>) -> Options {
+/// On `fs`, or (`None`) on real files, where flushes and merges run on their
+/// background threads.
+fn options(fs: Option<&FaultFs>, memtable_bytes: usize, fan_in: Option<usize>) -> Options {
     Options {
         plan: Some(Plan::new(5, 3).unwrap()),
         memtable_bytes,
-        file_system: Some(Arc::new(fs.clone()) as Arc<dyn FileSystem>),
+        file_system: fs.map(|fs| Arc::new(fs.clone()) as Arc<dyn FileSystem>),
         merge_policy: fan_in
             .map(|fan_in| Arc::new(TieredMergePolicy { fan_in }) as Arc<dyn MergePolicy>),
         ..Options::default()
@@ -73,8 +75,27 @@ fn options(fs: &FaultFs, memtable_bytes: usize, fan_in: Option<usize>) -> Option
 
 fn run(ops: Vec<Op>, memtable_bytes: usize, fan_in: Option<usize>) -> Result<(), TestCaseError> {
     let fs = FaultFs::with_seed(1);
-    let dir = Path::new("/index");
-    let mut index = Index::open(dir, options(&fs, memtable_bytes, fan_in)).unwrap();
+    run_on(Some(&fs), Path::new("/index"), ops, memtable_bytes, fan_in)
+}
+
+/// [`run`] on real files in a temporary directory.
+fn run_on_real_files(
+    ops: Vec<Op>,
+    memtable_bytes: usize,
+    fan_in: Option<usize>,
+) -> Result<(), TestCaseError> {
+    let tmp = tempfile::tempdir().unwrap();
+    run_on(None, tmp.path(), ops, memtable_bytes, fan_in)
+}
+
+fn run_on(
+    fs: Option<&FaultFs>,
+    dir: &Path,
+    ops: Vec<Op>,
+    memtable_bytes: usize,
+    fan_in: Option<usize>,
+) -> Result<(), TestCaseError> {
+    let mut index = Index::open(dir, options(fs, memtable_bytes, fan_in)).unwrap();
     let mut model: Model = BTreeMap::new();
     for op in ops {
         match op {
@@ -108,13 +129,13 @@ fn run(ops: Vec<Op>, memtable_bytes: usize, fan_in: Option<usize>) -> Result<(),
             Op::Compact => index.compact().unwrap(),
             Op::Reopen => {
                 drop(index);
-                index = Index::open(dir, options(&fs, memtable_bytes, fan_in)).unwrap();
+                index = Index::open(dir, options(fs, memtable_bytes, fan_in)).unwrap();
             }
         }
     }
     // Everything, one last time, after a reopen.
     drop(index);
-    let index = Index::open(dir, options(&fs, memtable_bytes, fan_in)).unwrap();
+    let index = Index::open(dir, options(fs, memtable_bytes, fan_in)).unwrap();
     for id in 0..24 {
         prop_assert_eq!(index.get(id).unwrap(), model.get(&id).map(|(fp, _)| *fp));
     }
@@ -143,5 +164,20 @@ proptest! {
     #[test]
     fn index_equals_model_with_frequent_partial_merges(ops in proptest::collection::vec(op(), 1..60)) {
         run(ops, 600, Some(2))?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Real files, so flushes run on the flush thread and merges on the
+    /// merge thread: most writes hand a memtable over, and the reads that
+    /// follow often find it still being written (both memtables searched,
+    /// the newer one's versions winning) or a merge running.
+    #[test]
+    fn index_equals_model_with_background_flushes_and_merges(
+        ops in proptest::collection::vec(op(), 1..80)
+    ) {
+        run_on_real_files(ops, 600, Some(2))?;
     }
 }

@@ -2,15 +2,21 @@
 //!
 //! Write path: a batch is encoded as one WAL frame, appended (and synced in
 //! [`Durability::Sync`]), then applied to the memtable. When the memtable
-//! passes its byte budget it is flushed, under the writer lock: its tables and
-//! doc map are written as a new segment, a new WAL is started, and a new
-//! manifest naming both is committed (temp file, sync, rename, directory
-//! sync). Only then do queries see the segment instead of the memtable.
+//! passes its byte budget it is flushed. With the flush thread (the default),
+//! the writing thread starts a new WAL, commits a manifest naming it beside
+//! the old one, and swaps in an empty memtable; the full one, frozen, goes to
+//! the flush thread, which writes its tables and doc map as a new segment and
+//! commits a manifest naming the segment and no longer the old WAL. Without
+//! it, the writing thread does all of that itself, under the writer lock.
+//! Each commit is a whole manifest replaced atomically (temp file, sync,
+//! rename, directory sync). Only once the segment is committed do queries see
+//! it instead of the frozen memtable.
 //!
-//! Read path: a query takes the state's read lock, searches the memtable's
-//! B-trees and every segment's tables, and keeps a document only if no newer
-//! source (the memtable, a newer segment) holds a version or tombstone of its
-//! id, and it is within the retention window.
+//! Read path: a query takes the state's read lock, searches the memtable,
+//! the frozen memtable if there is one, and every segment's tables, and keeps
+//! a document only if no newer source (a newer memtable, a newer segment)
+//! holds a version or tombstone of its id, and it is within the retention
+//! window.
 //!
 //! File layouts: docs/FORMAT.md.
 
@@ -85,10 +91,11 @@ pub struct Options {
     /// `compact()`. Default: [`TieredMergePolicy`] with a fan-in of 16.
     pub merge_policy: Option<Arc<dyn MergePolicy>>,
     /// Run the merge policy's merges on a background thread, so that writes
-    /// go on while segments merge; `false` merges on the writing thread after
-    /// a flush. With a custom `file_system` merges always run on the writing
-    /// thread (a simulated crash must stop every write at once). Dropping the
-    /// `Index` waits for a merge in progress to finish.
+    /// go on while segments merge; `false` merges (and flushes) on the
+    /// writing thread. With a custom `file_system` merges and flushes always
+    /// run on the writing thread (a simulated crash must stop every write at
+    /// once). Dropping the `Index` waits for a flush or merge in progress to
+    /// finish.
     pub merge_thread: bool,
     /// With merges on the merge thread, a flush that leaves more segments
     /// than this waits while the merge thread works, so that under sustained
@@ -109,6 +116,13 @@ pub struct Options {
     /// Default `true`; not recorded in the index (segments record their own
     /// plans).
     pub small_segment_plans: bool,
+    /// Write a full memtable to its segment on a background thread while
+    /// writes go on into a new one, so that a write does not wait for a
+    /// flush unless the previous one is still running. Queries read both
+    /// memtables meanwhile. Only with `merge_thread` (and so never with a
+    /// custom `file_system`); otherwise flushes run on the writing thread.
+    /// `flush()` still returns once the segment is committed.
+    pub flush_thread: bool,
 }
 
 impl Default for Options {
@@ -127,6 +141,7 @@ impl Default for Options {
             max_segments: 32,
             prefault: true,
             small_segment_plans: true,
+            flush_thread: true,
         }
     }
 }
@@ -191,6 +206,10 @@ pub struct Stats {
     pub memtable_docs: usize,
     /// Approximate memtable bytes.
     pub memtable_bytes: usize,
+    /// Ids with a version in a full memtable the flush thread is writing
+    /// to a segment; 0 when no flush is running. Queries search it too, and
+    /// its writes are still in the WAL.
+    pub flushing_docs: usize,
 }
 
 /// A persistent, exact near-duplicate index of 64-bit fingerprints.
@@ -207,6 +226,8 @@ pub struct Index {
     writer: Mutex<Option<Writer>>,
     /// The background merge thread, if merges run there.
     merger: Option<Merger>,
+    /// The background flush thread, if flushes run there.
+    flusher: Option<Flusher>,
     /// Tells the prefault thread started by the open to stop early.
     stop_prefault: Arc<AtomicBool>,
     // Dropped last: the lock outlives every file operation.
@@ -238,9 +259,14 @@ struct Core {
 
 #[derive(Debug)]
 struct State {
-    /// Shared with a flush in progress, which writes it without holding the
-    /// lock; only the writing thread changes it, never during its own flush.
+    /// Where writes go. Shared with a flush in progress on the writing
+    /// thread, which writes it without holding the lock; only the writing
+    /// thread changes it, never during its own flush.
     memtable: Arc<Memtable>,
+    /// A full memtable the flush thread is writing to a segment: newer than
+    /// every segment, older than `memtable`. It leaves when its segment
+    /// joins `segments`, under the same write lock.
+    frozen: Option<Arc<Memtable>>,
     /// Newest first.
     segments: Vec<Arc<Segment>>,
 }
@@ -249,16 +275,131 @@ struct State {
 struct Writer {
     wal: Box<dyn WritableFile>,
     wal_id: u64,
+    /// The WAL of the memtable the flush thread was last given, which
+    /// `sync()` syncs too (its segment may not be committed yet).
+    frozen_wal: Option<Box<dyn WritableFile>>,
     next_seq: u64,
+}
+
+impl State {
+    /// The memtables, newest first: the one written to, then the one being
+    /// flushed, if any.
+    fn memtables(&self) -> impl Iterator<Item = &Memtable> {
+        std::iter::once(&*self.memtable).chain(self.frozen.as_deref())
+    }
+}
+
+/// The background flush thread and the job it is given.
+#[derive(Debug)]
+struct Flusher {
+    shared: Arc<FlushShared>,
+    handle: Option<JoinHandle<()>>,
+}
+
+#[derive(Debug, Default)]
+struct FlushShared {
+    slot: Mutex<FlushSlot>,
+    /// Wakes the thread: a job, or shutdown.
+    wake: Condvar,
+    /// Notified when a job ends.
+    done: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct FlushSlot {
+    /// The job given and not yet finished.
+    job: Option<FlushJob>,
+    shutdown: bool,
+}
+
+/// Write `State::frozen` as segment `segment_id`, then commit a manifest
+/// that names it and no longer names `old_wals` (the WALs it was logged in).
+#[derive(Debug, Clone)]
+struct FlushJob {
+    segment_id: u64,
+    old_wals: Vec<u64>,
+}
+
+impl Flusher {
+    /// Starts the thread; after each flush it wakes the merge thread, if
+    /// `merge` is its signal.
+    fn start(core: Arc<Core>, merge: Option<Arc<MergeShared>>) -> std::io::Result<Flusher> {
+        let shared = Arc::new(FlushShared::default());
+        let thread_shared = shared.clone();
+        let handle = std::thread::Builder::new()
+            .name("simhashdb-flush".into())
+            .spawn(move || {
+                let shared = &*thread_shared;
+                loop {
+                    let job = {
+                        let mut s = lock(&shared.slot);
+                        while s.job.is_none() && !s.shutdown {
+                            s = shared.wake.wait(s).unwrap_or_else(PoisonError::into_inner);
+                        }
+                        // A job given before shutdown is finished first.
+                        match &s.job {
+                            Some(job) => job.clone(),
+                            None => return,
+                        }
+                    };
+                    if !core.poisoned.load(Ordering::Acquire) {
+                        // On failure the memtable stays frozen (queries go
+                        // on seeing it, its WALs stay named) and later
+                        // writes fail.
+                        let result = core.flush_frozen(&job);
+                        if core.poison_on_error(result).is_ok()
+                            && let Some(merge) = &merge
+                        {
+                            wake_merge(merge);
+                        }
+                    }
+                    lock(&shared.slot).job = None;
+                    shared.done.notify_all();
+                }
+            })?;
+        Ok(Flusher {
+            shared,
+            handle: Some(handle),
+        })
+    }
+
+    fn submit(&self, job: FlushJob) {
+        let mut s = lock(&self.shared.slot);
+        debug_assert!(s.job.is_none(), "one flush at a time");
+        s.job = Some(job);
+        self.shared.wake.notify_one();
+    }
+
+    /// Waits until the job given, if any, has ended.
+    fn wait_idle(&self) {
+        let mut s = lock(&self.shared.slot);
+        while s.job.is_some() {
+            s = self
+                .shared
+                .done
+                .wait(s)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
 }
 
 /// The background merge thread and its wake-up signal.
 #[derive(Debug)]
 struct Merger {
-    signal: Arc<(Mutex<MergeSignal>, Condvar)>,
+    signal: Arc<MergeShared>,
     /// Notified when the thread finishes a merge or goes idle.
     progress: Arc<Condvar>,
     handle: Option<JoinHandle<()>>,
+}
+
+/// The merge thread's signal and the condition variable that wakes it.
+type MergeShared = (Mutex<MergeSignal>, Condvar);
+
+/// Tells the merge thread that a flush happened.
+fn wake_merge(shared: &MergeShared) {
+    let (signal, wake) = shared;
+    lock(signal).pending = true;
+    wake.notify_one();
 }
 
 #[derive(Debug, Default)]
@@ -331,15 +472,22 @@ impl Merger {
     }
 
     fn wake(&self) {
-        let (signal, wake) = &*self.signal;
-        lock(signal).pending = true;
-        wake.notify_one();
+        wake_merge(&self.signal);
     }
 }
 
 impl Drop for Index {
     fn drop(&mut self) {
         self.stop_prefault.store(true, Ordering::Relaxed);
+        // The flush thread first: the flush it finishes wakes the merge
+        // thread.
+        if let Some(flusher) = &mut self.flusher {
+            lock(&flusher.shared.slot).shutdown = true;
+            flusher.shared.wake.notify_one();
+            if let Some(handle) = flusher.handle.take() {
+                let _ = handle.join();
+            }
+        }
         if let Some(merger) = &mut self.merger {
             let (signal, wake) = &*merger.signal;
             lock(signal).shutdown = true;
@@ -629,6 +777,7 @@ impl Index {
                 Some(Writer {
                     wal,
                     wal_id,
+                    frozen_wal: None,
                     next_seq,
                 }),
                 manifest,
@@ -646,6 +795,7 @@ impl Index {
             merge_policy: options.merge_policy.clone(),
             state: RwLock::new(State {
                 memtable: Arc::new(memtable),
+                frozen: None,
                 segments,
             }),
             manifest: Mutex::new(manifest),
@@ -659,6 +809,19 @@ impl Index {
             && core.merge_policy.is_some()
         {
             Some(Merger::start(core.clone()).map_err(io_error(dir, "start the merge thread"))?)
+        } else {
+            None
+        };
+        let flusher = if !read_only
+            && options.flush_thread
+            && options.merge_thread
+            && options.file_system.is_none()
+        {
+            let merge = merger.as_ref().map(|m| m.signal.clone());
+            Some(
+                Flusher::start(core.clone(), merge)
+                    .map_err(io_error(dir, "start the flush thread"))?,
+            )
         } else {
             None
         };
@@ -687,6 +850,7 @@ impl Index {
             read_only,
             writer: Mutex::new(writer),
             merger,
+            flusher,
             stop_prefault,
             _lock: lock,
         })
@@ -828,17 +992,19 @@ impl Index {
     /// Document `id` with its name and insertion time, if it is live.
     pub fn get_doc(&self, id: u64) -> Result<Option<Doc>> {
         let state = read_lock(&self.core.state);
-        match state.memtable.version(id) {
-            Some(Version::Live(doc)) => {
-                return Ok(self.core.fresh(doc.timestamp).then(|| Doc {
-                    id,
-                    fingerprint: doc.fingerprint,
-                    name: doc.name.as_deref().map(str::to_owned),
-                    timestamp_ms: doc.timestamp,
-                }));
+        for memtable in state.memtables() {
+            match memtable.version(id) {
+                Some(Version::Live(doc)) => {
+                    return Ok(self.core.fresh(doc.timestamp).then(|| Doc {
+                        id,
+                        fingerprint: doc.fingerprint,
+                        name: doc.name.as_deref().map(str::to_owned),
+                        timestamp_ms: doc.timestamp,
+                    }));
+                }
+                Some(Version::Deleted { .. }) => return Ok(None),
+                None => {}
             }
-            Some(Version::Deleted { .. }) => return Ok(None),
-            None => {}
         }
         for segment in &state.segments {
             if let Some(entry) = segment.by_id(id)? {
@@ -852,12 +1018,19 @@ impl Index {
     }
 
     /// Calls `f` once for every live document, from a consistent snapshot:
-    /// the memtable's in id order, then each segment's in fingerprint order.
+    /// the memtables' in id order (the one written to, then one being
+    /// flushed), then each segment's in fingerprint order.
     /// Holds the state's read lock throughout (writers wait for flushes, not
     /// for this), so keep `f` quick.
     pub fn for_each_doc(&self, mut f: impl FnMut(&Doc)) -> Result<()> {
         let state = read_lock(&self.core.state);
-        for (id, version) in state.memtable.versions() {
+        for (id, version) in state.memtable.versions().chain(
+            state
+                .frozen
+                .iter()
+                .flat_map(|frozen| frozen.versions())
+                .filter(|(id, _)| state.memtable.version(*id).is_none()),
+        ) {
             if let Version::Live(doc) = version
                 && self.core.fresh(doc.timestamp)
             {
@@ -893,6 +1066,9 @@ impl Index {
             // Hold off flushes so the files stay as the manifest says.
             Some(self.writer.lock().unwrap_or_else(PoisonError::into_inner))
         };
+        if let Some(flusher) = &self.flusher {
+            flusher.wait_idle();
+        }
         // And merges.
         let _merging = lock(&self.core.merging);
         let mut report = VerifyReport::default();
@@ -946,7 +1122,18 @@ impl Index {
         }
         let state = read_lock(&self.core.state);
         let mut matches = Vec::new();
-        for (id, doc) in state.memtable.matching(fingerprint, k) {
+        let frozen = state.frozen.iter().flat_map(|frozen| {
+            frozen
+                .matching(fingerprint, k)
+                .into_iter()
+                .filter(|(id, _)| state.memtable.version(*id).is_none())
+        });
+        for (id, doc) in state
+            .memtable
+            .matching(fingerprint, k)
+            .into_iter()
+            .chain(frozen)
+        {
             if self.core.fresh(doc.timestamp) {
                 matches.push(Match {
                     id,
@@ -980,24 +1167,29 @@ impl Index {
     pub fn sync(&self) -> Result<()> {
         let mut writer = self.writer()?;
         let w = writer.as_mut().ok_or(Error::ReadOnly)?;
+        if let Some(frozen_wal) = &mut w.frozen_wal {
+            // Its memtable's segment may not be committed yet.
+            let result = frozen_wal.sync().map_err(io_error(&self.core.dir, "sync"));
+            self.core.poison_on_error(result)?;
+        }
         let path = self.wal_path(w);
         let result = w.wal.sync().map_err(io_error(&path, "sync"));
         self.core.poison_on_error(result)
     }
 
-    /// Writes the memtable to a new segment (nothing if it is empty). With
-    /// the merge thread, merges the flush calls for may still be running when
-    /// this returns.
+    /// Writes the memtable to a new segment (nothing if it is empty), and
+    /// returns once the segment is committed. With the merge thread, merges
+    /// the flush calls for may still be running when this returns.
     pub fn flush(&self) -> Result<()> {
         let mut writer = self.writer()?;
-        self.flush_locked(&mut writer)
+        self.flush_locked(&mut writer, true)
     }
 
     /// Merges every segment into one, dropping replaced, deleted and expired
     /// documents and the tombstones that no longer hide anything.
     pub fn compact(&self) -> Result<()> {
         let mut writer = self.writer()?;
-        self.flush_locked(&mut writer)?;
+        self.flush_locked(&mut writer, true)?;
         // Waits for a background merge in progress.
         let _merging = lock(&self.core.merging);
         let segments = read_lock(&self.core.state).segments.len();
@@ -1019,6 +1211,7 @@ impl Index {
             disk_bytes: 0,
             memtable_docs: state.memtable.len(),
             memtable_bytes: state.memtable.approximate_bytes(),
+            flushing_docs: state.frozen.as_ref().map_or(0, |m| m.len()),
         };
         let mut table_bytes = 0u64;
         let mut table_keys = 0u64;
@@ -1044,12 +1237,7 @@ impl Index {
             return Err(Error::ReadOnly);
         }
         let guard = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
-        if self.core.poisoned.load(Ordering::Acquire) {
-            let cause = lock(&self.core.poison_cause).clone();
-            return Err(Error::Poisoned {
-                cause: cause.unwrap_or_default(),
-            });
-        }
+        self.core.check_poisoned()?;
         Ok(guard)
     }
 
@@ -1088,15 +1276,33 @@ impl Index {
             state.memtable.approximate_bytes() >= self.memtable_budget
         };
         if full {
-            self.flush_locked(writer)?;
+            self.flush_locked(writer, false)?;
         }
         Ok(())
     }
 
     /// Flushes the memtable, then lets the merge policy act: on the merge
-    /// thread if there is one, here otherwise.
-    fn flush_locked(&self, writer: &mut Option<Writer>) -> Result<()> {
+    /// thread if there is one, here otherwise. With the flush thread the
+    /// memtable is handed to it (after the previous flush ends), and this
+    /// waits for its segment only if `wait`.
+    fn flush_locked(&self, writer: &mut Option<Writer>, wait: bool) -> Result<()> {
         let w = writer.as_mut().ok_or(Error::ReadOnly)?;
+        if let Some(flusher) = &self.flusher {
+            flusher.wait_idle();
+            self.core.check_poisoned()?;
+            if !read_lock(&self.core.state).memtable.is_empty() {
+                let result = self.hand_over(w, flusher);
+                self.core.poison_on_error(result)?;
+            }
+            if wait {
+                flusher.wait_idle();
+                self.core.check_poisoned()?;
+            }
+            if let Some(merger) = &self.merger {
+                merger.wait_for_segments(&self.core, self.max_segments);
+            }
+            return Ok(());
+        }
         if read_lock(&self.core.state).memtable.is_empty() {
             return Ok(());
         }
@@ -1116,6 +1322,55 @@ impl Index {
         }
     }
 
+    /// Starts a new WAL (committing a manifest that names it beside the old
+    /// ones before anything is logged in it), freezes the memtable with a new
+    /// one in its place, and gives the frozen one to the flush thread, which
+    /// commits its segment and drops the old WALs
+    /// ([`Core::flush_frozen`]). The flush thread is idle.
+    fn hand_over(&self, w: &mut Writer, flusher: &Flusher) -> Result<()> {
+        let core = &*self.core;
+        let (segment_id, new_wal_id) = {
+            let mut m = lock(&core.manifest);
+            let ids = (m.next_segment_id, m.next_wal_id);
+            m.next_segment_id += 1;
+            m.next_wal_id += 1;
+            ids
+        };
+        let new_wal = self.create_wal(new_wal_id)?;
+        // Allocated before the write lock is taken.
+        let capacity = read_lock(&core.state).memtable.slots();
+        let fresh = Arc::new(Memtable::with_capacity(&core.plan, capacity));
+        let old_wals = {
+            let mut committed = lock(&core.manifest);
+            let mut manifest = committed.clone();
+            manifest.next_seq = w.next_seq;
+            let old_wals = manifest.wal_ids.clone();
+            manifest.wal_ids.push(new_wal_id);
+            manifest.generation += 1;
+            commit_manifest(&core.dir, core.fs.as_ref(), &manifest)?;
+            *committed = manifest;
+            let mut state = write_lock(&core.state);
+            let full = std::mem::replace(&mut state.memtable, fresh);
+            state.frozen = Some(full);
+            old_wals
+        };
+        w.frozen_wal = Some(std::mem::replace(&mut w.wal, new_wal));
+        w.wal_id = new_wal_id;
+        flusher.submit(FlushJob {
+            segment_id,
+            old_wals,
+        });
+        Ok(())
+    }
+
+    /// Creates WAL `wal_id` (its header synced) and opens it for appends.
+    fn create_wal(&self, wal_id: u64) -> Result<Box<dyn WritableFile>> {
+        let core = &*self.core;
+        new_wal_file(&core.dir, core.fs.as_ref(), wal_id, self.durability)?;
+        let path = core.dir.join(FileKind::Wal.file_name(wal_id));
+        core.fs.open_append(&path).map_err(io_error(&path, "open"))
+    }
+
     /// Writes the memtable as a new segment, starts a new WAL, and commits a
     /// manifest naming both (and no longer the old WALs).
     fn flush_memtable(&self, w: &mut Writer) -> Result<()> {
@@ -1127,51 +1382,14 @@ impl Index {
             m.next_wal_id += 1;
             ids
         };
-        let segment = {
-            // Queries go on reading the memtable meanwhile; this thread is
-            // the only one that changes it.
-            let m = read_lock(&core.state).memtable.clone();
-            let mut docs = DocMapWriter::new(segment_id);
-            for (id, version) in m.versions_unordered() {
-                match version {
-                    Version::Live(doc) => docs
-                        .push(DocEntry {
-                            fingerprint: doc.fingerprint,
-                            id,
-                            seq: doc.seq,
-                            timestamp: doc.timestamp,
-                            name: doc.name.as_deref(),
-                        })
-                        .map_err(|e| Error::InvalidArgument(e.to_string()))?,
-                    Version::Deleted { seq, timestamp } => docs.push_tombstone(Tombstone {
-                        id,
-                        seq: *seq,
-                        timestamp: *timestamp,
-                    }),
-                }
-            }
-            let ranges = docs.ranges();
-            let ids_path = core.dir.join(FileKind::DocMap.file_name(segment_id));
-            let ids_file = docs
-                .finish_into(create_buffered(core.fs.as_ref(), &ids_path)?)
-                .map_err(encode_error(&ids_path))?;
-            sync_buffered(ids_file, &ids_path)?;
-            // The plan is chosen by the live documents, which bound the
-            // distinct fingerprints the tables count exactly.
-            let plan = core.segment_plan(m.live_docs() as u64);
-            let (key_count, mut tables) = m.sorted_tables(&plan);
-            let fill = |_, keys: &mut Vec<u64>| {
-                // Too few tables fail the segment writer's count check.
-                *keys = tables.next().unwrap_or_default();
-                Ok(())
-            };
-            core.write_segment(segment_id, 0, &plan, key_count, fill, ranges)?
-        };
-        new_wal_file(&core.dir, core.fs.as_ref(), new_wal_id, self.durability)?;
-        let new_wal = core
-            .fs
-            .open_append(&core.dir.join(FileKind::Wal.file_name(new_wal_id)))
-            .map_err(io_error(&core.dir, "open"))?;
+        // Queries go on reading the memtable meanwhile; this thread is the
+        // only one that changes it.
+        let m = read_lock(&core.state).memtable.clone();
+        let segment = core.write_memtable(&m, segment_id)?;
+        drop(m);
+        let new_wal = self.create_wal(new_wal_id)?;
+        let capacity = read_lock(&core.state).memtable.slots();
+        let fresh = Arc::new(Memtable::with_capacity(&core.plan, capacity));
         let old_wals = {
             let mut committed = lock(&core.manifest);
             let mut manifest = committed.clone();
@@ -1183,21 +1401,91 @@ impl Index {
             *committed = manifest;
             let mut state = write_lock(&core.state);
             state.segments.insert(0, Arc::new(segment));
-            let capacity = state.memtable.slots();
-            state.memtable = Arc::new(Memtable::with_capacity(&core.plan, capacity));
+            state.memtable = fresh;
             old_wals
         };
         w.wal = new_wal;
         w.wal_id = new_wal_id;
-        for id in old_wals {
-            // Best effort: the manifest no longer names it.
-            let _ = core.fs.remove(&core.dir.join(FileKind::Wal.file_name(id)));
-        }
+        core.remove_wals(&old_wals);
         Ok(())
     }
 }
 
 impl Core {
+    /// The flush thread's job: writes the frozen memtable as segment
+    /// `job.segment_id`, then commits a manifest that names it and no longer
+    /// names the WALs it was logged in, and puts the segment in the
+    /// memtable's place.
+    fn flush_frozen(&self, job: &FlushJob) -> Result<()> {
+        let Some(m) = read_lock(&self.state).frozen.clone() else {
+            unreachable!("the flush thread is given a job only with a frozen memtable")
+        };
+        let segment = self.write_memtable(&m, job.segment_id)?;
+        drop(m);
+        {
+            let mut committed = lock(&self.manifest);
+            let mut manifest = committed.clone();
+            manifest.segments.push(segment.meta);
+            manifest.wal_ids.retain(|id| !job.old_wals.contains(id));
+            manifest.generation += 1;
+            commit_manifest(&self.dir, self.fs.as_ref(), &manifest)?;
+            *committed = manifest;
+            let mut state = write_lock(&self.state);
+            state.segments.insert(0, Arc::new(segment));
+            state.frozen = None;
+        }
+        self.remove_wals(&job.old_wals);
+        Ok(())
+    }
+
+    /// Removes WALs the committed manifest no longer names (best effort: a
+    /// file left behind is removed at the next open).
+    fn remove_wals(&self, wal_ids: &[u64]) {
+        for &id in wal_ids {
+            let _ = self.fs.remove(&self.dir.join(FileKind::Wal.file_name(id)));
+        }
+    }
+
+    /// Writes memtable `m` as segment `segment_id`: its doc map, then its
+    /// tables in the plan its size calls for. The caller commits it.
+    fn write_memtable(&self, m: &Memtable, segment_id: u64) -> Result<Segment> {
+        let mut docs = DocMapWriter::new(segment_id);
+        for (id, version) in m.versions_unordered() {
+            match version {
+                Version::Live(doc) => docs
+                    .push(DocEntry {
+                        fingerprint: doc.fingerprint,
+                        id,
+                        seq: doc.seq,
+                        timestamp: doc.timestamp,
+                        name: doc.name.as_deref(),
+                    })
+                    .map_err(|e| Error::InvalidArgument(e.to_string()))?,
+                Version::Deleted { seq, timestamp } => docs.push_tombstone(Tombstone {
+                    id,
+                    seq: *seq,
+                    timestamp: *timestamp,
+                }),
+            }
+        }
+        let ranges = docs.ranges();
+        let ids_path = self.dir.join(FileKind::DocMap.file_name(segment_id));
+        let ids_file = docs
+            .finish_into(create_buffered(self.fs.as_ref(), &ids_path)?)
+            .map_err(encode_error(&ids_path))?;
+        sync_buffered(ids_file, &ids_path)?;
+        // The plan is chosen by the live documents, which bound the distinct
+        // fingerprints the tables count exactly.
+        let plan = self.segment_plan(m.live_docs() as u64);
+        let (key_count, mut tables) = m.sorted_tables(&plan);
+        let fill = |_, keys: &mut Vec<u64>| {
+            // Too few tables fail the segment writer's count check.
+            *keys = tables.next().unwrap_or_default();
+            Ok(())
+        };
+        self.write_segment(segment_id, 0, &plan, key_count, fill, ranges)
+    }
+
     fn fresh(&self, timestamp: u64) -> bool {
         self.fresh_at(timestamp, now_ms())
     }
@@ -1223,6 +1511,17 @@ impl Core {
     /// window at time `now` (ms since the Unix epoch).
     fn fresh_at(&self, timestamp: u64, now: u64) -> bool {
         self.retention_ms == 0 || timestamp.saturating_add(self.retention_ms) >= now
+    }
+
+    /// [`Error::Poisoned`] if a write, flush or merge has failed.
+    fn check_poisoned(&self) -> Result<()> {
+        if self.poisoned.load(Ordering::Acquire) {
+            let cause = lock(&self.poison_cause).clone();
+            return Err(Error::Poisoned {
+                cause: cause.unwrap_or_default(),
+            });
+        }
+        Ok(())
     }
 
     fn poison_on_error<T>(&self, result: Result<T>) -> Result<T> {
@@ -1647,7 +1946,7 @@ fn public_doc(entry: &DocEntry<'_>) -> Doc {
 
 /// Whether a version of `id` newer than segment `s` exists.
 fn shadowed(state: &State, s: usize, id: u64) -> Result<bool> {
-    if state.memtable.version(id).is_some() {
+    if state.memtables().any(|m| m.version(id).is_some()) {
         return Ok(true);
     }
     for newer in &state.segments[..s] {

@@ -373,12 +373,17 @@ pub struct CompactArgs {
     db: Db,
 }
 
+/// Entries not yet in a segment: in the memtable, or in one being flushed.
+fn logged(stats: &Stats) -> u64 {
+    (stats.memtable_docs + stats.flushing_docs) as u64
+}
+
 fn describe(stats: &Stats, dir_bytes: u64) -> String {
     format!(
         "{} segment(s), {} entries ({} in the write-ahead log), {} tombstones, {} on disk",
         stats.segments,
-        stats.segment_docs + stats.memtable_docs as u64,
-        stats.memtable_docs,
+        stats.segment_docs + logged(stats),
+        logged(stats),
         stats.tombstones,
         format_bytes(dir_bytes)
     )
@@ -525,7 +530,7 @@ pub fn stats(args: &StatsArgs) -> Result<(), CliError> {
     let s = index.stats();
     let (sample, live) = sample_fingerprints(&index, HISTOGRAM_SAMPLE)?;
     let counts = distance_histogram(&sample);
-    let entries = s.segment_docs + s.memtable_docs as u64;
+    let entries = s.segment_docs + logged(&s);
     let bytes_per_entry = if s.segment_docs > 0 {
         s.disk_bytes as f64 / s.segment_docs as f64
     } else {
@@ -541,7 +546,7 @@ pub fn stats(args: &StatsArgs) -> Result<(), CliError> {
             "documents": live,
             "segments": s.segments,
             "segment_entries": s.segment_docs,
-            "log_entries": s.memtable_docs,
+            "log_entries": logged(&s),
             "tombstones": s.tombstones,
             "directory_bytes": total_bytes,
             "segment_bytes": s.disk_bytes,
@@ -567,7 +572,7 @@ pub fn stats(args: &StatsArgs) -> Result<(), CliError> {
             entries,
             s.segment_docs,
             s.segments,
-            s.memtable_docs,
+            logged(&s),
             s.tombstones,
             format_bytes(total_bytes),
             format_bytes(s.disk_bytes),
