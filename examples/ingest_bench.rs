@@ -24,14 +24,15 @@
 //! seconds over the run, the bytes it wrote per fingerprint, and the
 //! segments left; then the time until the index was closed, which waits for
 //! a merge in progress (the rate up to the last flush leaves it out), and the
-//! rate over that time.
+//! rate over that time; then percentiles of the time one `insert_batch` call
+//! took (a write that triggers a flush, or waits for one, takes longest).
 
 use std::time::Instant;
 
 use simhashdb::{Index, Options};
 
 mod common;
-use common::{cpu_seconds, insert_xorshift, written_bytes};
+use common::{cpu_seconds, insert_xorshift_timed, written_bytes};
 
 /// Adjusts the default options.
 type Setting = fn(Options) -> Options;
@@ -89,7 +90,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let cpu = cpu_seconds();
         let written = written_bytes();
         let start = Instant::now();
-        insert_xorshift(&index, &mut s, 0..n)?;
+        let mut latencies = Vec::new();
+        insert_xorshift_timed(&index, &mut s, 0..n, &mut latencies)?;
         index.flush()?;
         let wall = start.elapsed().as_secs_f64();
         let segments = index.stats().segments;
@@ -103,6 +105,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             cpu_seconds() - cpu,
             (written_bytes() - written) / n as f64,
             n as f64 / closed,
+        );
+        latencies.sort_by(f64::total_cmp);
+        let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize] * 1e3;
+        println!(
+            "{:>13}  insert_batch of 10,000: p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, max {:.2} ms",
+            "",
+            at(0.5),
+            at(0.99),
+            at(0.999),
+            at(1.0)
         );
         std::fs::remove_dir_all(&dir)?;
     }

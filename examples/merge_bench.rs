@@ -15,7 +15,7 @@ use std::time::Instant;
 use simhashdb::{Index, Options};
 
 mod common;
-use common::{cpu_seconds, insert_xorshift, written_bytes};
+use common::{cpu_seconds, insert_xorshift_timed, written_bytes};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -44,7 +44,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut s = 0x9e37_79b9_7f4a_7c15u64 ^ round;
         for segment in 0..segments {
             let ids = segment * per_segment..(segment + 1) * per_segment;
-            insert_xorshift(&index, &mut s, ids)?;
+            insert_xorshift_timed(&index, &mut s, ids, &mut Vec::new())?;
             index.flush()?;
         }
         let before = index.stats().segments;

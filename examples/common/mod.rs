@@ -33,11 +33,13 @@ pub fn written_bytes() -> f64 {
 }
 
 /// Inserts documents `ids` with xorshift64 fingerprints continuing from
-/// `state`, in batches of 10,000: the harnesses' workload.
-pub fn insert_xorshift(
+/// `state`, in batches of 10,000 (the harnesses' workload), pushing how long
+/// each `insert_batch` call took (in seconds) to `latencies`.
+pub fn insert_xorshift_timed(
     index: &simhashdb::Index,
     state: &mut u64,
     ids: std::ops::Range<u64>,
+    latencies: &mut Vec<f64>,
 ) -> simhashdb::Result<()> {
     let mut id = ids.start;
     while id < ids.end {
@@ -50,7 +52,9 @@ pub fn insert_xorshift(
             })
             .collect();
         id += batch.len() as u64;
+        let start = std::time::Instant::now();
         index.insert_batch(batch)?;
+        latencies.push(start.elapsed().as_secs_f64());
     }
     Ok(())
 }
