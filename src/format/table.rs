@@ -46,7 +46,8 @@ fn low_mask(bits: u32) -> u64 {
 
 /// The Rice parameter for a block's gaps: start from `floor(log2(mean gap))`
 /// and keep whichever of it and its two neighbours codes the gaps in the
-/// fewest bits (exact count, not an estimate).
+/// fewest bits (exact count, not an estimate). Two passes over the gaps: the
+/// mean, then the three candidates' costs together.
 fn rice_parameter<I: Iterator<Item = u64> + Clone>(gaps: I) -> u32 {
     let (count, sum) = gaps
         .clone()
@@ -56,18 +57,30 @@ fn rice_parameter<I: Iterator<Item = u64> + Clone>(gaps: I) -> u32 {
     }
     let mean = u64::try_from(sum / count).unwrap_or(u64::MAX);
     let r0 = 63u32.saturating_sub(mean.leading_zeros()).min(MAX_RICE);
-    let cost = |r: u32| -> u128 {
-        count * u128::from(r + 1) + gaps.clone().map(|g| u128::from(g >> r)).sum::<u128>()
-    };
-    (r0.saturating_sub(1)..=(r0 + 1).min(MAX_RICE))
-        .min_by_key(|&r| (cost(r), r))
-        .unwrap_or(r0)
+    let candidates = [r0.saturating_sub(1), r0, (r0 + 1).min(MAX_RICE)];
+    let high = gaps.fold([0u128; 3], |mut acc, g| {
+        for (a, &r) in acc.iter_mut().zip(&candidates) {
+            *a += u128::from(g >> r);
+        }
+        acc
+    });
+    // Ties go to the smallest parameter.
+    (0..3)
+        .map(|i| {
+            (
+                count * u128::from(candidates[i] + 1) + high[i],
+                candidates[i],
+            )
+        })
+        .min()
+        .map_or(r0, |(_, r)| r)
 }
 
-/// Appends bits least-significant first.
+/// Appends bits least-significant first, eight bytes at a time.
 struct BitWriter<'a> {
     out: &'a mut Vec<u8>,
-    acc: u128,
+    /// Pending bits, the oldest lowest; `len < 64` of them.
+    acc: u64,
     len: u32,
 }
 
@@ -83,12 +96,16 @@ impl<'a> BitWriter<'a> {
     /// Appends the low `bits` bits of `value` (`bits <= 64`, higher bits zero).
     #[inline]
     fn write(&mut self, value: u64, bits: u32) {
-        self.acc |= u128::from(value) << self.len;
-        self.len += bits;
-        if self.len >= 64 {
-            self.out.extend_from_slice(&(self.acc as u64).to_le_bytes());
-            self.acc >>= 64;
-            self.len -= 64;
+        self.acc |= value << self.len;
+        let len = self.len + bits;
+        if len >= 64 {
+            self.out.extend_from_slice(&self.acc.to_le_bytes());
+            // The bits of `value` that did not fit: `value >> (64 - len)`,
+            // written so that `self.len == 0` shifts by 64 without overflow.
+            self.acc = (value >> 1) >> (63 - self.len);
+            self.len = len - 64;
+        } else {
+            self.len = len;
         }
     }
 
@@ -105,8 +122,7 @@ impl<'a> BitWriter<'a> {
     /// Pads with zero bits to a byte boundary.
     fn finish(self) {
         let bytes = self.len.div_ceil(8) as usize;
-        let acc = (self.acc as u64).to_le_bytes();
-        self.out.extend(acc.iter().take(bytes));
+        self.out.extend(self.acc.to_le_bytes().iter().take(bytes));
     }
 }
 
