@@ -65,13 +65,10 @@ fn rice_parameter<I: Iterator<Item = u64> + Clone>(gaps: I) -> u32 {
         acc
     });
     // Ties go to the smallest parameter.
-    (0..3)
-        .map(|i| {
-            (
-                count * u128::from(candidates[i] + 1) + high[i],
-                candidates[i],
-            )
-        })
+    candidates
+        .iter()
+        .zip(high)
+        .map(|(&r, high)| (count * u128::from(r + 1) + high, r))
         .min()
         .map_or(r0, |(_, r)| r)
 }
