@@ -84,13 +84,7 @@ fn check_all(index: &Index, models: &Models, when: &str) {
         // What the checks during flushes relied on.
         assert_eq!(brute_force(&models.near, q, 3), brute_force(model, q, 3));
     }
-    let mut seen = Model::new();
-    index
-        .for_each_doc(|d| {
-            seen.insert(d.id, (d.fingerprint, d.name.clone()));
-        })
-        .unwrap();
-    assert_eq!(&seen, model, "{when}: live documents");
+    assert_eq!(&common::live_docs(index), model, "{when}: live documents");
 }
 
 /// Inserts batches of new documents until a write hands the memtable over to

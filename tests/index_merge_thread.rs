@@ -44,13 +44,7 @@ fn check(index: &Index, model: &Model, when: &str) {
             "{when}: query near centre {c}"
         );
     }
-    let mut seen = Model::new();
-    index
-        .for_each_doc(|d| {
-            seen.insert(d.id, (d.fingerprint, d.name.clone()));
-        })
-        .unwrap();
-    assert_eq!(&seen, model, "{when}: live documents");
+    assert_eq!(&common::live_docs(index), model, "{when}: live documents");
 }
 
 fn run(merge_thread: bool) {

@@ -1329,31 +1329,23 @@ impl Index {
     /// ([`Core::flush_frozen`]). The flush thread is idle.
     fn hand_over(&self, w: &mut Writer, flusher: &Flusher) -> Result<()> {
         let core = &*self.core;
-        let (segment_id, new_wal_id) = {
-            let mut m = lock(&core.manifest);
-            let ids = (m.next_segment_id, m.next_wal_id);
-            m.next_segment_id += 1;
-            m.next_wal_id += 1;
-            ids
-        };
+        let (segment_id, new_wal_id) = core.next_segment_and_wal_ids();
         let new_wal = self.create_wal(new_wal_id)?;
         // Allocated before the write lock is taken.
         let capacity = read_lock(&core.state).memtable.slots();
         let fresh = Arc::new(Memtable::with_capacity(&core.plan, capacity));
-        let old_wals = {
-            let mut committed = lock(&core.manifest);
-            let mut manifest = committed.clone();
-            manifest.next_seq = w.next_seq;
-            let old_wals = manifest.wal_ids.clone();
-            manifest.wal_ids.push(new_wal_id);
-            manifest.generation += 1;
-            commit_manifest(&core.dir, core.fs.as_ref(), &manifest)?;
-            *committed = manifest;
-            let mut state = write_lock(&core.state);
-            let full = std::mem::replace(&mut state.memtable, fresh);
-            state.frozen = Some(full);
-            old_wals
-        };
+        let old_wals = core.commit(
+            |manifest| {
+                manifest.next_seq = w.next_seq;
+                let old_wals = manifest.wal_ids.clone();
+                manifest.wal_ids.push(new_wal_id);
+                old_wals
+            },
+            |state| {
+                let full = std::mem::replace(&mut state.memtable, fresh);
+                state.frozen = Some(full);
+            },
+        )?;
         w.frozen_wal = Some(std::mem::replace(&mut w.wal, new_wal));
         w.wal_id = new_wal_id;
         flusher.submit(FlushJob {
@@ -1375,13 +1367,7 @@ impl Index {
     /// manifest naming both (and no longer the old WALs).
     fn flush_memtable(&self, w: &mut Writer) -> Result<()> {
         let core = &*self.core;
-        let (segment_id, new_wal_id) = {
-            let mut m = lock(&core.manifest);
-            let ids = (m.next_segment_id, m.next_wal_id);
-            m.next_segment_id += 1;
-            m.next_wal_id += 1;
-            ids
-        };
+        let (segment_id, new_wal_id) = core.next_segment_and_wal_ids();
         // Queries go on reading the memtable meanwhile; this thread is the
         // only one that changes it.
         let m = read_lock(&core.state).memtable.clone();
@@ -1390,20 +1376,18 @@ impl Index {
         let new_wal = self.create_wal(new_wal_id)?;
         let capacity = read_lock(&core.state).memtable.slots();
         let fresh = Arc::new(Memtable::with_capacity(&core.plan, capacity));
-        let old_wals = {
-            let mut committed = lock(&core.manifest);
-            let mut manifest = committed.clone();
-            manifest.segments.push(segment.meta);
-            manifest.next_seq = w.next_seq;
-            let old_wals = std::mem::replace(&mut manifest.wal_ids, vec![new_wal_id]);
-            manifest.generation += 1;
-            commit_manifest(&core.dir, core.fs.as_ref(), &manifest)?;
-            *committed = manifest;
-            let mut state = write_lock(&core.state);
-            state.segments.insert(0, Arc::new(segment));
-            state.memtable = fresh;
-            old_wals
-        };
+        let meta = segment.meta;
+        let old_wals = core.commit(
+            |manifest| {
+                manifest.segments.push(meta);
+                manifest.next_seq = w.next_seq;
+                std::mem::replace(&mut manifest.wal_ids, vec![new_wal_id])
+            },
+            |state| {
+                state.segments.insert(0, Arc::new(segment));
+                state.memtable = fresh;
+            },
+        )?;
         w.wal = new_wal;
         w.wal_id = new_wal_id;
         core.remove_wals(&old_wals);
@@ -1422,20 +1406,47 @@ impl Core {
         };
         let segment = self.write_memtable(&m, job.segment_id)?;
         drop(m);
-        {
-            let mut committed = lock(&self.manifest);
-            let mut manifest = committed.clone();
-            manifest.segments.push(segment.meta);
-            manifest.wal_ids.retain(|id| !job.old_wals.contains(id));
-            manifest.generation += 1;
-            commit_manifest(&self.dir, self.fs.as_ref(), &manifest)?;
-            *committed = manifest;
-            let mut state = write_lock(&self.state);
-            state.segments.insert(0, Arc::new(segment));
-            state.frozen = None;
-        }
+        let meta = segment.meta;
+        self.commit(
+            |manifest| {
+                manifest.segments.push(meta);
+                manifest.wal_ids.retain(|id| !job.old_wals.contains(id));
+            },
+            |state| {
+                state.segments.insert(0, Arc::new(segment));
+                state.frozen = None;
+            },
+        )?;
         self.remove_wals(&job.old_wals);
         Ok(())
+    }
+
+    /// Commits the last committed manifest as `edit` changes it (a new
+    /// generation), then, still holding the manifest's lock so that the
+    /// query state changes in commit order, makes the matching change to the
+    /// state under its write lock. Returns what `edit` returns.
+    fn commit<T>(
+        &self,
+        edit: impl FnOnce(&mut Manifest) -> T,
+        apply: impl FnOnce(&mut State),
+    ) -> Result<T> {
+        let mut committed = lock(&self.manifest);
+        let mut manifest = committed.clone();
+        let edited = edit(&mut manifest);
+        manifest.generation += 1;
+        commit_manifest(&self.dir, self.fs.as_ref(), &manifest)?;
+        *committed = manifest;
+        apply(&mut write_lock(&self.state));
+        Ok(edited)
+    }
+
+    /// Allocates the ids of a flush's segment and of the WAL that follows it.
+    fn next_segment_and_wal_ids(&self) -> (u64, u64) {
+        let mut m = lock(&self.manifest);
+        let ids = (m.next_segment_id, m.next_wal_id);
+        m.next_segment_id += 1;
+        m.next_wal_id += 1;
+        ids
     }
 
     /// Removes WALs the committed manifest no longer names (best effort: a
@@ -1804,23 +1815,20 @@ impl Core {
             Some(self.write_segment(segment_id, level, &plan, key_count, tables, ranges)?)
         };
         let run_ids: HashSet<u64> = run.iter().map(|s| s.meta.id).collect();
-        {
-            let mut committed = lock(&self.manifest);
-            let mut manifest = committed.clone();
-            manifest.segments.retain(|m| !run_ids.contains(&m.id));
-            if let Some(segment) = &merged {
-                manifest.segments.push(segment.meta);
-            }
-            manifest.generation += 1;
-            commit_manifest(&self.dir, self.fs.as_ref(), &manifest)?;
-            *committed = manifest;
-            let mut state = write_lock(&self.state);
-            state.segments.retain(|s| !run_ids.contains(&s.meta.id));
-            if let Some(segment) = merged {
-                state.segments.push(Arc::new(segment));
-            }
-            state.segments.sort_by_key(|s| Reverse(s.meta.max_seq));
-        }
+        let meta = merged.as_ref().map(|segment| segment.meta);
+        self.commit(
+            |manifest| {
+                manifest.segments.retain(|m| !run_ids.contains(&m.id));
+                manifest.segments.extend(meta);
+            },
+            |state| {
+                state.segments.retain(|s| !run_ids.contains(&s.meta.id));
+                if let Some(segment) = merged {
+                    state.segments.push(Arc::new(segment));
+                }
+                state.segments.sort_by_key(|s| Reverse(s.meta.max_seq));
+            },
+        )?;
         for segment in run {
             segment.obsolete.store(true, Ordering::Release);
         }

@@ -29,6 +29,17 @@ pub fn brute_force(model: &Model, fp: u64, k: u32) -> Vec<Match> {
     out
 }
 
+/// Every live document, read through `for_each_doc`.
+pub fn live_docs(index: &Index) -> Model {
+    let mut seen = Model::new();
+    index
+        .for_each_doc(|d| {
+            seen.insert(d.id, (d.fingerprint, d.name.clone()));
+        })
+        .expect("for_each_doc");
+    seen
+}
+
 /// What the index holds, read through `get` and `query` and checked for
 /// consistency between the two: every id of `ids` with its fingerprint and
 /// name, and no document outside `ids` at any of those fingerprints.
