@@ -10,6 +10,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use common::workload::{ID_SPACE, W, name, perform, prefix_models, workload};
 use common::{CENTRES, Model, Rng, brute_force, snapshot};
 use simhashdb::engine::fault::{CrashMode, Fault, FaultFs, FaultKind, Op, Unsynced};
 use simhashdb::engine::fs::{FileSystem, RealFs};
@@ -18,8 +19,6 @@ use simhashdb::plan::Plan;
 use simhashdb::{Durability, Error, Index, Options};
 
 const DIR: &str = "/index";
-/// Ids the workloads use; nothing outside it is ever written.
-const ID_SPACE: u64 = 40;
 
 fn dir() -> &'static Path {
     Path::new(DIR)
@@ -45,10 +44,6 @@ fn real_options(durability: Durability) -> Options {
         durability,
         ..Options::default()
     }
-}
-
-fn name(id: u64, fp: u64) -> String {
-    format!("https://example.com/{id}/{fp:016x}")
 }
 
 fn assert_holds(index: &Index, model: &Model) {
@@ -374,81 +369,9 @@ fn torn_tail_on_the_real_file_system() {
 // ---------------------------------------------------------------------------
 // Power loss (and process kill) at every file-system operation of a workload.
 
-#[derive(Debug, Clone)]
-enum W {
-    Insert(u64, u64),
-    Named(u64, u64),
-    Batch(Vec<(u64, u64)>),
-    Delete(u64),
-    Flush,
-    Sync,
-    Compact,
-}
-
 /// A small memtable budget: writes flush every few documents, so crashes
 /// land inside flushes as well as between them.
 const SMALL_MEMTABLE: usize = 3_000;
-
-fn workload(seed: u64, len: usize) -> Vec<W> {
-    let mut rng = Rng(seed);
-    (0..len)
-        .map(|_| {
-            let id = rng.below(ID_SPACE);
-            match rng.below(20) {
-                0..=6 => W::Insert(id, rng.fingerprint()),
-                7..=9 => W::Named(id, rng.fingerprint()),
-                10..=12 => W::Batch(
-                    (0..1 + rng.below(4))
-                        .map(|_| (rng.below(ID_SPACE), rng.fingerprint()))
-                        .collect(),
-                ),
-                13..=15 => W::Delete(id),
-                16 => W::Flush,
-                17 | 18 => W::Sync,
-                _ => W::Compact,
-            }
-        })
-        .collect()
-}
-
-fn perform(index: &Index, op: &W) -> simhashdb::Result<()> {
-    match op {
-        W::Insert(id, fp) => index.insert(*id, *fp),
-        W::Named(id, fp) => index.insert_named(*id, *fp, name(*id, *fp)),
-        W::Batch(docs) => index.insert_batch(docs.iter().map(|&(i, f)| (i, f, Some(name(i, f))))),
-        W::Delete(id) => index.delete(*id),
-        W::Flush => index.flush(),
-        W::Sync => index.sync(),
-        W::Compact => index.compact(),
-    }
-}
-
-/// The model after each prefix of `ops`: `models[p]` after the first `p`.
-fn prefix_models(ops: &[W]) -> Vec<Model> {
-    let mut model = Model::new();
-    let mut out = vec![model.clone()];
-    for op in ops {
-        match op {
-            W::Insert(id, fp) => {
-                model.insert(*id, (*fp, None));
-            }
-            W::Named(id, fp) => {
-                model.insert(*id, (*fp, Some(name(*id, *fp))));
-            }
-            W::Batch(docs) => {
-                for &(i, f) in docs {
-                    model.insert(i, (f, Some(name(i, f))));
-                }
-            }
-            W::Delete(id) => {
-                model.remove(id);
-            }
-            W::Flush | W::Sync | W::Compact => {}
-        }
-        out.push(model.clone());
-    }
-    out
-}
 
 /// Runs `ops` with every file-system operation from the `n`-th on failing
 /// (a dead device), crashes in `mode`, reopens, and checks what survived:

@@ -276,6 +276,9 @@ impl fmt::Display for Violation {
 #[derive(Clone, Default)]
 pub struct FaultFs {
     state: Arc<Mutex<State>>,
+    /// Set on a handle of one process ([`FaultFs::process`]): the boot it
+    /// was taken in. After a crash every call through it fails.
+    process: Option<u64>,
 }
 
 impl FaultFs {
@@ -293,6 +296,32 @@ impl FaultFs {
         };
         FaultFs {
             state: Arc::new(Mutex::new(state)),
+            process: None,
+        }
+    }
+
+    /// A handle for one process: every call through it (and every writer
+    /// opened through it, as through any handle) fails once a crash has
+    /// happened, as if the process died with the machine. The engine may
+    /// then run its flush and merge threads over it
+    /// ([`FileSystem::background_threads`]): a crash stops all of them at
+    /// once, whatever they were doing.
+    pub fn process(&self) -> FaultFs {
+        FaultFs {
+            state: self.state.clone(),
+            process: Some(self.lock().boot),
+        }
+    }
+
+    /// Locks the state for a call of the file-system interface: fails if
+    /// this is a process handle from before the last crash.
+    fn live(&self) -> io::Result<MutexGuard<'_, State>> {
+        let st = self.lock();
+        match self.process {
+            Some(boot) if boot != st.boot => Err(io::Error::other(
+                "the process that took this file-system handle died in a crash",
+            )),
+            _ => Ok(st),
         }
     }
 
@@ -367,8 +396,12 @@ impl fmt::Debug for FaultFs {
 }
 
 impl FileSystem for FaultFs {
+    fn background_threads(&self) -> bool {
+        self.process.is_some()
+    }
+
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        let mut st = self.lock();
+        let mut st = self.live()?;
         st.check(Op::CreateDir)?;
         let dir = normalize(dir);
         if st.files.contains_key(&dir) {
@@ -387,7 +420,7 @@ impl FileSystem for FaultFs {
     }
 
     fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
-        let mut st = self.lock();
+        let mut st = self.live()?;
         st.check(Op::Create)?;
         let path = normalize(path);
         st.require_dir(&parent(&path))?;
@@ -410,7 +443,7 @@ impl FileSystem for FaultFs {
     }
 
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
-        let mut st = self.lock();
+        let mut st = self.live()?;
         st.check(Op::OpenAppend)?;
         let path = normalize(path);
         let id = st.lookup(&path)?;
@@ -418,14 +451,14 @@ impl FileSystem for FaultFs {
     }
 
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
-        let mut st = self.lock();
+        let mut st = self.live()?;
         st.check(Op::Read)?;
         let id = st.lookup(&normalize(path))?;
         Ok(st.inode(id).data.clone())
     }
 
     fn map(&self, path: &Path) -> io::Result<Mapped> {
-        let mut st = self.lock();
+        let mut st = self.live()?;
         st.check(Op::Map)?;
         let id = st.lookup(&normalize(path))?;
         let mapped = Mapped::from_vec(st.inode(id).data.clone());
@@ -435,7 +468,7 @@ impl FileSystem for FaultFs {
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        let mut st = self.lock();
+        let mut st = self.live()?;
         st.check(Op::Rename)?;
         let (from, to) = (normalize(from), normalize(to));
         let id = st.lookup(&from)?;
@@ -455,7 +488,7 @@ impl FileSystem for FaultFs {
     }
 
     fn remove(&self, path: &Path) -> io::Result<()> {
-        let mut st = self.lock();
+        let mut st = self.live()?;
         st.check(Op::Remove)?;
         let path = normalize(path);
         let id = st.lookup(&path)?;
@@ -465,7 +498,7 @@ impl FileSystem for FaultFs {
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        let mut st = self.lock();
+        let mut st = self.live()?;
         st.check(Op::SyncDir)?;
         let dir = normalize(dir);
         st.require_dir(&dir)?;
@@ -496,7 +529,7 @@ impl FileSystem for FaultFs {
     }
 
     fn list(&self, dir: &Path) -> io::Result<Vec<PathBuf>> {
-        let mut st = self.lock();
+        let mut st = self.live()?;
         st.check(Op::List)?;
         let dir = normalize(dir);
         st.require_dir(&dir)?;
@@ -510,7 +543,7 @@ impl FileSystem for FaultFs {
     }
 
     fn truncate(&self, path: &Path, len: u64) -> io::Result<()> {
-        let mut st = self.lock();
+        let mut st = self.live()?;
         st.check(Op::Truncate)?;
         let path = normalize(path);
         let id = st.lookup(&path)?;
@@ -521,7 +554,7 @@ impl FileSystem for FaultFs {
     }
 
     fn len(&self, path: &Path) -> io::Result<u64> {
-        let mut st = self.lock();
+        let mut st = self.live()?;
         st.check(Op::Len)?;
         let id = st.lookup(&normalize(path))?;
         Ok(st.inode(id).data.len() as u64)

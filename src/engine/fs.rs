@@ -99,6 +99,14 @@ pub trait FileSystem: Send + Sync + fmt::Debug {
 
     /// The current length of the file `path`, in bytes.
     fn len(&self, path: &Path) -> io::Result<u64>;
+
+    /// Whether the engine may flush and merge on background threads over
+    /// this file system. A simulated one must not let a thread go on writing
+    /// after a simulated crash, so the default is no: flushes and merges then
+    /// run on the writing thread, in one order.
+    fn background_threads(&self) -> bool {
+        false
+    }
 }
 
 /// An append-only writer returned by [`FileSystem::create`] and
@@ -232,6 +240,10 @@ impl MapLiveness {
 pub struct RealFs;
 
 impl FileSystem for RealFs {
+    fn background_threads(&self) -> bool {
+        true
+    }
+
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
         std::fs::create_dir_all(dir)
     }

@@ -92,10 +92,11 @@ pub struct Options {
     pub merge_policy: Option<Arc<dyn MergePolicy>>,
     /// Run the merge policy's merges on a background thread, so that writes
     /// go on while segments merge; `false` merges (and flushes) on the
-    /// writing thread. With a custom `file_system` merges and flushes always
-    /// run on the writing thread (a simulated crash must stop every write at
-    /// once). Dropping the `Index` waits for a flush or merge in progress to
-    /// finish.
+    /// writing thread. With a custom `file_system` that does not allow
+    /// background threads ([`FileSystem::background_threads`]; a simulated
+    /// crash must stop every write at once) merges and flushes always run on
+    /// the writing thread. Dropping the `Index` waits for a flush or merge in
+    /// progress to finish.
     pub merge_thread: bool,
     /// With merges on the merge thread, a flush that leaves more segments
     /// than this waits while the merge thread works, so that under sustained
@@ -119,8 +120,9 @@ pub struct Options {
     /// Write a full memtable to its segment on a background thread while
     /// writes go on into a new one, so that a write does not wait for a
     /// flush unless the previous one is still running. Queries read both
-    /// memtables meanwhile. Only with `merge_thread` (and so never with a
-    /// custom `file_system`); otherwise flushes run on the writing thread.
+    /// memtables meanwhile. Only with `merge_thread` (and so, like merges,
+    /// never over a custom `file_system` that does not allow background
+    /// threads); otherwise flushes run on the writing thread.
     /// `flush()` still returns once the segment is committed.
     pub flush_thread: bool,
 }
@@ -704,12 +706,33 @@ impl Index {
         let mut torn = false;
         // Whether the last WAL read says its frames were acknowledged unsynced.
         let mut last_unsynced = false;
-        for &wal_id in &manifest.wal_ids {
+        // The sequence number of the last record replayed.
+        let mut last_seq: Option<u64> = None;
+        for (i, &wal_id) in manifest.wal_ids.iter().enumerate() {
+            if torn {
+                // A later WAL's frames came after the ones lost.
+                break;
+            }
             let path = dir.join(FileKind::Wal.file_name(wal_id));
             let bytes = fs.read(&path).map_err(named_file_error(&path, "read"))?;
             let reader = WalReader::new(&bytes).map_err(|e| corrupted(&path, &e))?;
             last_unsynced = reader.unsynced_appends();
             let (frames, end) = reader.read_all();
+            // Sequence numbers run on from one WAL to the next (a WAL is
+            // started only after a write to the one before). A gap means a
+            // power cut took the end of the earlier WAL, whose appends were
+            // not synced, but not the start of this one, written after: a
+            // Buffered WAL's unsynced tail can be cut at a frame boundary,
+            // leaving no torn tail to see. Replaying this one would leave a
+            // hole, so recovery keeps the prefix before the gap.
+            let first_seq = frames
+                .first()
+                .and_then(|frame| frame.records.first())
+                .map(Record::seq);
+            if i > 0 && first_seq.is_some() && first_seq != last_seq.map(|s| s + 1) {
+                torn = true;
+                break;
+            }
             for frame in frames {
                 logged.extend_from_slice(
                     bytes
@@ -717,7 +740,9 @@ impl Index {
                         .unwrap_or_default(),
                 );
                 for record in frame.records {
-                    next_seq = next_seq.max(apply(&mut memtable, record) + 1);
+                    let seq = apply(&mut memtable, record);
+                    last_seq = Some(seq);
+                    next_seq = next_seq.max(seq + 1);
                 }
             }
             match end {
@@ -805,7 +830,7 @@ impl Index {
         });
         let merger = if !read_only
             && options.merge_thread
-            && options.file_system.is_none()
+            && core.fs.background_threads()
             && core.merge_policy.is_some()
         {
             Some(Merger::start(core.clone()).map_err(io_error(dir, "start the merge thread"))?)
@@ -815,7 +840,7 @@ impl Index {
         let flusher = if !read_only
             && options.flush_thread
             && options.merge_thread
-            && options.file_system.is_none()
+            && core.fs.background_threads()
         {
             let merge = merger.as_ref().map(|m| m.signal.clone());
             Some(

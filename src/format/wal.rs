@@ -47,6 +47,15 @@ pub enum Record {
     },
 }
 
+impl Record {
+    /// The write's sequence number.
+    pub fn seq(&self) -> u64 {
+        match self {
+            Record::Insert { seq, .. } | Record::Delete { seq, .. } => *seq,
+        }
+    }
+}
+
 /// The header that starts WAL file `wal_id`.
 pub fn encode_wal_header(wal_id: u64) -> Vec<u8> {
     encode_wal_header_with_flags(wal_id, 0)

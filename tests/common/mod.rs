@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use simhashdb::{Index, Match, hamming};
 
 pub mod cli;
+pub mod workload;
 
 /// Live documents: id → (fingerprint, name).
 pub type Model = BTreeMap<u64, (u64, Option<String>)>;

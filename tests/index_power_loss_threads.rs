@@ -1,0 +1,154 @@
+//! Power cuts and process kills while the flush and merge threads run.
+//!
+//! A `FaultFs::process()` handle lets the index run its background threads
+//! over the simulated file system (every call through the handle fails once
+//! the machine "crashes", so the dead process's threads stop with it). A
+//! seeded workload of writes, flushes, syncs and compactions runs with a tiny
+//! memtable (a flush every few writes, handed to the flush thread) and a
+//! merge fan-in of 2, while another thread crashes the file system after a
+//! random number of its operations: wherever the writing, flush and merge
+//! threads happen to be. After reopening, the index must equal the model
+//! after a prefix of the workload: every acknowledged write in `Sync` mode
+//! or after a process kill; in `Buffered` mode after a power cut, at least
+//! everything up to the last acknowledged flush, sync or compaction (which
+//! covers a memtable the flush thread had not yet committed). The write in
+//! flight may or may not have happened.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use common::Rng;
+use common::snapshot;
+use common::workload::{ID_SPACE, W, perform, prefix_models, workload};
+use simhashdb::engine::fault::{CrashMode, FaultFs, Unsynced};
+use simhashdb::engine::fs::FileSystem;
+use simhashdb::engine::policy::{MergePolicy, TieredMergePolicy};
+use simhashdb::plan::Plan;
+use simhashdb::{Durability, Index, Options};
+
+fn dir() -> &'static Path {
+    Path::new("/index")
+}
+
+/// A new process's view of `fs`.
+fn options(fs: &FaultFs, durability: Durability) -> Options {
+    Options {
+        plan: Some(Plan::new(5, 3).unwrap()),
+        durability,
+        memtable_bytes: 3_000,
+        merge_policy: Some(Arc::new(TieredMergePolicy { fan_in: 2 }) as Arc<dyn MergePolicy>),
+        file_system: Some(Arc::new(fs.process()) as Arc<dyn FileSystem>),
+        ..Options::default()
+    }
+}
+
+/// What one cycle saw, for the test to check that the crashes landed where
+/// they should.
+#[derive(Debug, Default)]
+struct Seen {
+    /// The crash came while a flush was running on the flush thread.
+    during_flush: bool,
+}
+
+/// One cycle: runs the workload of `seed` on a fresh file system, crashes it
+/// in `mode` after a random number of its operations, reopens and checks.
+fn cycle(seed: u64, durability: Durability, mode: CrashMode) -> Seen {
+    let fs = FaultFs::with_seed(seed);
+    let ops = workload(seed, 150);
+    let models = prefix_models(&ops);
+    let index = Index::open(dir(), options(&fs, durability)).unwrap();
+    let mut seen = Seen::default();
+
+    // A fault-free run of this workload takes a few hundred operations.
+    let target = fs.op_count() + Rng(seed ^ 0x5eed).below(600);
+    let done = AtomicBool::new(false);
+    let (acked, floor, failed) = std::thread::scope(|scope| {
+        let crasher = scope.spawn(|| {
+            while fs.op_count() < target && !done.load(Ordering::Acquire) {
+                std::thread::yield_now();
+            }
+            let flushing = index.stats().flushing_docs > 0;
+            fs.crash(mode);
+            flushing
+        });
+        let mut acked = 0;
+        let mut floor = 0;
+        let mut failed = false;
+        for op in &ops {
+            match perform(&index, op) {
+                Ok(()) => {
+                    acked += 1;
+                    if matches!(op, W::Flush | W::Sync | W::Compact) {
+                        floor = acked;
+                    }
+                }
+                Err(_) => {
+                    failed = true;
+                    break;
+                }
+            }
+        }
+        done.store(true, Ordering::Release);
+        seen.during_flush = crasher.join().unwrap();
+        (acked, floor, failed)
+    });
+    // The flush and merge threads stop here, if the crash has not stopped
+    // them already.
+    drop(index);
+
+    let ctx = format!("seed {seed}, {mode:?}, {durability:?}, crash after operation {target}");
+    let index = Index::open(dir(), options(&fs, durability))
+        .unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
+    let got = snapshot(&index, 0..ID_SPACE);
+    let newest = acked + usize::from(failed);
+    let oldest = match (mode, durability) {
+        (CrashMode::PowerLoss(_), Durability::Buffered) => floor,
+        _ => acked,
+    };
+    assert!(
+        (oldest..=newest).any(|p| models[p] == got),
+        "{ctx}: after reopening, the index equals the model after none of the operations \
+         {oldest}..={newest} (acknowledged: {acked}, failed: {failed})\n got: {got:?}\n \
+         acknowledged: {:?}",
+        models[acked]
+    );
+    index
+        .verify()
+        .unwrap_or_else(|e| panic!("{ctx}: verify: {e}"));
+    assert_eq!(fs.violations(), vec![], "{ctx}");
+    seen
+}
+
+fn cycles(durability: Durability, seeds: std::ops::Range<u64>) {
+    let modes = [
+        CrashMode::ProcessKill,
+        CrashMode::PowerLoss(Unsynced::Lost),
+        CrashMode::PowerLoss(Unsynced::Kept),
+        CrashMode::PowerLoss(Unsynced::Torn),
+        CrashMode::PowerLoss(Unsynced::Scattered),
+    ];
+    let mut during_flush = 0;
+    let count = seeds.end - seeds.start;
+    for seed in seeds {
+        let mode = modes[(seed % modes.len() as u64) as usize];
+        during_flush += usize::from(cycle(seed, durability, mode).during_flush);
+    }
+    // Crashes must land inside background flushes, or this tests little.
+    assert!(
+        during_flush * 20 >= count as usize,
+        "only {during_flush} of {count} crashes came during a flush"
+    );
+}
+
+#[test]
+fn power_cuts_during_background_flushes_keep_a_prefix_when_buffered() {
+    cycles(Durability::Buffered, 0..400);
+}
+
+#[test]
+fn power_cuts_during_background_flushes_lose_nothing_synced() {
+    cycles(Durability::Sync, 1_000..1_400);
+}
