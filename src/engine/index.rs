@@ -277,9 +277,9 @@ struct State {
 struct Writer {
     wal: Box<dyn WritableFile>,
     wal_id: u64,
-    /// The WAL of the memtable the flush thread was last given, which
-    /// `sync()` syncs too (its segment may not be committed yet).
-    frozen_wal: Option<Box<dyn WritableFile>>,
+    /// The WAL (id, file) of the memtable the flush thread was last given,
+    /// which `sync()` syncs too (its segment may not be committed yet).
+    frozen_wal: Option<(u64, Box<dyn WritableFile>)>,
     next_seq: u64,
 }
 
@@ -1192,9 +1192,10 @@ impl Index {
     pub fn sync(&self) -> Result<()> {
         let mut writer = self.writer()?;
         let w = writer.as_mut().ok_or(Error::ReadOnly)?;
-        if let Some(frozen_wal) = &mut w.frozen_wal {
+        if let Some((wal_id, frozen_wal)) = &mut w.frozen_wal {
             // Its memtable's segment may not be committed yet.
-            let result = frozen_wal.sync().map_err(io_error(&self.core.dir, "sync"));
+            let path = self.core.dir.join(FileKind::Wal.file_name(*wal_id));
+            let result = frozen_wal.sync().map_err(io_error(&path, "sync"));
             self.core.poison_on_error(result)?;
         }
         let path = self.wal_path(w);
@@ -1371,7 +1372,8 @@ impl Index {
                 state.frozen = Some(full);
             },
         )?;
-        w.frozen_wal = Some(std::mem::replace(&mut w.wal, new_wal));
+        let old_wal = std::mem::replace(&mut w.wal, new_wal);
+        w.frozen_wal = Some((w.wal_id, old_wal));
         w.wal_id = new_wal_id;
         flusher.submit(FlushJob {
             segment_id,
