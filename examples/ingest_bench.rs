@@ -16,8 +16,9 @@
 //! policy's fan-in, `MEMTABLE_MIB=128` the memtable budget,
 //! `MAX_SEGMENTS=48` the segment count above which a flush waits,
 //! `SMALL_PLANS=0` writes every segment in the index's plan
-//! (`Options::small_segment_plans`), and `FLUSH_THREAD=0` flushes on the
-//! writing thread (`Options::flush_thread`), to compare settings with the same
+//! (`Options::small_segment_plans`), and `FLUSH_THREAD=0` or `1` flushes on
+//! the writing thread or the flush thread (`Options::flush_thread`; the
+//! default depends on the core count), to compare settings with the same
 //! harness.
 //!
 //! For each it prints wall time, fingerprints per second, the process's CPU
@@ -79,8 +80,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         if let Ok(max) = std::env::var("MAX_SEGMENTS") {
             options.max_segments = max.parse()?;
         }
-        if std::env::var("FLUSH_THREAD").is_ok_and(|v| v == "0") {
-            options.flush_thread = false;
+        if let Ok(on) = std::env::var("FLUSH_THREAD") {
+            options.flush_thread = on != "0";
         }
         if std::env::var("SMALL_PLANS").is_ok_and(|v| v == "0") {
             options.small_segment_plans = false;

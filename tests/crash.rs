@@ -16,7 +16,8 @@
 //! The same directory then goes through more cycles, so recovery of an
 //! already recovered index is exercised too. Both durability modes; small
 //! memtables and a merge fan-in of 2 make flushes and merges frequent, so
-//! many kills land in the middle of one.
+//! many kills land in the middle of one; merges run on the merge thread, and
+//! flushes on the flush thread for half the seeds.
 //!
 //! `cargo test --release --test crash` runs 120 cycles; the long run
 //! (`-- --ignored kill_cycles_long`) runs 5,000, or `SIMHASHDB_CRASH_CYCLES`.
@@ -135,13 +136,16 @@ fn perform(index: &Index, op: &Op) -> simhashdb::Result<()> {
     }
 }
 
-fn options(durability: Durability) -> Options {
+/// The options of a child with `seed`: flushes on the flush thread for odd
+/// seeds, on the writing thread for even ones, whatever the core count.
+fn options(durability: Durability, seed: u64) -> Options {
     Options {
         plan: Some(Plan::new(5, 3).expect("plan")),
         durability,
         // A flush every few dozen documents, and a merge after every second flush.
         memtable_bytes: 4096,
         merge_policy: Some(Arc::new(TieredMergePolicy { fan_in: 2 }) as Arc<dyn MergePolicy>),
+        flush_thread: seed % 2 == 1,
         ..Options::default()
     }
 }
@@ -172,7 +176,7 @@ fn crash_child() {
         "sync" => Durability::Sync,
         _ => Durability::Buffered,
     };
-    let index = Index::open(dir, options(durability)).expect("child: open");
+    let index = Index::open(dir, options(durability, seed)).expect("child: open");
     let mut out = std::io::stdout().lock();
     for (i, op) in ops(seed).take(CHILD_OPS).enumerate() {
         writeln!(out, "b {i}")
@@ -401,7 +405,7 @@ fn kill_cycles(durability: Durability, dirs: u64, cycles_per_dir: u64, base_seed
             } else {
                 None
             };
-            let index = Index::open(&dir, options(durability))
+            let index = Index::open(&dir, options(durability, seed))
                 .unwrap_or_else(|e| panic!("{ctx}: reopen after the kill: {e}"));
             // Every checksum of every file the manifest names holds.
             index

@@ -239,6 +239,9 @@ fn options(memtable_bytes: usize) -> Options {
     Options {
         plan: Some(Plan::new(6, 3).unwrap()),
         memtable_bytes,
+        // On real files: flushes on the flush thread, whatever the core
+        // count, so readers also meet a memtable being flushed.
+        flush_thread: true,
         ..Options::default()
     }
 }

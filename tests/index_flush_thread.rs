@@ -19,6 +19,7 @@ fn options() -> Options {
         plan: Some(Plan::new(5, 3).unwrap()),
         memtable_bytes: 32 << 20,
         merge_policy: None,
+        flush_thread: true,
         ..Options::default()
     }
 }

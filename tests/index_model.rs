@@ -61,7 +61,7 @@ fn name(id: u64) -> String {
 }
 
 /// On `fs`, or (`None`) on real files, where flushes and merges run on their
-/// background threads.
+/// background threads (the flush thread whatever the core count).
 fn options(fs: Option<&FaultFs>, memtable_bytes: usize, fan_in: Option<usize>) -> Options {
     Options {
         plan: Some(Plan::new(5, 3).unwrap()),
@@ -69,6 +69,7 @@ fn options(fs: Option<&FaultFs>, memtable_bytes: usize, fan_in: Option<usize>) -
         file_system: fs.map(|fs| Arc::new(fs.clone()) as Arc<dyn FileSystem>),
         merge_policy: fan_in
             .map(|fan_in| Arc::new(TieredMergePolicy { fan_in }) as Arc<dyn MergePolicy>),
+        flush_thread: true,
         ..Options::default()
     }
 }

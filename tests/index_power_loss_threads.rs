@@ -41,6 +41,7 @@ fn options(fs: &FaultFs, durability: Durability) -> Options {
         memtable_bytes: 3_000,
         merge_policy: Some(Arc::new(TieredMergePolicy { fan_in: 2 }) as Arc<dyn MergePolicy>),
         file_system: Some(Arc::new(fs.process()) as Arc<dyn FileSystem>),
+        flush_thread: true,
         ..Options::default()
     }
 }

@@ -123,7 +123,11 @@ pub struct Options {
     /// memtables meanwhile. Only with `merge_thread` (and so, like merges,
     /// never over a custom `file_system` that does not allow background
     /// threads); otherwise flushes run on the writing thread.
-    /// `flush()` still returns once the segment is committed.
+    /// `flush()` still returns once the segment is committed. Default: on
+    /// when the machine has more than two cores. On two, the flush thread
+    /// competes with the writing and merge threads for them: ingest was no
+    /// faster, and the longest waits (backpressure) grew, though a write
+    /// that fills the memtable waited less (docs/BENCHMARKS.md).
     pub flush_thread: bool,
 }
 
@@ -143,7 +147,7 @@ impl Default for Options {
             max_segments: 32,
             prefault: true,
             small_segment_plans: true,
-            flush_thread: true,
+            flush_thread: std::thread::available_parallelism().is_ok_and(|n| n.get() > 2),
         }
     }
 }
