@@ -22,7 +22,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::Rng;
 use common::snapshot;
-use common::workload::{ID_SPACE, W, perform, prefix_models, workload};
+use common::workload::{
+    ID_SPACE, assert_a_prefix_survived, perform_until_failure, prefix_models, workload,
+};
 use simhashdb::engine::fault::{CrashMode, FaultFs, Unsynced};
 use simhashdb::engine::fs::FileSystem;
 use simhashdb::engine::policy::{MergePolicy, TieredMergePolicy};
@@ -66,7 +68,7 @@ fn cycle(seed: u64, durability: Durability, mode: CrashMode) -> Seen {
     // A fault-free run of this workload takes a few hundred operations.
     let target = fs.op_count() + Rng(seed ^ 0x5eed).below(600);
     let done = AtomicBool::new(false);
-    let (acked, floor, failed) = std::thread::scope(|scope| {
+    let progress = std::thread::scope(|scope| {
         let crasher = scope.spawn(|| {
             while fs.op_count() < target && !done.load(Ordering::Acquire) {
                 std::thread::yield_now();
@@ -75,26 +77,10 @@ fn cycle(seed: u64, durability: Durability, mode: CrashMode) -> Seen {
             fs.crash(mode);
             flushing
         });
-        let mut acked = 0;
-        let mut floor = 0;
-        let mut failed = false;
-        for op in &ops {
-            match perform(&index, op) {
-                Ok(()) => {
-                    acked += 1;
-                    if matches!(op, W::Flush | W::Sync | W::Compact) {
-                        floor = acked;
-                    }
-                }
-                Err(_) => {
-                    failed = true;
-                    break;
-                }
-            }
-        }
+        let progress = perform_until_failure(&index, &ops);
         done.store(true, Ordering::Release);
         seen.during_flush = crasher.join().unwrap();
-        (acked, floor, failed)
+        progress
     });
     // The flush and merge threads stop here, if the crash has not stopped
     // them already.
@@ -104,18 +90,11 @@ fn cycle(seed: u64, durability: Durability, mode: CrashMode) -> Seen {
     let index = Index::open(dir(), options(&fs, durability))
         .unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
     let got = snapshot(&index, 0..ID_SPACE);
-    let newest = acked + usize::from(failed);
-    let oldest = match (mode, durability) {
-        (CrashMode::PowerLoss(_), Durability::Buffered) => floor,
-        _ => acked,
-    };
-    assert!(
-        (oldest..=newest).any(|p| models[p] == got),
-        "{ctx}: after reopening, the index equals the model after none of the operations \
-         {oldest}..={newest} (acknowledged: {acked}, failed: {failed})\n got: {got:?}\n \
-         acknowledged: {:?}",
-        models[acked]
+    let power_cut_buffered = matches!(
+        (mode, durability),
+        (CrashMode::PowerLoss(_), Durability::Buffered)
     );
+    assert_a_prefix_survived(&models, &got, progress, power_cut_buffered, &ctx);
     index
         .verify()
         .unwrap_or_else(|e| panic!("{ctx}: verify: {e}"));

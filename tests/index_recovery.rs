@@ -10,11 +10,16 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use common::workload::{ID_SPACE, W, name, perform, prefix_models, workload};
+use common::workload::{
+    ID_SPACE, W, assert_a_prefix_survived, name, perform, perform_until_failure, prefix_models,
+    workload,
+};
 use common::{CENTRES, Model, Rng, brute_force, snapshot};
 use simhashdb::engine::fault::{CrashMode, Fault, FaultFs, FaultKind, Op, Unsynced};
 use simhashdb::engine::fs::{FileSystem, RealFs};
-use simhashdb::format::{WalEnd, WalReader};
+use simhashdb::format::{
+    FileKind, Manifest, WAL_UNSYNCED_APPENDS, WalEnd, WalReader, encode_wal_header_with_flags,
+};
 use simhashdb::plan::Plan;
 use simhashdb::{Durability, Error, Index, Options};
 
@@ -287,6 +292,68 @@ fn check_torn(setup: &TornSetup, cut: u64, zero_tail: bool) {
     assert_eq!(snapshot(&index, 0..ID_SPACE), model, "{ctx}");
 }
 
+/// Writes `bytes` to `path` on `fs`, synced.
+fn put(fs: &FaultFs, path: &Path, bytes: &[u8]) {
+    let mut file = fs.create(path).unwrap();
+    file.write_all(bytes).unwrap();
+    file.sync().unwrap();
+}
+
+/// What a power cut can leave while the flush thread writes a frozen
+/// memtable: the manifest names two WALs, the first (Buffered, unsynced)
+/// lost its last frame exactly at a frame boundary, and the second's frame,
+/// written later, reached the disk. Recovery must keep a prefix (the first
+/// WAL's surviving frame) and drop the second WAL's frame after the gap in
+/// sequence numbers, not replay both with a hole between them.
+#[test]
+fn a_gap_in_sequence_numbers_between_wals_ends_the_replay() {
+    let fs = FaultFs::new();
+    let options = || fault_options(&fs, Durability::Buffered, 64 << 20);
+    {
+        // Three writes, a frame each, in one WAL.
+        let index = Index::open(dir(), options()).unwrap();
+        index.insert(1, 0x11).unwrap();
+        index.insert(2, 0x22).unwrap();
+        index.insert(3, 0x33).unwrap();
+    }
+    let manifest_path = dir().join(FileKind::Manifest.file_name(0));
+    let mut manifest = Manifest::decode(&fs.read(&manifest_path).unwrap()).unwrap();
+    let first = manifest.wal_ids[0];
+    let first_path = dir().join(FileKind::Wal.file_name(first));
+    let bytes = fs.read(&first_path).unwrap();
+    let (frames, _) = WalReader::new(&bytes).unwrap().read_all();
+    assert_eq!(frames.len(), 3);
+    let frame = |i: usize| &bytes[frames[i].offset as usize..frames[i].end as usize];
+    // The first WAL keeps its first frame; the second holds the third.
+    put(&fs, &first_path, &bytes[..frames[0].end as usize]);
+    let second = manifest.next_wal_id;
+    let mut wal = encode_wal_header_with_flags(second, WAL_UNSYNCED_APPENDS);
+    wal.extend_from_slice(frame(2));
+    put(&fs, &dir().join(FileKind::Wal.file_name(second)), &wal);
+    manifest.next_wal_id += 1;
+    manifest.wal_ids = vec![first, second];
+    manifest.generation += 1;
+    put(&fs, &manifest_path, &manifest.encode().unwrap());
+    fs.sync_dir(dir()).unwrap();
+
+    let index = Index::open(dir(), options()).unwrap();
+    assert_eq!(
+        [1, 2, 3].map(|id| index.get(id).unwrap()),
+        [Some(0x11), None, None],
+        "the prefix before the gap, and nothing after it"
+    );
+    // What recovery kept was made durable, and the index goes on.
+    index.insert(4, 0x44).unwrap();
+    index.sync().unwrap();
+    fs.crash(CrashMode::PowerLoss(Unsynced::Lost));
+    drop(index);
+    let index = Index::open(dir(), options()).unwrap();
+    assert_eq!(
+        [1, 2, 3, 4].map(|id| index.get(id).unwrap()),
+        [Some(0x11), None, None, Some(0x44)]
+    );
+}
+
 #[test]
 fn every_cut_inside_the_last_wal_frame_drops_exactly_that_frame() {
     let setup = torn_setup();
@@ -384,27 +451,14 @@ fn crash_at(ops: &[W], models: &[Model], n: u64, mode: CrashMode, durability: Du
     let options = || fault_options(&fs, durability, SMALL_MEMTABLE);
     let index = Index::open(dir(), options()).unwrap();
     fs.inject(Fault::new(FaultKind::Eio).after(n).sticky());
-    let mut acked = 0;
-    let mut floor = 0;
-    let mut failed = false;
-    for op in ops {
-        match perform(&index, op) {
-            Ok(()) => {
-                acked += 1;
-                if matches!(op, W::Flush | W::Sync | W::Compact) {
-                    floor = acked;
-                }
-            }
-            Err(e) => {
-                failed = true;
-                // Later writes are refused without touching the disk.
-                assert!(
-                    matches!(index.insert(0, 0), Err(Error::Poisoned { .. })),
-                    "after {e}, a write was not refused as poisoned"
-                );
-                break;
-            }
-        }
+    let progress = perform_until_failure(&index, ops);
+    if progress.failed {
+        // Later writes are refused without touching the disk.
+        let after = index.insert(0, 0);
+        assert!(
+            matches!(after, Err(Error::Poisoned { .. })),
+            "after a failed call, a write was not refused as poisoned: {after:?}"
+        );
     }
     // Queries still answer from memory after a failure.
     let _ = index.query(CENTRES[0], 3).unwrap();
@@ -414,19 +468,11 @@ fn crash_at(ops: &[W], models: &[Model], n: u64, mode: CrashMode, durability: Du
     let ctx = format!("{mode:?}, {durability:?}, device dead from operation {n}");
     let index = Index::open(dir(), options()).unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
     let got = snapshot(&index, 0..ID_SPACE);
-    let newest = acked + usize::from(failed);
-    let oldest = match (mode, durability) {
-        (CrashMode::PowerLoss(_), Durability::Buffered) => floor,
-        _ => acked,
-    };
-    let survivor = (oldest..=newest).rev().find(|&p| models[p] == got);
-    assert!(
-        survivor.is_some(),
-        "{ctx}: after reopening, the index equals the model after none of the operations \
-         {oldest}..={newest} (acknowledged: {acked}, failed: {failed})\n got: {got:?}\n \
-         acknowledged: {:?}",
-        models[acked]
+    let power_cut_buffered = matches!(
+        (mode, durability),
+        (CrashMode::PowerLoss(_), Durability::Buffered)
     );
+    assert_a_prefix_survived(models, &got, progress, power_cut_buffered, &ctx);
 
     // The recovered index takes new writes, and they survive another crash.
     let mut expected = got;
@@ -508,38 +554,14 @@ fn a_single_failed_operation_then_power_loss() {
                 let options = || fault_options(&fs, durability, SMALL_MEMTABLE);
                 let index = Index::open(dir(), options()).unwrap();
                 fs.inject(Fault::new(kind).after(n));
-                let mut acked = 0;
-                let mut floor = 0;
-                let mut failed = false;
-                for op in &ops {
-                    match perform(&index, op) {
-                        Ok(()) => {
-                            acked += 1;
-                            if matches!(op, W::Flush | W::Sync | W::Compact) {
-                                floor = acked;
-                            }
-                        }
-                        Err(_) => {
-                            failed = true;
-                            break;
-                        }
-                    }
-                }
+                let progress = perform_until_failure(&index, &ops);
                 fs.crash(CrashMode::PowerLoss(Unsynced::Kept));
                 drop(index);
                 let ctx = format!("{kind:?} at operation {n}, {durability:?}");
                 let index = Index::open(dir(), options()).unwrap_or_else(|e| panic!("{ctx}: {e}"));
                 let got = snapshot(&index, 0..ID_SPACE);
-                let oldest = if durability == Durability::Sync {
-                    acked
-                } else {
-                    floor
-                };
-                let newest = acked + usize::from(failed);
-                assert!(
-                    (oldest..=newest).any(|p| models[p] == got),
-                    "{ctx}: no prefix in {oldest}..={newest} matches"
-                );
+                let buffered = durability == Durability::Buffered;
+                assert_a_prefix_survived(&models, &got, progress, buffered, &ctx);
             }
         }
     }

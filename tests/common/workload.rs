@@ -90,3 +90,67 @@ pub fn prefix_models(ops: &[W]) -> Vec<Model> {
     }
     out
 }
+
+/// How far [`perform_until_failure`] got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Calls acknowledged, from the first.
+    pub acked: usize,
+    /// Calls acknowledged up to and including the last acknowledged flush,
+    /// sync or compaction: what a power cut must keep in Buffered mode.
+    pub floor: usize,
+    /// Whether a call failed (the one after the acknowledged ones).
+    pub failed: bool,
+}
+
+impl Progress {
+    /// The prefixes of the workload a recovered index may equal: from
+    /// `floor` (a power cut in Buffered mode) or `acked` (otherwise) to
+    /// `acked`, plus the failed call, which may or may not have happened.
+    pub fn survivors(&self, power_cut_buffered: bool) -> std::ops::RangeInclusive<usize> {
+        let oldest = if power_cut_buffered {
+            self.floor
+        } else {
+            self.acked
+        };
+        oldest..=self.acked + usize::from(self.failed)
+    }
+}
+
+/// Makes the calls of `ops` in order until one fails.
+pub fn perform_until_failure(index: &Index, ops: &[W]) -> Progress {
+    let mut progress = Progress {
+        acked: 0,
+        floor: 0,
+        failed: false,
+    };
+    for op in ops {
+        if perform(index, op).is_err() {
+            progress.failed = true;
+            break;
+        }
+        progress.acked += 1;
+        if matches!(op, W::Flush | W::Sync | W::Compact) {
+            progress.floor = progress.acked;
+        }
+    }
+    progress
+}
+
+/// Asserts that `got`, what the index held after a crash and a reopen,
+/// equals `models[p]` for a prefix `p` that `progress` allows.
+pub fn assert_a_prefix_survived(
+    models: &[Model],
+    got: &Model,
+    progress: Progress,
+    power_cut_buffered: bool,
+    ctx: &str,
+) {
+    let survivors = progress.survivors(power_cut_buffered);
+    assert!(
+        survivors.clone().any(|p| &models[p] == got),
+        "{ctx}: after reopening, the index equals the model after none of the operations \
+         {survivors:?} ({progress:?})\n got: {got:?}\n acknowledged: {:?}",
+        models[progress.acked]
+    );
+}
