@@ -172,6 +172,34 @@ fn behaviour_suite(fs: &dyn FileSystem, root: &Path) -> io::Result<()> {
 }
 
 #[test]
+fn a_process_handle_dies_with_a_crash_and_a_plain_one_does_not() -> io::Result<()> {
+    let fs = FaultFs::new();
+    let process = fs.process();
+    // Only a process handle lets the engine run background threads (and
+    // the real file system, which a crash stops anyway).
+    assert!(process.background_threads());
+    assert!(!fs.background_threads());
+    assert!(RealFs.background_threads());
+    process.create_dir_all(Path::new("/d"))?;
+    process.sync_dir(Path::new("/"))?;
+    write_synced(&process, Path::new("/d/a"), b"before")?;
+    process.sync_dir(Path::new("/d"))?;
+    fs.crash(POWER_LOSS);
+    // Every call through the dead process's handle fails; nothing it tries
+    // reaches the file system.
+    assert_eq!(kind_of(process.read(Path::new("/d/a"))), ErrorKind::Other);
+    assert_eq!(kind_of(process.create(Path::new("/d/b"))), ErrorKind::Other);
+    assert_eq!(kind_of(process.remove(Path::new("/d/a"))), ErrorKind::Other);
+    assert_eq!(fs.list(Path::new("/d"))?, names(&["a"]));
+    // The test's own handle, and a new process's, go on.
+    assert_eq!(fs.read(Path::new("/d/a"))?, b"before");
+    let next = fs.process();
+    write_synced(&next, Path::new("/d/b"), b"after")?;
+    assert_eq!(next.read(Path::new("/d/b"))?, b"after");
+    Ok(())
+}
+
+#[test]
 fn real_fs_passes_the_behaviour_suite() -> io::Result<()> {
     let tmp = tempfile::tempdir()?;
     behaviour_suite(&RealFs, tmp.path())
