@@ -48,6 +48,7 @@ use super::keys::{sort_keys, sort_keys_with};
 use super::lock::{DirLock, LockError};
 use super::memtable::{Doc as MemDoc, Memtable, Version};
 use super::policy::{MergePolicy, TieredMergePolicy};
+use super::schedule::{Hooks, Point};
 
 /// When an acknowledged write is safe.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -129,6 +130,10 @@ pub struct Options {
     /// faster, and the longest waits (backpressure) grew, though a write
     /// that fills the memtable waited less (docs/BENCHMARKS.md).
     pub flush_thread: bool,
+    /// Code run at each point of the commit protocol, for tests that choose
+    /// how the threads interleave ([`crate::engine::schedule`]).
+    #[cfg(feature = "schedule-hooks")]
+    pub schedule: Option<crate::engine::schedule::Schedule>,
 }
 
 impl Default for Options {
@@ -148,6 +153,8 @@ impl Default for Options {
             prefault: true,
             small_segment_plans: true,
             flush_thread: std::thread::available_parallelism().is_ok_and(|n| n.get() > 2),
+            #[cfg(feature = "schedule-hooks")]
+            schedule: None,
         }
     }
 }
@@ -261,6 +268,9 @@ struct Core {
     poisoned: AtomicBool,
     /// What poisoned the index: the first failure's message.
     poison_cause: Mutex<Option<String>>,
+    /// What runs at each schedule point (nothing without the
+    /// `schedule-hooks` feature).
+    hooks: Hooks,
 }
 
 #[derive(Debug)]
@@ -284,7 +294,45 @@ struct Writer {
     /// The WAL (id, file) of the memtable the flush thread was last given,
     /// which `sync()` syncs too (its segment may not be committed yet).
     frozen_wal: Option<(u64, Box<dyn WritableFile>)>,
+    /// The sequence number of the next record logged: one more than the
+    /// last one logged in any WAL (or than the last one recovered), since
+    /// recovery ends at a gap between WALs.
     next_seq: u64,
+}
+
+impl Writer {
+    /// Appends `frame`, the encoding of `records`, to the WAL at `path` (and
+    /// syncs it with [`Durability::Sync`]); then the next sequence number
+    /// follows the records'. Refuses, writing nothing, a frame whose first
+    /// record does not follow the last one logged.
+    fn append(
+        &mut self,
+        frame: &[u8],
+        records: &[Record],
+        durability: Durability,
+        path: &Path,
+    ) -> Result<()> {
+        let first = records.first().map(Record::seq);
+        let last = records.last().map(Record::seq);
+        let contiguous = records.windows(2).all(|w| w[0].seq() + 1 == w[1].seq());
+        if first != Some(self.next_seq) || !contiguous {
+            return Err(Error::Io {
+                path: path.to_path_buf(),
+                op: "write",
+                source: std::io::Error::other(format!(
+                    "a frame of sequence numbers {first:?}..={last:?} would not continue the \
+                     log at {}; nothing was written",
+                    self.next_seq
+                )),
+            });
+        }
+        self.wal.write_all(frame).map_err(io_error(path, "write"))?;
+        if durability == Durability::Sync {
+            self.wal.sync().map_err(io_error(path, "sync"))?;
+        }
+        self.next_seq = last.map_or(self.next_seq, |seq| seq + 1);
+        Ok(())
+    }
 }
 
 impl State {
@@ -330,6 +378,7 @@ impl Flusher {
     /// Starts the thread; after each flush it wakes the merge thread, if
     /// `merge` is its signal.
     fn start(core: Arc<Core>, merge: Option<Arc<MergeShared>>) -> std::io::Result<Flusher> {
+        core.hooks.reach(Point::StartFlushThread)?;
         let shared = Arc::new(FlushShared::default());
         let thread_shared = shared.clone();
         let handle = std::thread::Builder::new()
@@ -345,9 +394,13 @@ impl Flusher {
                         // A job given before shutdown is finished first.
                         match &s.job {
                             Some(job) => job.clone(),
-                            None => return,
+                            None => {
+                                core.hooks.pause(Point::FlushThreadStopped);
+                                return;
+                            }
                         }
                     };
+                    core.hooks.pause(Point::FlushStarted);
                     if !core.poisoned.load(Ordering::Acquire) {
                         // On failure the memtable stays frozen (queries go
                         // on seeing it, its WALs stay named) and later
@@ -419,6 +472,7 @@ struct MergeSignal {
 
 impl Merger {
     fn start(core: Arc<Core>) -> std::io::Result<Merger> {
+        core.hooks.reach(Point::StartMergeThread)?;
         let signal = Arc::new((Mutex::new(MergeSignal::default()), Condvar::new()));
         let progress = Arc::new(Condvar::new());
         let thread_signal = signal.clone();
@@ -434,6 +488,7 @@ impl Merger {
                             s = wake.wait(s).unwrap_or_else(PoisonError::into_inner);
                         }
                         if s.shutdown {
+                            core.hooks.pause(Point::MergeThreadStopped);
                             return;
                         }
                         s.pending = false;
@@ -487,22 +542,33 @@ impl Drop for Index {
         self.stop_prefault.store(true, Ordering::Relaxed);
         // The flush thread first: the flush it finishes wakes the merge
         // thread.
-        if let Some(flusher) = &mut self.flusher {
-            lock(&flusher.shared.slot).shutdown = true;
-            flusher.shared.wake.notify_one();
-            if let Some(handle) = flusher.handle.take() {
-                let _ = handle.join();
-            }
+        drop(self.flusher.take());
+        drop(self.merger.take());
+    }
+}
+
+/// Stops the thread once it has finished the job it was given, if any. (So
+/// an `open` that fails after starting it stops it too.)
+impl Drop for Flusher {
+    fn drop(&mut self) {
+        lock(&self.shared.slot).shutdown = true;
+        self.shared.wake.notify_one();
+        if let Some(handle) = self.handle.take() {
+            // A panic there has already been reported.
+            let _ = handle.join();
         }
-        if let Some(merger) = &mut self.merger {
-            let (signal, wake) = &*merger.signal;
-            lock(signal).shutdown = true;
-            wake.notify_one();
-            if let Some(handle) = merger.handle.take() {
-                // A merge in progress finishes first; a panic there has
-                // already been reported.
-                let _ = handle.join();
-            }
+    }
+}
+
+/// Stops the thread once a merge in progress, if any, has finished.
+impl Drop for Merger {
+    fn drop(&mut self) {
+        let (signal, wake) = &*self.signal;
+        lock(signal).shutdown = true;
+        wake.notify_one();
+        if let Some(handle) = self.handle.take() {
+            // A panic there has already been reported.
+            let _ = handle.join();
         }
     }
 }
@@ -831,6 +897,10 @@ impl Index {
             merging: Mutex::new(()),
             poisoned: AtomicBool::new(false),
             poison_cause: Mutex::new(None),
+            #[cfg(feature = "schedule-hooks")]
+            hooks: Hooks::new(options.schedule.clone()),
+            #[cfg(not(feature = "schedule-hooks"))]
+            hooks: Hooks::default(),
         });
         let merger = if !read_only
             && options.merge_thread
@@ -1046,20 +1116,39 @@ impl Index {
         Ok(None)
     }
 
-    /// Calls `f` once for every live document, from a consistent snapshot:
-    /// the memtables' in id order (the one written to, then one being
-    /// flushed), then each segment's in fingerprint order.
-    /// Holds the state's read lock throughout (writers wait for flushes, not
-    /// for this), so keep `f` quick.
+    /// Calls `f` once for every live document, from a consistent snapshot
+    /// taken when the call starts: the memtables' in id order (the one
+    /// written to, then one being flushed), then each segment's in
+    /// fingerprint order.
+    ///
+    /// `f` runs without any lock held: it may query and write to the index
+    /// (what it writes is not part of the walk). The snapshot holds a copy of
+    /// the memtable's versions (up to the memtable's budget; names are
+    /// shared, not copied) and keeps the segments of the walk, and their
+    /// files, alive until it ends.
     pub fn for_each_doc(&self, mut f: impl FnMut(&Doc)) -> Result<()> {
-        let state = read_lock(&self.core.state);
-        for (id, version) in state.memtable.versions().chain(
-            state
-                .frozen
-                .iter()
-                .flat_map(|frozen| frozen.versions())
-                .filter(|(id, _)| state.memtable.version(*id).is_none()),
-        ) {
+        let snapshot = {
+            let state = read_lock(&self.core.state);
+            // Copied: the writing thread changes it in place. The frozen
+            // memtable and the segments never change.
+            let memtable: Vec<(u64, Version)> = state
+                .memtable
+                .versions()
+                .map(|(id, version)| (id, version.clone()))
+                .collect();
+            (memtable, state.frozen.clone(), state.segments.clone())
+        };
+        let (memtable, frozen, segments) = snapshot;
+        self.core.hooks.pause(Point::WalkSnapshotTaken);
+        // `memtable` is sorted by id.
+        let in_memtable = |id: u64| memtable.binary_search_by_key(&id, |(i, _)| *i).is_ok();
+        let in_memtables =
+            |id: u64| in_memtable(id) || frozen.as_ref().is_some_and(|m| m.version(id).is_some());
+        let frozen_versions = frozen
+            .iter()
+            .flat_map(|frozen| frozen.versions())
+            .filter(|&(id, _)| !in_memtable(id));
+        for (id, version) in memtable.iter().map(|(id, v)| (*id, v)).chain(frozen_versions) {
             if let Version::Live(doc) = version
                 && self.core.fresh(doc.timestamp)
             {
@@ -1071,10 +1160,13 @@ impl Index {
                 });
             }
         }
-        for (s, segment) in state.segments.iter().enumerate() {
+        for (s, segment) in segments.iter().enumerate() {
             for entry in segment.docs.entries() {
                 let entry = entry.map_err(|e| corrupted(&segment.ids_path, &e))?;
-                if self.core.fresh(entry.timestamp) && !shadowed(&state, s, entry.id)? {
+                if self.core.fresh(entry.timestamp)
+                    && !in_memtables(entry.id)
+                    && !in_segments(&segments[..s], entry.id)?
+                {
                     f(&public_doc(&entry));
                 }
             }
@@ -1124,8 +1216,10 @@ impl Index {
             report.files += 1;
             report.bytes += bytes.len() as u64;
         }
-        let state = read_lock(&self.core.state);
-        for segment in &state.segments {
+        // The segments' list, not the lock: queries go on meanwhile (nothing
+        // else changes it while this holds the writer and merge locks).
+        let segments = read_lock(&self.core.state).segments.clone();
+        for segment in &segments {
             segment
                 .tables
                 .verify()
@@ -1276,26 +1370,28 @@ impl Index {
     }
 
     /// Logs `records` (assigning their sequence numbers), then applies them.
+    ///
+    /// Once the records are logged the write has happened, and its result
+    /// says so: a flush it then starts, or the failure of an earlier
+    /// background flush it then discovers, poisons the index (the next call
+    /// fails, naming the cause) without turning this result into an error.
     fn write(&self, writer: &mut Option<Writer>, mut records: Vec<Record>) -> Result<()> {
         let w = writer.as_mut().ok_or(Error::ReadOnly)?;
-        for record in &mut records {
-            let seq = w.next_seq;
-            w.next_seq += 1;
+        // Numbered from the writer's next sequence number, which moves on
+        // only once the frame is logged: a refused batch (over the frame
+        // limit) takes none, so the next frame, perhaps the first of a new
+        // WAL, continues the sequence. Recovery ends at a gap between WALs
+        // (docs/FORMAT.md, "Several WALs").
+        for (seq, record) in (w.next_seq..).zip(&mut records) {
             match record {
                 Record::Insert { seq: s, .. } | Record::Delete { seq: s, .. } => *s = seq,
             }
         }
         let frame = encode_frame(&records).map_err(|e| Error::InvalidArgument(e.to_string()))?;
         let path = self.wal_path(w);
-        let logged = w
-            .wal
-            .write_all(&frame)
-            .map_err(io_error(&path, "write"))
-            .and_then(|()| match self.durability {
-                Durability::Sync => w.wal.sync().map_err(io_error(&path, "sync")),
-                Durability::Buffered => Ok(()),
-            });
+        let logged = w.append(&frame, &records, self.durability, &path);
         self.core.poison_on_error(logged)?;
+        self.core.hooks.pause(Point::WriteLogged);
         let full = {
             let mut state = write_lock(&self.core.state);
             let memtable = Arc::get_mut(&mut state.memtable)
@@ -1306,7 +1402,9 @@ impl Index {
             state.memtable.approximate_bytes() >= self.memtable_budget
         };
         if full {
-            self.flush_locked(writer, false)?;
+            self.core.hooks.pause(Point::FlushWanted);
+            // A failure has poisoned the index; the next call reports it.
+            let _ = self.flush_locked(writer, false);
         }
         Ok(())
     }
@@ -1361,6 +1459,7 @@ impl Index {
         let core = &*self.core;
         let (segment_id, new_wal_id) = core.next_segment_and_wal_ids();
         let new_wal = self.create_wal(new_wal_id)?;
+        core.hooks.pause(Point::HandOverWalCreated);
         // Allocated before the write lock is taken.
         let capacity = read_lock(&core.state).memtable.slots();
         let fresh = Arc::new(Memtable::with_capacity(&core.plan, capacity));
@@ -1379,6 +1478,7 @@ impl Index {
         let old_wal = std::mem::replace(&mut w.wal, new_wal);
         w.frozen_wal = Some((w.wal_id, old_wal));
         w.wal_id = new_wal_id;
+        core.hooks.pause(Point::HandOverCommitted);
         flusher.submit(FlushJob {
             segment_id,
             old_wals,
@@ -1404,6 +1504,7 @@ impl Index {
         let m = read_lock(&core.state).memtable.clone();
         let segment = core.write_memtable(&m, segment_id)?;
         drop(m);
+        core.hooks.pause(Point::FlushWritten);
         let new_wal = self.create_wal(new_wal_id)?;
         let capacity = read_lock(&core.state).memtable.slots();
         let fresh = Arc::new(Memtable::with_capacity(&core.plan, capacity));
@@ -1421,6 +1522,7 @@ impl Index {
         )?;
         w.wal = new_wal;
         w.wal_id = new_wal_id;
+        core.hooks.pause(Point::FlushCommitted);
         core.remove_wals(&old_wals);
         Ok(())
     }
@@ -1437,6 +1539,7 @@ impl Core {
         };
         let segment = self.write_memtable(&m, job.segment_id)?;
         drop(m);
+        self.hooks.pause(Point::FlushWritten);
         let meta = segment.meta;
         self.commit(
             |manifest| {
@@ -1448,6 +1551,7 @@ impl Core {
                 state.frozen = None;
             },
         )?;
+        self.hooks.pause(Point::FlushCommitted);
         self.remove_wals(&job.old_wals);
         Ok(())
     }
@@ -1845,6 +1949,7 @@ impl Core {
             let level = run.iter().map(|s| s.meta.level).max().unwrap_or(0) + 1;
             Some(self.write_segment(segment_id, level, &plan, key_count, tables, ranges)?)
         };
+        self.hooks.pause(Point::MergeWritten);
         let run_ids: HashSet<u64> = run.iter().map(|s| s.meta.id).collect();
         let meta = merged.as_ref().map(|segment| segment.meta);
         self.commit(
@@ -1863,6 +1968,7 @@ impl Core {
         for segment in run {
             segment.obsolete.store(true, Ordering::Release);
         }
+        self.hooks.pause(Point::MergeCommitted);
         Ok(())
     }
 }
@@ -1988,8 +2094,13 @@ fn shadowed(state: &State, s: usize, id: u64) -> Result<bool> {
     if state.memtables().any(|m| m.version(id).is_some()) {
         return Ok(true);
     }
-    for newer in &state.segments[..s] {
-        if newer.by_id(id)?.is_some() || newer.tombstone(id)?.is_some() {
+    in_segments(&state.segments[..s], id)
+}
+
+/// Whether one of `segments` holds a version or a tombstone of `id`.
+fn in_segments(segments: &[Arc<Segment>], id: u64) -> Result<bool> {
+    for segment in segments {
+        if segment.by_id(id)?.is_some() || segment.tombstone(id)?.is_some() {
             return Ok(true);
         }
     }

@@ -8,5 +8,6 @@ mod keys;
 pub mod lock;
 mod memtable;
 pub mod policy;
+pub mod schedule;
 
 pub use index::{Doc, Durability, Index, Match, Options, Stats, VerifyReport};

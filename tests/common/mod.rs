@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use simhashdb::{Index, Match, hamming};
 
 pub mod cli;
+pub mod schedule;
 pub mod workload;
 
 /// Live documents: id → (fingerprint, name).
