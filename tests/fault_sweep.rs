@@ -323,13 +323,14 @@ fn sweep(durability: Durability, seed: u64) -> Tally {
     }
     eprintln!("{durability:?}, seed {seed}: {total} calls, {tally:?}");
     assert!(tally.failed_calls > 0 && tally.removals_failed > 0);
-    assert!(tally.failed_flushes_after_writes > 0, "no fault hit a write's flush");
     tally
 }
 
 #[test]
 fn every_fault_at_every_call_poisons_and_loses_nothing_buffered() {
-    sweep(Durability::Buffered, 7);
+    let tally = sweep(Durability::Buffered, 7);
+    // (The Sync workload's memtable never fills between its flushes.)
+    assert!(tally.failed_flushes_after_writes > 0, "no fault hit a write's flush");
 }
 
 #[test]

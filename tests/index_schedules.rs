@@ -1,7 +1,8 @@
 //! The commit protocol under chosen schedules. The writing thread, the flush
 //! thread and the merge thread each stop, in turn, at every point of the
 //! protocol where they hand work over or commit it (`engine::schedule`), at
-//! the first, second and third time they reach it; while one is held there,
+//! each of the first four times they reach it (two workloads each); while
+//! one is held there,
 //! the others go on (a writer running a seeded workload of writes, flushes,
 //! syncs and compactions; the unheld background threads), and readers check
 //! that
@@ -236,9 +237,9 @@ fn every_schedule(durability: Durability, flush_thread: bool, seed: u64) -> Vec<
     let mut held = Vec::new();
     let mut schedules = 0;
     for point in POINTS {
-        for nth in 1..=3 {
+        for (nth, run_seed) in (1..=4).flat_map(|nth| [(nth, seed + nth as u64), (nth, seed + 50 + nth as u64)]) {
             for end in ENDS {
-                if schedule(seed + nth as u64, durability, flush_thread, point, nth, end) {
+                if schedule(run_seed, durability, flush_thread, point, nth, end) {
                     schedules += 1;
                     if !held.contains(&point) {
                         held.push(point);
