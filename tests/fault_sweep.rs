@@ -235,7 +235,11 @@ fn one_case(
             // The last call, a write, was logged, then its flush failed.
             tally.failed_flushes_after_writes += 1;
             assert_eq!(fired, 1, "{ctx}");
-            assert!(is_write(&ops[acked - 1]), "{ctx}: {:?} hid a fault", ops[acked - 1]);
+            assert!(
+                is_write(&ops[acked - 1]),
+                "{ctx}: {:?} hid a fault",
+                ops[acked - 1]
+            );
             assert_poisoned(&index, &ctx);
             assert_eq!(snapshot(&index, 0..ID_SPACE), models[acked], "{ctx}");
         }
@@ -330,7 +334,10 @@ fn sweep(durability: Durability, seed: u64) -> Tally {
 fn every_fault_at_every_call_poisons_and_loses_nothing_buffered() {
     let tally = sweep(Durability::Buffered, 7);
     // (The Sync workload's memtable never fills between its flushes.)
-    assert!(tally.failed_flushes_after_writes > 0, "no fault hit a write's flush");
+    assert!(
+        tally.failed_flushes_after_writes > 0,
+        "no fault hit a write's flush"
+    );
 }
 
 #[test]

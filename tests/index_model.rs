@@ -80,9 +80,10 @@ fn options(
 ) -> Options {
     let (file_system, flush_thread) = match (threads, fs) {
         (Threads::None, Some(fs)) => (Some(Arc::new(fs.clone()) as Arc<dyn FileSystem>), false),
-        (Threads::FaultFs { flush_thread }, Some(fs)) => {
-            (Some(Arc::new(fs.process()) as Arc<dyn FileSystem>), flush_thread)
-        }
+        (Threads::FaultFs { flush_thread }, Some(fs)) => (
+            Some(Arc::new(fs.process()) as Arc<dyn FileSystem>),
+            flush_thread,
+        ),
         (Threads::RealFiles { flush_thread }, None) => (None, flush_thread),
         other => unreachable!("{other:?}"),
     };

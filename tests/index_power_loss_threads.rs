@@ -92,8 +92,7 @@ fn cycle(seed: u64, durability: Durability, flush_thread: bool, mode: CrashMode)
         "seed {seed}, {mode:?}, {durability:?}, flush thread {flush_thread}, crash after \
          operation {target}"
     );
-    let index = Index::open(dir(), options())
-        .unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
+    let index = Index::open(dir(), options()).unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
     let got = snapshot(&index, 0..ID_SPACE);
     let power_cut_buffered = matches!(
         (mode, durability),

@@ -472,9 +472,8 @@ fn crash_at(
     fs.crash(mode);
     drop(index);
 
-    let ctx = format!(
-        "{mode:?}, {durability:?}, threads {threads:?}, device dead from operation {n}"
-    );
+    let ctx =
+        format!("{mode:?}, {durability:?}, threads {threads:?}, device dead from operation {n}");
     let index = Index::open(dir(), options()).unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
     let got = snapshot(&index, 0..ID_SPACE);
     let power_cut_buffered = matches!(

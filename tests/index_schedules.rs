@@ -180,7 +180,10 @@ fn schedule(
     // Until the point is held, or the workload is over without reaching it.
     let deadline = Instant::now() + HANG;
     while !gates.is_waiting(point) && !shared.done.load(Ordering::Acquire) {
-        assert!(Instant::now() < deadline, "hang: {ctx}: neither held nor done");
+        assert!(
+            Instant::now() < deadline,
+            "hang: {ctx}: neither held nor done"
+        );
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
     let held = gates.is_waiting(point);
@@ -196,13 +199,19 @@ fn schedule(
             let model = models.last().unwrap();
             assert_eq!(&live_docs(&index), model, "{ctx}");
             for fp in CENTRES {
-                assert_eq!(index.query(fp, 3).unwrap(), brute_force(model, fp, 3), "{ctx}");
+                assert_eq!(
+                    index.query(fp, 3).unwrap(),
+                    brute_force(model, fp, 3),
+                    "{ctx}"
+                );
             }
             drop(Arc::into_inner(index).expect("one owner"));
             let index = Index::open(dir(), options(&fs, &gates, durability, flush_thread))
                 .unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
             assert_eq!(&live_docs(&index), model, "{ctx}: reopened");
-            index.verify().unwrap_or_else(|e| panic!("{ctx}: verify: {e}"));
+            index
+                .verify()
+                .unwrap_or_else(|e| panic!("{ctx}: verify: {e}"));
         }
         End::Crash(mode) => {
             fs.crash(mode);
@@ -219,12 +228,22 @@ fn schedule(
             );
             assert_a_prefix_survived(&models, &got, progress, power_cut_buffered, &ctx);
             for fp in CENTRES {
-                assert_eq!(index.query(fp, 3).unwrap(), brute_force(&got, fp, 3), "{ctx}");
+                assert_eq!(
+                    index.query(fp, 3).unwrap(),
+                    brute_force(&got, fp, 3),
+                    "{ctx}"
+                );
             }
             for id in 0..ID_SPACE {
-                assert_eq!(index.get(id).unwrap(), got.get(&id).map(|(fp, _)| *fp), "{ctx}");
+                assert_eq!(
+                    index.get(id).unwrap(),
+                    got.get(&id).map(|(fp, _)| *fp),
+                    "{ctx}"
+                );
             }
-            index.verify().unwrap_or_else(|e| panic!("{ctx}: verify: {e}"));
+            index
+                .verify()
+                .unwrap_or_else(|e| panic!("{ctx}: verify: {e}"));
         }
     }
     assert_eq!(fs.violations(), vec![], "{ctx}");
@@ -237,7 +256,9 @@ fn every_schedule(durability: Durability, flush_thread: bool, seed: u64) -> Vec<
     let mut held = Vec::new();
     let mut schedules = 0;
     for point in POINTS {
-        for (nth, run_seed) in (1..=4).flat_map(|nth| [(nth, seed + nth as u64), (nth, seed + 50 + nth as u64)]) {
+        for (nth, run_seed) in
+            (1..=4).flat_map(|nth| [(nth, seed + nth as u64), (nth, seed + 50 + nth as u64)])
+        {
             for end in ENDS {
                 if schedule(run_seed, durability, flush_thread, point, nth, end) {
                     schedules += 1;

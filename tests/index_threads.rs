@@ -101,7 +101,11 @@ fn a_refused_batch_takes_no_sequence_numbers_and_later_synced_writes_survive_a_c
             "acknowledged insert {id} lost"
         );
     }
-    assert_eq!(index.get(1_000_000).unwrap(), None, "a refused batch came back");
+    assert_eq!(
+        index.get(1_000_000).unwrap(),
+        None,
+        "a refused batch came back"
+    );
     index.verify().unwrap();
 }
 
@@ -150,7 +154,11 @@ fn a_logged_write_returns_ok_when_it_then_finds_a_background_flush_failed() {
         gates.release(Point::FlushStarted);
         gates.release(Point::FlushWanted);
         let mut results = without_hanging("the writing thread", move || writer.join().unwrap());
-        assert_eq!(fs.faults_fired(), 1, "{durability:?}: the fault never fired");
+        assert_eq!(
+            fs.faults_fired(),
+            1,
+            "{durability:?}: the fault never fired"
+        );
         // The last call failed, naming the flush's failure, and wrote
         // nothing; every other was logged, and said so.
         let (failed_id, _, failed) = results.pop().expect("a call");
@@ -213,7 +221,8 @@ fn callbacks_of_for_each_doc_may_read_and_write_while_the_threads_run() {
     let walks = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicBool::new(false));
     let writer = {
-        let (index, acked, walks, done) = (index.clone(), acked.clone(), walks.clone(), done.clone());
+        let (index, acked, walks, done) =
+            (index.clone(), acked.clone(), walks.clone(), done.clone());
         std::thread::spawn(move || {
             let mut id = 0;
             while !done.load(Ordering::Acquire) {
@@ -257,11 +266,11 @@ fn callbacks_of_for_each_doc_may_read_and_write_while_the_threads_run() {
                 // those acknowledged before the walk began.
                 seen.sort_unstable();
                 let n = seen.len() as u64;
-                assert!(n >= before, "walk {walk}: {n} documents, {before} acknowledged");
                 assert!(
-                    seen.iter().copied().eq(0..n),
-                    "walk {walk}: not a prefix"
+                    n >= before,
+                    "walk {walk}: {n} documents, {before} acknowledged"
                 );
+                assert!(seen.iter().copied().eq(0..n), "walk {walk}: not a prefix");
             }
             written
         }
@@ -277,7 +286,10 @@ fn callbacks_of_for_each_doc_may_read_and_write_while_the_threads_run() {
     let mut model: Model = (0..n).map(|id| (id, (fp(id), None))).collect();
     model.extend(written);
     for centre in common::CENTRES {
-        assert_eq!(index.query(centre, 3).unwrap(), brute_force(&model, centre, 3));
+        assert_eq!(
+            index.query(centre, 3).unwrap(),
+            brute_force(&model, centre, 3)
+        );
     }
     assert_eq!(common::live_docs(&index), model);
 }

@@ -1148,7 +1148,11 @@ impl Index {
             .iter()
             .flat_map(|frozen| frozen.versions())
             .filter(|&(id, _)| !in_memtable(id));
-        for (id, version) in memtable.iter().map(|(id, v)| (*id, v)).chain(frozen_versions) {
+        for (id, version) in memtable
+            .iter()
+            .map(|(id, v)| (*id, v))
+            .chain(frozen_versions)
+        {
             if let Version::Live(doc) = version
                 && self.core.fresh(doc.timestamp)
             {

@@ -71,7 +71,9 @@ impl Gates {
             }
             shared.changed.notify_all();
             if s.failing.contains(&point) {
-                return Err(std::io::Error::other(format!("failed at {point:?} by the test")));
+                return Err(std::io::Error::other(format!(
+                    "failed at {point:?} by the test"
+                )));
             }
             Ok(())
         })
