@@ -206,7 +206,7 @@ fn callbacks_of_for_each_doc_may_read_and_write_while_the_threads_run() {
         tmp.path(),
         Options {
             plan: Some(Plan::new(5, 3).unwrap()),
-            memtable_bytes: 8 << 10,
+            memtable_bytes: 16 << 10,
             merge_policy: Some(Arc::new(TieredMergePolicy { fan_in: 2 }) as Arc<dyn MergePolicy>),
             flush_thread: true,
             ..Options::default()
@@ -226,8 +226,8 @@ fn callbacks_of_for_each_doc_may_read_and_write_while_the_threads_run() {
         std::thread::spawn(move || {
             let mut id = 0;
             while !done.load(Ordering::Acquire) {
-                // At most 300 documents per walk, so walks stay short.
-                if id >= 300 * (walks.load(Ordering::Acquire) + 1) {
+                // At most 250 documents per walk, so walks stay short.
+                if id >= 250 * (walks.load(Ordering::Acquire) + 1) {
                     std::thread::sleep(std::time::Duration::from_millis(1));
                     continue;
                 }
@@ -241,7 +241,7 @@ fn callbacks_of_for_each_doc_may_read_and_write_while_the_threads_run() {
         let (index, acked) = (index.clone(), acked.clone());
         move || {
             let mut written = Model::new();
-            for walk in 0..40u64 {
+            for walk in 0..30u64 {
                 walks.store(walk, Ordering::Release);
                 let before = acked.load(Ordering::Acquire);
                 let mut seen = Vec::new();
@@ -275,7 +275,7 @@ fn callbacks_of_for_each_doc_may_read_and_write_while_the_threads_run() {
             written
         }
     };
-    let written = without_hanging("40 walks", walker);
+    let written = without_hanging("30 walks", walker);
     done.store(true, Ordering::Release);
     without_hanging("the writer", move || writer.join().unwrap());
     for (&id, &(fp, _)) in &written {
