@@ -13,13 +13,16 @@
 //!   callback can query the index;
 //! - a query equals brute force over such a prefix model.
 //!
-//! Then the schedule ends in one of three ways: the held thread is released
+//! Then the schedule ends in one of four ways: the held thread is released
 //! and everything finishes (the index then equals the whole workload's
 //! model, and again after reopening); or the process is killed, or the power
 //! cut, while it is held, and the reopened index equals the model after a
 //! prefix that keeps every acknowledged write (in `Sync` mode, or after a
 //! kill) or at least those up to the last acknowledged flush, sync or
-//! compaction (a power cut in `Buffered` mode).
+//! compaction (a power cut in `Buffered` mode); or the next file-system call
+//! of any thread fails, the workload goes on until a call fails, and the
+//! process is killed: then every call that returned `Ok` survives, and a
+//! call refused as poisoned left no trace.
 //!
 //! Both configurations: flushes on the flush thread, and on the writing
 //! thread (merges on the merge thread in both). What this explores, and what
@@ -37,7 +40,7 @@ use common::workload::{
     ID_SPACE, Progress, W, assert_a_prefix_survived, perform, prefix_models, workload,
 };
 use common::{CENTRES, Model, brute_force, live_docs};
-use simhashdb::engine::fault::{CrashMode, FaultFs, Unsynced};
+use simhashdb::engine::fault::{CrashMode, Fault, FaultFs, FaultKind, Unsynced};
 use simhashdb::engine::fs::FileSystem;
 use simhashdb::engine::policy::{MergePolicy, TieredMergePolicy};
 use simhashdb::engine::schedule::Point;
@@ -61,12 +64,16 @@ const POINTS: [Point; 9] = [
 enum End {
     Release,
     Crash(CrashMode),
+    /// The next file-system call, of whichever thread, fails once; then
+    /// everything goes on until a call fails, and the process is killed.
+    FailThenKill,
 }
 
-const ENDS: [End; 3] = [
+const ENDS: [End; 4] = [
     End::Release,
     End::Crash(CrashMode::ProcessKill),
     End::Crash(CrashMode::PowerLoss(Unsynced::Torn)),
+    End::FailThenKill,
 ];
 
 fn dir() -> &'static Path {
@@ -94,6 +101,8 @@ struct Shared {
     /// Set once the writer has stopped.
     done: AtomicBool,
     progress: Mutex<Option<Progress>>,
+    /// The call that failed was refused as poisoned: it wrote nothing.
+    refused: AtomicBool,
 }
 
 /// Runs `ops` until one fails, publishing each acknowledgement.
@@ -104,8 +113,10 @@ fn write(index: &Index, ops: &[W], shared: &Shared) {
         failed: false,
     };
     for op in ops {
-        if perform(index, op).is_err() {
+        if let Err(e) = perform(index, op) {
             progress.failed = true;
+            let refused = matches!(e, simhashdb::Error::Poisoned { .. });
+            shared.refused.store(refused, Ordering::Release);
             break;
         }
         progress.acked += 1;
@@ -150,49 +161,92 @@ fn check_reads(index: &Index, models: &[Model], shared: &Shared, ctx: &str) {
     }
 }
 
-/// One schedule: the `nth` arrival at `point` is held, readers check, and
-/// the schedule ends as `end` says. Returns whether a thread was held.
+/// One schedule: the `nth` arrival at each `(point, nth)` of `holds` is
+/// held, and with `then: Some((first, n, point))` the next arrival at
+/// `point` after the `n`-th at `first`; once every one holds a thread (or
+/// the workload is over), readers check, and the schedule ends as `end`
+/// says, releasing the points in the order given. Returns whether every
+/// point held a thread.
 fn schedule(
     seed: u64,
     durability: Durability,
     flush_thread: bool,
-    point: Point,
-    nth: usize,
+    holds: &[(Point, usize)],
     end: End,
 ) -> bool {
-    let ctx = format!(
-        "seed {seed}, {durability:?}, flush thread {flush_thread}, {point:?} #{nth}, {end:?}"
-    );
+    schedule_of(
+        workload(seed, 60),
+        seed,
+        durability,
+        flush_thread,
+        holds,
+        None,
+        end,
+    )
+}
+
+/// [`schedule`] of the workload `ops`.
+fn schedule_of(
+    ops: Vec<W>,
+    seed: u64,
+    durability: Durability,
+    flush_thread: bool,
+    holds: &[(Point, usize)],
+    then: Option<(Point, usize, Point)>,
+    end: End,
+) -> bool {
+    let ctx =
+        format!("seed {seed}, {durability:?}, flush thread {flush_thread}, {holds:?}, {end:?}");
     let fs = FaultFs::with_seed(seed);
     let gates = Gates::new();
-    gates.hold_nth(point, nth);
-    let ops = workload(seed, 60);
     let models = prefix_models(&ops);
     let index = Arc::new(
         Index::open(dir(), options(&fs, &gates, durability, flush_thread))
             .unwrap_or_else(|e| panic!("{ctx}: open: {e}")),
     );
+    for &(point, nth) in holds {
+        gates.hold_nth(point, nth);
+    }
+    if let Some((first, n, point)) = then {
+        gates.hold_after(first, n, point);
+    }
+    let holds: Vec<(Point, usize)> = holds
+        .iter()
+        .copied()
+        .chain(then.map(|(_, _, point)| (point, 1)))
+        .collect();
+    let holds = &holds[..];
+    let release = || {
+        for &(point, _) in holds {
+            gates.release(point);
+        }
+    };
+    let waiting = || holds.iter().all(|&(point, _)| gates.is_waiting(point));
     let shared = Arc::new(Shared::default());
     let writer = {
         let (index, ops, shared) = (index.clone(), ops.clone(), shared.clone());
         std::thread::spawn(move || write(&index, &ops, &shared))
     };
-    // Until the point is held, or the workload is over without reaching it.
+    // Each point in turn until it is held, or the workload is over without
+    // reaching it. (A schedule whose held threads waited for each other
+    // would hang: the detector fails it.)
     let deadline = Instant::now() + HANG;
-    while !gates.is_waiting(point) && !shared.done.load(Ordering::Acquire) {
-        assert!(
-            Instant::now() < deadline,
-            "hang: {ctx}: neither held nor done"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(1));
+    for &(point, _) in holds {
+        while !gates.is_waiting(point) && !shared.done.load(Ordering::Acquire) {
+            assert!(
+                Instant::now() < deadline,
+                "hang: {ctx}: neither held nor done"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
-    let held = gates.is_waiting(point);
+    let held = waiting();
     if held {
         check_reads(&index, &models, &shared, &ctx);
     }
     match end {
         End::Release => {
-            gates.release(point);
+            release();
             without_hanging("the writer", move || writer.join().unwrap());
             let progress = shared.progress.lock().unwrap().expect("progress");
             assert!(!progress.failed, "{ctx}: a call failed");
@@ -213,10 +267,21 @@ fn schedule(
                 .verify()
                 .unwrap_or_else(|e| panic!("{ctx}: verify: {e}"));
         }
-        End::Crash(mode) => {
-            fs.crash(mode);
-            gates.release(point);
-            without_hanging("the writer", move || writer.join().unwrap());
+        End::Crash(_) | End::FailThenKill => {
+            let mode = match end {
+                End::Crash(mode) => mode,
+                _ => CrashMode::ProcessKill,
+            };
+            if end == End::FailThenKill {
+                fs.inject(Fault::new(FaultKind::Eio));
+                release();
+                without_hanging("the writer", move || writer.join().unwrap());
+                fs.crash(mode);
+            } else {
+                fs.crash(mode);
+                release();
+                without_hanging("the writer", move || writer.join().unwrap());
+            }
             let progress = shared.progress.lock().unwrap().expect("progress");
             drop(Arc::into_inner(index).expect("one owner"));
             let index = Index::open(dir(), options(&fs, &gates, durability, flush_thread))
@@ -227,6 +292,15 @@ fn schedule(
                 (CrashMode::PowerLoss(_), Durability::Buffered)
             );
             assert_a_prefix_survived(&models, &got, progress, power_cut_buffered, &ctx);
+            if end == End::FailThenKill && shared.refused.load(Ordering::Acquire) {
+                // A call refused as poisoned did not happen; every call
+                // before it, `Ok`, did (a write whose flush failed too).
+                assert!(
+                    got == models[progress.acked],
+                    "{ctx}: a call refused as poisoned left a trace, or an acknowledged one \
+                     none ({progress:?})"
+                );
+            }
             for fp in CENTRES {
                 assert_eq!(
                     index.query(fp, 3).unwrap(),
@@ -260,7 +334,7 @@ fn every_schedule(durability: Durability, flush_thread: bool, seed: u64) -> Vec<
             (1..=4).flat_map(|nth| [(nth, seed + nth as u64), (nth, seed + 50 + nth as u64)])
         {
             for end in ENDS {
-                if schedule(run_seed, durability, flush_thread, point, nth, end) {
+                if schedule(run_seed, durability, flush_thread, &[(point, nth)], end) {
                     schedules += 1;
                     if !held.contains(&point) {
                         held.push(point);
@@ -312,4 +386,39 @@ fn every_schedule_point_without_the_flush_thread_keeps_the_contract() {
             ],
         );
     }
+}
+
+/// Two threads held at once: the flush thread at a point of the flush of
+/// the `nth` hand-over, and the writing thread at its next flush after that
+/// hand-over, after a write that filled the memtable (a workload of writes
+/// and syncs only: an explicit flush would wait for the held one instead).
+/// The flush thread is released first. With `FailThenKill` the flush fails
+/// while the writer waits for it: the write that was logged must say `Ok`,
+/// and a call refused as poisoned must leave no trace.
+#[test]
+fn the_writer_waiting_for_a_held_flush_keeps_the_contract() {
+    let mut held = 0;
+    for durability in [Durability::Buffered, Durability::Sync] {
+        for flush_point in [
+            Point::FlushStarted,
+            Point::FlushWritten,
+            Point::FlushCommitted,
+        ] {
+            for nth in 1..=3 {
+                for end in ENDS {
+                    let seed = 500 + nth as u64;
+                    let ops: Vec<W> = workload(seed, 80)
+                        .into_iter()
+                        .filter(|op| !matches!(op, W::Flush | W::Compact))
+                        .collect();
+                    let holds = [(flush_point, nth)];
+                    let then = Some((Point::HandOverCommitted, nth, Point::FlushWanted));
+                    held +=
+                        usize::from(schedule_of(ops, seed, durability, true, &holds, then, end));
+                }
+            }
+        }
+    }
+    eprintln!("{held} of 72 schedules held both threads");
+    assert!(held >= 36, "only {held} of 72 schedules held both threads");
 }

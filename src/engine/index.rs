@@ -1406,7 +1406,6 @@ impl Index {
             state.memtable.approximate_bytes() >= self.memtable_budget
         };
         if full {
-            self.core.hooks.pause(Point::FlushWanted);
             // A failure has poisoned the index; the next call reports it.
             let _ = self.flush_locked(writer, false);
         }
@@ -1419,6 +1418,7 @@ impl Index {
     /// waits for its segment only if `wait`.
     fn flush_locked(&self, writer: &mut Option<Writer>, wait: bool) -> Result<()> {
         let w = writer.as_mut().ok_or(Error::ReadOnly)?;
+        self.core.hooks.pause(Point::FlushWanted);
         if let Some(flusher) = &self.flusher {
             flusher.wait_idle();
             self.core.check_poisoned()?;

@@ -17,9 +17,10 @@ pub enum Point {
     /// synced it in `Durability::Sync`), and not yet applied it to the
     /// memtable.
     WriteLogged,
-    /// The writing thread has applied a write that filled the memtable and
-    /// is about to wait for the flush thread to finish its job, if it has
-    /// one (then hand the memtable over).
+    /// The writing thread is about to flush: a write it applied filled the
+    /// memtable, or `flush` or `compact` was called. With the flush thread
+    /// it first waits for the previous flush to end, then hands the
+    /// memtable over.
     FlushWanted,
     /// The writing thread has created the WAL of a hand-over and not yet
     /// committed the manifest naming it.

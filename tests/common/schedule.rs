@@ -20,6 +20,9 @@ struct State {
     held: HashSet<Point>,
     /// Points held only at their n-th arrival (counted from 1).
     held_nth: HashMap<Point, usize>,
+    /// (first, n, then): at the `n`-th arrival at `first`, the next
+    /// arrival at `then` is held.
+    after: Vec<(Point, usize, Point)>,
     failing: HashSet<Point>,
     /// Threads waiting at each point now.
     waiting: HashMap<Point, usize>,
@@ -61,6 +64,16 @@ impl Gates {
             let held = |s: &State| {
                 !s.open && (s.held.contains(&point) || s.held_nth.get(&point) == Some(&nth))
             };
+            let then: Vec<Point> = s
+                .after
+                .iter()
+                .filter(|&&(first, n, _)| first == point && n == nth)
+                .map(|&(_, _, then)| then)
+                .collect();
+            for then in then {
+                let next = s.reached.get(&then).copied().unwrap_or(0) + 1;
+                s.held_nth.insert(then, next);
+            }
             if held(&s) {
                 *s.waiting.entry(point).or_default() += 1;
                 shared.changed.notify_all();
@@ -88,6 +101,12 @@ impl Gates {
     /// gates were made) waits there.
     pub fn hold_nth(&self, point: Point, n: usize) {
         lock(&self.shared.state).held_nth.insert(point, n);
+    }
+
+    /// At the `n`-th arrival at `first`, the next arrival at `then` is
+    /// held: armed at that instant, so no arrival slips between.
+    pub fn hold_after(&self, first: Point, n: usize, then: Point) {
+        lock(&self.shared.state).after.push((first, n, then));
     }
 
     /// Lets the threads waiting at `point` (and later ones) go on.
