@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use serde_json::json;
 use simhashdb::format::FileKind;
-use simhashdb::{Durability, Index, Options, Stats};
+use simhashdb::{Durability, Index, Options, Stats, doc_id};
 
-use crate::docs::{self, Blank, FingerprintArgs, ReadArgs, collect_inputs, doc_id, read_documents};
+use crate::docs::{self, Blank, FingerprintArgs, ReadArgs, collect_inputs, read_documents};
 use crate::error::CliError;
 use crate::input::{
     MAX_LINE_BYTES, check_complete, display_name, line_error, lines, open_output,
