@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use indicatif::ProgressBar;
 use rayon::prelude::*;
 use simhashdb::fingerprint::{Tokenizer, Weighting, simhash};
-use simhashdb::{FingerprintConfig, Simhasher};
+use simhashdb::{Index, Simhasher};
 
 use crate::error::CliError;
 use crate::html;
@@ -37,14 +37,14 @@ impl FingerprintArgs {
     }
 }
 
-/// The hasher an index's recorded configuration line describes.
-pub fn hasher_for(config_line: &str) -> Result<Simhasher, CliError> {
-    let config: FingerprintConfig = config_line.parse().map_err(|e| {
+/// The hasher of the fingerprint configuration recorded in `index`.
+pub fn hasher_for(index: &Index) -> Result<Simhasher, CliError> {
+    index.simhasher().map_err(|e| {
         CliError::Failure(format!(
-            "the index records fingerprint config `{config_line}`, which this version cannot use: {e}"
+            "the index records fingerprint config `{}`, which this version cannot use: {e}",
+            index.stats().fingerprint_config
         ))
-    })?;
-    Simhasher::from_config(&config).map_err(|e| CliError::Failure(e.to_string()))
+    })
 }
 
 /// How files are turned into documents.
