@@ -57,7 +57,7 @@ impl PySimhasher {
         py.detach(|| {
             guard(|| {
                 Ok(texts
-                    .par_iter()
+                    .iter()
                     .map(|text| hasher.fingerprint(text))
                     .collect::<Vec<u64>>())
             })

@@ -405,7 +405,7 @@ impl PyIndex {
         let slice = fps.as_slice();
         let all = self.run(py, |index| {
             Ok(slice
-                .par_iter()
+                .iter()
                 .map(|&fp| index.query(fp, k))
                 .collect::<Result<Vec<_>, _>>()?)
         })?;
@@ -480,8 +480,8 @@ impl PyIndex {
         let hasher = self.hasher(py)?;
         let ids = self.run(py, |index| {
             let docs: Vec<(u64, u64, Option<String>)> = names
-                .par_iter()
-                .zip(texts.par_iter())
+                .iter()
+                .zip(texts.iter())
                 .map(|(name, text)| {
                     (
                         doc_id(name),

@@ -118,3 +118,17 @@ def test_texts_must_be_str():
         hasher.fingerprint_many(5)
     with pytest.raises(ValueError, match="version 9 is not supported"):
         Simhasher.from_config("v9 tokenizer=words shingle=1 weighting=tf hash=fnv1a64")
+
+
+def test_texts_that_are_not_valid_unicode_are_value_errors():
+    hasher = Simhasher()
+    with pytest.raises(ValueError, match=r"texts\[1\] is not valid Unicode"):
+        hasher.fingerprint_many(["fine", "lone \ud800 surrogate"])
+    with pytest.raises(ValueError):
+        hasher.fingerprint("lone \ud800 surrogate")
+
+
+def test_non_ascii_texts_in_bulk_equal_one_by_one():
+    hasher = Simhasher(tokenizer="chinese")
+    texts = [CHINESE, MIXED, "ünïcödé wörds ünd mörë", "", "😀 emoji 😀"] * 50
+    assert hasher.fingerprint_many(texts).tolist() == [hasher.fingerprint(t) for t in texts]
