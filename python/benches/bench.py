@@ -87,10 +87,29 @@ def bench_query(n: int, queries: int, rows: list):
             py_median = sorted(py_times)[ROUNDS // 2] / queries * 1e6
             rust_median = sorted(rust_times)[ROUNDS // 2] / queries * 1e6
             many = best(3, lambda: timed(lambda: index.query_many(qs))) / queries * 1e6
+            # The binding's own cost: `get` goes through the same argument
+            # parsing, lock and GIL release; and queries that find nothing
+            # against those that find one document (one Match object).
+            half = queries // 2
+            split = {"get": [], "py found": [], "rust found": [], "py none": [], "rust none": []}
+            for _ in range(ROUNDS):
+                split["get"].append(timed(lambda: [index.get(q) for q in qs_list[:half]]))
+                split["py found"].append(timed(lambda: [index.query(q) for q in qs_list[:half]]))
+                split["rust found"].append(rust.query_loop(index, qs[:half])[0])
+                split["py none"].append(timed(lambda: [index.query(q) for q in qs_list[half:]]))
+                split["rust none"].append(rust.query_loop(index, qs[half:])[0])
+            us = {key: min(v) / half * 1e6 for key, v in split.items()}
             rows.append(("query, one call per fingerprint", f"{n:,} docs, {queries:,} queries (half found)",
                          f"{py_us:.2f} us/call (median {py_median:.2f})",
                          f"{rust_us:.2f} us/call (median {rust_median:.2f})",
                          f"overhead {py_us - rust_us:+.2f} us/call (medians: {py_median - rust_median:+.2f})"))
+            rows.append(("query finding one document", f"{half:,} queries",
+                         f"{us['py found']:.2f} us/call", f"{us['rust found']:.2f} us/call",
+                         f"overhead {us['py found'] - us['rust found']:+.2f} us/call"))
+            rows.append(("query finding nothing", f"{half:,} queries",
+                         f"{us['py none']:.2f} us/call", f"{us['rust none']:.2f} us/call",
+                         f"overhead {us['py none'] - us['rust none']:+.2f} us/call"))
+            rows.append(("get (a stored id)", f"{half:,} calls", f"{us['get']:.2f} us/call", "", "the binding's floor"))
             rows.append(("query_many (parallel, GIL released)", f"{n:,} docs, {queries:,} queries",
                          f"{many:.2f} us/query", f"{rust_us:.2f} us/query (one thread)",
                          f"{rust_us / many:.2f}x the Rust loop's rate"))
@@ -224,21 +243,29 @@ def bench_1e0ng(corpus: list, rows: list, ours_per_text_us: float):
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="runs per figure (the best is kept)")
+    parser.add_argument("--only-query", action="store_true", help="only the query figures")
     args = parser.parse_args()
+    globals()["ROUNDS"] = args.rounds
     scale = 10 if args.quick else 1
     rows = []
     fps, qs = bench_query(1_000_000 // scale, 20_000 // scale, rows)
     query_us = float(rows[0][2].split()[0])
-    bench_insert_many(1_000_000 // scale, rows)
-    corpus, per_text = bench_fingerprint_many(100_000 // scale, 160, rows)
-    bench_find_all(1_000_000 // scale, rows)
-    bench_faiss(fps, qs, rows, query_us)
-    bench_1e0ng(corpus, rows, per_text)
+    if not args.only_query:
+        run_the_rest(scale, rows, fps, qs, query_us)
     print(f"python {platform.python_version()}, numpy {np.__version__}, {os.cpu_count()} cores, {platform.machine()}")
     print("| what | data | Python | Rust, same process | ratio |")
     print("|------|------|--------|--------------------|-------|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
+
+
+def run_the_rest(scale, rows, fps, qs, query_us):
+    bench_insert_many(1_000_000 // scale, rows)
+    corpus, per_text = bench_fingerprint_many(100_000 // scale, 160, rows)
+    bench_find_all(1_000_000 // scale, rows)
+    bench_faiss(fps, qs, rows, query_us)
+    bench_1e0ng(corpus, rows, per_text)
 
 
 if __name__ == "__main__":
