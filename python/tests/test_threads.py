@@ -106,6 +106,7 @@ def test_close_while_threads_use_the_index(index_dir):
     index = Index.open(index_dir, memtable_bytes=8192)
     index.insert_many(np.arange(2000, dtype=np.uint64), [fp_of(i) for i in range(2000)])
     outcomes = []
+    working = [threading.Event() for _ in range(3)]
 
     def user(t):
         n = 0
@@ -114,13 +115,16 @@ def test_close_while_threads_use_the_index(index_dir):
                 assert index.query(fp_of(n % 2000))[0].id == n % 2000
                 index.insert(10_000 + t * 100_000 + n, fp_of(n))
                 n += 1
+                working[t].set()
         except simhashdb.ClosedError:
             outcomes.append(n)
 
     threads = [threading.Thread(target=user, args=(t,)) for t in range(3)]
     for t in threads:
         t.start()
-    time.sleep(0.3)
+    for event in working:
+        assert event.wait(timeout=60)
+    time.sleep(0.1)
     index.close()
     for t in threads:
         t.join(timeout=60)
@@ -165,7 +169,7 @@ def test_long_calls_release_the_gil(index_dir):
     with Index.open(index_dir) as index:
         assert ticks_inside(lambda: index.insert_many(np.arange(len(fps), dtype=np.uint64), fps)) > 0
         assert ticks_inside(lambda: index.query_many(fps[:200_000])) > 0
-        assert ticks_inside(index.flush) > 0
+        assert ticks_inside(index.compact) > 0
 
 
 def test_find_all_from_several_threads_at_once_is_exact():
