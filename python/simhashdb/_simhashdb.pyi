@@ -23,14 +23,14 @@ def doc_id(name: str) -> int:
     rule of ``Index.add``, ``Index.check`` and the command line)."""
 
 def find_all(
-    fingerprints: _U64Array, k: Optional[int] = None, blocks: Optional[int] = None
+    fingerprints: _U64Array, k: int = 3, blocks: Optional[int] = None
 ) -> npt.NDArray[np.int64]:
     """Every pair of positions (i, j), i < j, whose fingerprints differ in at
     most k bits (default 3), exactly: an int64 array of shape (m, 2), sorted.
     ``blocks`` fixes the table plan (default: the cost model's choice)."""
 
 def clusters(
-    fingerprints: _U64Array, k: Optional[int] = None, blocks: Optional[int] = None
+    fingerprints: _U64Array, k: int = 3, blocks: Optional[int] = None
 ) -> npt.NDArray[np.int64]:
     """A cluster label per fingerprint: the position of the first member of
     its cluster (connected components of ``find_all``'s pairs); a fingerprint
@@ -43,12 +43,7 @@ class Simhasher:
     shingle: tokens per feature (default 1); weighting: "tf" (default) or "binary".
     """
 
-    def __init__(
-        self,
-        tokenizer: Optional[str] = None,
-        shingle: Optional[int] = None,
-        weighting: Optional[str] = None,
-    ) -> None: ...
+    def __init__(self, tokenizer: str = "words", shingle: int = 1, weighting: str = "tf") -> None: ...
     @staticmethod
     def from_config(config: str) -> "Simhasher":
         """The Simhasher of a configuration line (as ``config`` returns it)."""

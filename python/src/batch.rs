@@ -47,7 +47,10 @@ fn batch_input<'py>(fingerprints: &Bound<'py, PyAny>) -> PyResult<U64s<'py>> {
 /// tables, fewer candidates); by default the cost model chooses. Runs
 /// without the GIL.
 #[pyfunction]
-#[pyo3(signature = (fingerprints, k = None, blocks = None))]
+#[pyo3(
+    signature = (fingerprints, k = None, blocks = None),
+    text_signature = "(fingerprints, k=3, blocks=None)"
+)]
 pub fn find_all<'py>(
     py: Python<'py>,
     fingerprints: &Bound<'py, PyAny>,
@@ -83,7 +86,10 @@ pub fn find_all<'py>(
 ///
 /// Arguments as for `find_all`. Runs without the GIL.
 #[pyfunction]
-#[pyo3(signature = (fingerprints, k = None, blocks = None))]
+#[pyo3(
+    signature = (fingerprints, k = None, blocks = None),
+    text_signature = "(fingerprints, k=3, blocks=None)"
+)]
 pub fn clusters<'py>(
     py: Python<'py>,
     fingerprints: &Bound<'py, PyAny>,

@@ -124,7 +124,10 @@ pub fn hasher_from_args(
 #[pymethods]
 impl PySimhasher {
     #[new]
-    #[pyo3(signature = (tokenizer = None, shingle = None, weighting = None))]
+    #[pyo3(
+        signature = (tokenizer = None, shingle = None, weighting = None),
+        text_signature = "(tokenizer='words', shingle=1, weighting='tf')"
+    )]
     fn new(
         tokenizer: Option<&Bound<'_, PyAny>>,
         shingle: Option<&Bound<'_, PyAny>>,

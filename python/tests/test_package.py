@@ -62,3 +62,11 @@ def test_numpy_is_the_only_dependency():
     requires = importlib.metadata.requires("simhashdb") or []
     runtime = [r for r in requires if "extra ==" not in r]
     assert [r.split(">")[0].split("=")[0].strip() for r in runtime] == ["numpy"]
+
+
+def test_signatures_show_the_defaults():
+    assert str(inspect.signature(simhashdb.find_all)) == "(fingerprints, k=3, blocks=None)"
+    assert str(inspect.signature(simhashdb.clusters)) == "(fingerprints, k=3, blocks=None)"
+    assert "durability=None" in str(inspect.signature(simhashdb.Index.open))
+    assert str(inspect.signature(simhashdb.Index.query)) == "(self, /, fingerprint, k=None)"
+    assert str(inspect.signature(simhashdb.Simhasher)) == "(tokenizer='words', shingle=1, weighting='tf')"
