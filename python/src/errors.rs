@@ -120,9 +120,6 @@ pub enum Failure {
     Panic(String),
     /// The index was closed.
     Closed,
-    /// An argument the library refused before writing anything, found
-    /// without the GIL (e.g. a name too long in a batch).
-    Invalid(String),
 }
 
 impl From<Error> for Failure {
@@ -144,7 +141,6 @@ impl Failure {
                 ),
             ),
             Failure::Closed => closed(py, path),
-            Failure::Invalid(message) => raise(py, "InvalidArgumentError", (message,)),
         }
     }
 }
