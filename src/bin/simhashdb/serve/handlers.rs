@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{FromRequest, Path, Query, Request, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderValue, StatusCode};
@@ -38,13 +39,7 @@ impl<T: DeserializeOwned> FromRequest<Arc<Server>> for JsonBody<T> {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.split(';').next())
             .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"));
-        if !is_json {
-            return Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                "the body must be JSON, sent with `Content-Type: application/json`",
-            ));
-        }
+        // Read the body even to refuse it, so the connection stays usable.
         let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::new(
@@ -59,6 +54,13 @@ impl<T: DeserializeOwned> FromRequest<Arc<Server>> for JsonBody<T> {
                 ApiError::invalid(format!("cannot read the body: {rejection}"))
             }
         })?;
+        if !is_json {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "the body must be JSON, sent with `Content-Type: application/json`",
+            ));
+        }
         serde_json::from_slice(&bytes).map(JsonBody).map_err(|e| {
             use serde_json::error::Category;
             match e.classify() {
@@ -91,9 +93,9 @@ fn json_response<T: Serialize>(status: StatusCode, value: &T) -> Response {
     }
 }
 
-/// Runs `f` on the blocking thread pool: index calls that write or sync
-/// may wait for the disk, and must not hold up the threads that answer
-/// other requests (reads, `/healthz`).
+/// Runs `f` on the blocking thread pool, for index calls that may wait
+/// for the disk (a sync, a compaction): they must not hold up the threads
+/// that answer other requests (reads, `/healthz`).
 async fn blocking<T: Send + 'static>(
     server: &Arc<Server>,
     f: impl FnOnce(&Server) -> Result<T, ApiError> + Send + 'static,
@@ -108,6 +110,25 @@ async fn blocking<T: Send + 'static>(
                 format!("the request's task failed: {e}"),
             ))
         })
+}
+
+/// Runs a write: on the thread that answers the request when it only
+/// reaches the operating system (`Durability::Buffered`, no `sync`), which
+/// costs half the CPU of handing it to the blocking pool (docs/SERVER.md,
+/// "Threads"); on the blocking pool when it waits for the disk. Either way
+/// it waits, without holding a thread, while a compaction runs: that holds
+/// the index's writer lock for its whole length.
+async fn write<T: Send + 'static>(
+    server: &Arc<Server>,
+    sync: bool,
+    f: impl FnOnce(&Server) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let _no_compaction = server.compaction.read().await;
+    if sync || server.durability == simhashdb::Durability::Sync {
+        blocking(server, f).await
+    } else {
+        f(server)
+    }
 }
 
 impl Server {
@@ -155,70 +176,77 @@ impl Server {
     }
 }
 
-/// `POST /v1/check`: for each document in order, the atomic check-and-insert.
-pub async fn check(State(server): Shared, JsonBody(req): JsonBody<CheckRequest>) -> Response {
-    let result = async {
-        let k = req.distance.unwrap_or(server.index.plan().k());
-        server.check_distance(k)?;
-        server.check_count("documents", req.documents.len())?;
-        let sync = req.sync;
-        let documents = req.documents;
-        blocking(&server, move |s| {
-            let docs = s.resolve(documents)?;
-            let mut out = Vec::with_capacity(docs.len() * 64 + 16);
-            out.extend_from_slice(b"{\"results\":[");
-            let (mut new, mut duplicate) = (0, 0);
-            let mut failure = None;
-            for (i, doc) in docs.into_iter().enumerate() {
-                let (id, fingerprint) = (doc.id, doc.fingerprint);
-                let answer = match s.index.insert_if_new_named(id, fingerprint, doc.name, k) {
-                    Ok(answer) => answer,
-                    Err(e) => {
-                        failure = Some(e);
-                        break;
-                    }
-                };
-                if i > 0 {
-                    out.push(b',');
+/// The check-and-insert of each document in order; the JSON answer.
+fn check_documents(
+    s: &Server,
+    documents: Vec<DocumentIn>,
+    k: u32,
+    sync: bool,
+) -> Result<Vec<u8>, ApiError> {
+    let docs = s.resolve(documents)?;
+    let mut out = Vec::with_capacity(docs.len() * 64 + 16);
+    out.extend_from_slice(b"{\"results\":[");
+    let (mut new, mut duplicate) = (0, 0);
+    let mut failure = None;
+    for (i, doc) in docs.into_iter().enumerate() {
+        let (id, fingerprint) = (doc.id, doc.fingerprint);
+        let answer = match s.index.insert_if_new_named(id, fingerprint, doc.name, k) {
+            Ok(answer) => answer,
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        };
+        if i > 0 {
+            out.push(b',');
+        }
+        let result = match &answer {
+            Ok(()) => {
+                new += 1;
+                CheckResult::New { id, fingerprint }
+            }
+            Err(matches) => {
+                duplicate += 1;
+                CheckResult::Duplicate {
+                    id,
+                    fingerprint,
+                    nearest: MatchOut::from(&matches[0]),
                 }
-                let result = match &answer {
-                    Ok(()) => {
-                        new += 1;
-                        CheckResult::New { id, fingerprint }
-                    }
-                    Err(matches) => {
-                        duplicate += 1;
-                        CheckResult::Duplicate {
-                            id,
-                            fingerprint,
-                            nearest: MatchOut::from(&matches[0]),
-                        }
-                    }
-                };
-                serde_json::to_writer(&mut out, &result).map_err(|e| {
-                    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
-                })?;
             }
-            bump(&s.metrics.checked_new, new);
-            bump(&s.metrics.checked_duplicate, duplicate);
-            if let Some(e) = failure {
-                return Err(ApiError::from_write(e));
-            }
-            s.sync_if(sync)?;
-            out.extend_from_slice(b"]}");
-            Ok(out)
-        })
-        .await
+        };
+        serde_json::to_writer(&mut out, &result).map_err(|e| {
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+        })?;
     }
-    .await;
-    match result {
-        Ok(body) => (
-            [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
-            body,
-        )
-            .into_response(),
-        Err(e) => e.into_response(),
+    bump(&s.metrics.checked_new, new);
+    bump(&s.metrics.checked_duplicate, duplicate);
+    if let Some(e) = failure {
+        return Err(ApiError::from_write(e));
     }
+    s.sync_if(sync)?;
+    out.extend_from_slice(b"]}");
+    Ok(out)
+}
+
+/// `POST /v1/check`: for each document in order, the atomic check-and-insert.
+pub async fn check(
+    State(server): Shared,
+    JsonBody(req): JsonBody<CheckRequest>,
+) -> Result<Response, ApiError> {
+    let k = req.distance.unwrap_or(server.index.plan().k());
+    server.check_distance(k)?;
+    server.check_count("documents", req.documents.len())?;
+    let sync = req.sync;
+    let documents = req.documents;
+    let body = write(&server, sync, move |s| {
+        check_documents(s, documents, k, sync)
+    })
+    .await?;
+    Ok((
+        [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        body,
+    )
+        .into_response())
 }
 
 /// `POST /v1/documents`: insert or replace, as one write.
@@ -229,7 +257,7 @@ pub async fn insert(
     server.check_count("documents", req.documents.len())?;
     let sync = req.sync;
     let documents = req.documents;
-    let n = blocking(&server, move |s| {
+    let n = write(&server, sync, move |s| {
         let docs = s.resolve(documents)?;
         let n = docs.len();
         s.index
@@ -287,7 +315,7 @@ pub async fn get_by_name(
 }
 
 async fn delete_doc(server: &Arc<Server>, id: u64) -> Result<Response, ApiError> {
-    blocking(server, move |s| {
+    write(server, false, move |s| {
         let Some(doc) = s.index.get_doc(id).map_err(ApiError::from_read)? else {
             return Err(ApiError::not_found(format!("no document with id {id}")));
         };
@@ -401,8 +429,35 @@ pub async fn stats(State(server): Shared) -> Response {
     )
 }
 
+/// The body of a request that takes no arguments: none, or `{}`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoArguments {}
+
+/// Reads (and so consumes) a body that must be empty or `{}`.
+fn no_arguments(body: Result<Bytes, BytesRejection>) -> Result<(), ApiError> {
+    let body = body.map_err(|rejection| {
+        ApiError::new(
+            rejection.status(),
+            "invalid_request",
+            format!("cannot read the body: {}", rejection.body_text()),
+        )
+    })?;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(());
+    }
+    serde_json::from_slice::<NoArguments>(&body)
+        .map(|_| ())
+        .map_err(|e| ApiError::invalid(format!("this endpoint takes no arguments: {e}")))
+}
+
 /// `POST /v1/compact`: merges every segment into one.
-pub async fn compact(State(server): Shared) -> Result<Response, ApiError> {
+pub async fn compact(
+    State(server): Shared,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    no_arguments(body)?;
+    let _no_writes = server.compaction.write().await;
     let segments = blocking(&server, |s| {
         s.index.compact().map_err(ApiError::from_write)?;
         bump(&s.metrics.compactions, 1);
@@ -416,7 +471,11 @@ pub async fn compact(State(server): Shared) -> Result<Response, ApiError> {
 }
 
 /// `POST /v1/sync`: every acknowledged write survives power loss afterwards.
-pub async fn sync(State(server): Shared) -> Result<Response, ApiError> {
+pub async fn sync(
+    State(server): Shared,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    no_arguments(body)?;
     blocking(&server, |s| s.sync_if(true)).await?;
     Ok(json_response(StatusCode::OK, &json!({ "synced": true })))
 }

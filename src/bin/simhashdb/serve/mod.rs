@@ -74,6 +74,8 @@ pub struct Server {
     limits: Limits,
     token: Option<String>,
     metrics: Metrics,
+    /// Held exclusively by a compaction, shared by every other write.
+    compaction: tokio::sync::RwLock<()>,
 }
 
 /// Reads the token: the file's first line, which must not be empty.
@@ -243,6 +245,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         },
         token,
         metrics: Metrics::default(),
+        compaction: tokio::sync::RwLock::new(()),
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
