@@ -19,7 +19,7 @@ pub struct Server {
     child: Child,
     pub addr: SocketAddr,
     stderr: Arc<Mutex<String>>,
-    stderr_lines: Receiver<String>,
+    stderr_lines: Mutex<Receiver<String>>,
     token: Option<String>,
 }
 
@@ -82,7 +82,7 @@ impl Server {
             child,
             addr,
             stderr,
-            stderr_lines,
+            stderr_lines: Mutex::new(stderr_lines),
             token: None,
         }
     }
@@ -117,7 +117,8 @@ impl Server {
         let deadline = Instant::now() + PROCESS_TIMEOUT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            match self.stderr_lines.recv_timeout(left) {
+            let line = self.stderr_lines.lock().expect("lines").recv_timeout(left);
+            match line {
                 Ok(line) if line.contains(needle) => return,
                 Ok(_) => {}
                 Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
