@@ -129,7 +129,11 @@ fn concurrent_checks_keep_exactly_one_document_per_near_duplicate_set() {
             BTreeSet::from([new[0]]),
             "set {s}"
         );
-        let fp = members.iter().find(|(id, _)| *id == new[0]).expect("member").1;
+        let fp = members
+            .iter()
+            .find(|(id, _)| *id == new[0])
+            .expect("member")
+            .1;
         winners.insert(new[0], (fp, None));
     }
 

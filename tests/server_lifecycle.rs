@@ -54,14 +54,22 @@ fn sigterm_finishes_the_request_in_flight_then_flushes_and_exits_0() {
     .to_string();
     let (head, tail) = body.as_bytes().split_at(body.len() / 2);
     client
-        .send_head("POST", "/v1/documents", Some("application/json"), body.len())
+        .send_head(
+            "POST",
+            "/v1/documents",
+            Some("application/json"),
+            body.len(),
+        )
         .expect("head");
     client.stream().write_all(head).expect("half the body");
     server.wait_for_stderr("request started method=POST uri=/v1/documents");
     server.signal("TERM");
     server.wait_for_stderr("shutting down");
     wait_until_refused(&server);
-    client.stream().write_all(tail).expect("the rest of the body");
+    client
+        .stream()
+        .write_all(tail)
+        .expect("the rest of the body");
     let reply = client.read_reply().expect("the answer in flight");
     assert_eq!(reply.status, 200, "{}", reply.text());
     assert_eq!(reply.json()["inserted"], 3);
@@ -101,7 +109,11 @@ fn sigint_shuts_down_gracefully_too() {
     // An idle keep-alive connection does not hold the shutdown up.
     server.signal("INT");
     assert_eq!(server.wait().code(), Some(0), "{}", server.stderr());
-    assert!(server.stderr().contains("signal=\"SIGINT\""), "{}", server.stderr());
+    assert!(
+        server.stderr().contains("signal=\"SIGINT\""),
+        "{}",
+        server.stderr()
+    );
     let index = Index::open(&db, Options::default()).expect("open after shutdown");
     assert_eq!(index.get(9).expect("get"), Some(99));
     drop(client);
@@ -136,7 +148,11 @@ fn sigkill_under_load_with_sync_loses_no_acknowledged_document() {
                         .iter()
                         .map(|&(id, fp)| json!({"id": id, "fingerprint": fp}))
                         .collect::<Vec<_>>()});
-                    let path = if n % 2 == 0 { "/v1/check" } else { "/v1/documents" };
+                    let path = if n % 2 == 0 {
+                        "/v1/check"
+                    } else {
+                        "/v1/documents"
+                    };
                     let Ok(reply) = client.post(path, body.to_string().as_bytes()) else {
                         break; // killed
                     };
@@ -169,7 +185,11 @@ fn sigkill_under_load_with_sync_loses_no_acknowledged_document() {
         Some(9)
     );
     let acknowledged = acknowledged.into_inner().expect("model");
-    assert!(acknowledged.len() >= 300, "only {} acknowledged", acknowledged.len());
+    assert!(
+        acknowledged.len() >= 300,
+        "only {} acknowledged",
+        acknowledged.len()
+    );
 
     // A restarted server has every acknowledged document.
     let mut server = Server::start(&db, &["--sync"]);

@@ -5,6 +5,8 @@ mod api;
 mod error;
 mod handlers;
 mod metrics;
+#[cfg(test)]
+mod tests;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -76,6 +78,26 @@ pub struct Server {
     metrics: Metrics,
     /// Held exclusively by a compaction, shared by every other write.
     compaction: tokio::sync::RwLock<()>,
+}
+
+impl Server {
+    fn new(
+        index: Index,
+        durability: Durability,
+        limits: Limits,
+        token: Option<String>,
+    ) -> Result<Server, CliError> {
+        let hasher = docs::hasher_for(&index.stats().fingerprint_config)?;
+        Ok(Server {
+            index,
+            hasher,
+            durability,
+            limits,
+            token,
+            metrics: Metrics::default(),
+            compaction: tokio::sync::RwLock::new(()),
+        })
+    }
 }
 
 /// Reads the token: the file's first line, which must not be empty.
@@ -231,22 +253,18 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         &args.db.db,
         Options {
             durability,
+            // A write that fills the memtable hands it to the flush thread
+            // instead of writing the segment itself: writes run on the
+            // threads that answer requests (docs/SERVER.md, "Threads").
+            flush_thread: true,
             ..Options::default()
         },
     )?;
-    let hasher = docs::hasher_for(&index.stats().fingerprint_config)?;
-    let server = Arc::new(Server {
-        index,
-        hasher,
-        durability,
-        limits: Limits {
-            max_body_bytes: args.max_body_bytes,
-            max_documents: args.max_documents,
-        },
-        token,
-        metrics: Metrics::default(),
-        compaction: tokio::sync::RwLock::new(()),
-    });
+    let limits = Limits {
+        max_body_bytes: args.max_body_bytes,
+        max_documents: args.max_documents,
+    };
+    let server = Arc::new(Server::new(index, durability, limits, token)?);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
