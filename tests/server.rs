@@ -328,6 +328,9 @@ fn every_endpoint_answers_as_brute_force_says() {
     assert_eq!(live_docs(&index), model);
 }
 
+/// A bad request: method, path, content type, body, status, error code.
+type Case<'a> = (&'a str, &'a str, Option<&'a str>, String, u16, &'a str);
+
 /// A valid first document, so that a request that wrote anything shows.
 const WITNESS: u64 = 777;
 
@@ -340,7 +343,7 @@ fn bad_requests_get_json_errors_and_write_nothing() {
     let witness = format!(r#"{{"id": {WITNESS}, "fingerprint": 1}}"#);
     let docs = |rest: &str| format!(r#"{{"documents": [{witness}, {rest}]}}"#);
     let json = Some("application/json");
-    let cases: Vec<(&str, &str, Option<&str>, String, u16, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "POST",
             "/v1/check",
