@@ -805,3 +805,52 @@ fn a_second_server_on_the_same_index_is_refused() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The first Python block of a document in the repository.
+fn python_example(file: &str) -> String {
+    let path = format!("{}/{file}", env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(&path).expect("read the document");
+    doc.split("```python\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .unwrap_or_else(|| panic!("no python block in {file}"))
+        .to_string()
+}
+
+/// Runs `example` with python3 against `server`; its standard output.
+fn run_python(example: &str, server: &Server) -> String {
+    let script = example.replace("http://127.0.0.1:7700", &format!("http://{}", server.addr));
+    assert_ne!(script, example, "the example names no server address");
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(&script)
+        .output()
+        .expect("run python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// The Python examples of docs/SERVER.md and the README (standard library
+/// only), run by a real interpreter against the server.
+#[test]
+fn the_python_examples_of_the_docs_check_documents() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&dir.path().join("index"), &[]);
+    let example = python_example("docs/SERVER.md");
+    assert_eq!(run_python(&example, &server), "new None\n");
+    assert_eq!(
+        run_python(&example, &server),
+        "duplicate https://example.com/b\n"
+    );
+    // The README's checks the same document: a duplicate of itself.
+    let printed = run_python(&python_example("README.md"), &server);
+    assert!(printed.contains("'status': 'duplicate'"), "{printed}");
+    assert!(
+        printed.contains("'name': 'https://example.com/b'"),
+        "{printed}"
+    );
+}
