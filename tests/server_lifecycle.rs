@@ -211,3 +211,36 @@ fn sigkill_under_load_with_sync_loses_no_acknowledged_document() {
     }
     assert!(live.keys().all(|id| (id >> 32) < 4));
 }
+
+#[test]
+fn a_request_that_never_completes_does_not_hold_the_shutdown_up() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("index");
+    let mut server = Server::start(&db, &["--shutdown-timeout", "1"]);
+    let mut client = server.client();
+    let body = json!({"documents": [{"id": 5, "fingerprint": 5}]}).to_string();
+    client
+        .send_head(
+            "POST",
+            "/v1/documents",
+            Some("application/json"),
+            body.len(),
+        )
+        .expect("head");
+    client
+        .stream()
+        .write_all(&body.as_bytes()[..body.len() / 2])
+        .expect("half the body");
+    server.wait_for_stderr("request started method=POST uri=/v1/documents");
+    server.signal("TERM");
+    assert_eq!(server.wait().code(), Some(0), "{}", server.stderr());
+    assert!(
+        server.stderr().contains("shutdown timeout"),
+        "{}",
+        server.stderr()
+    );
+    // The connection was closed without an answer, and nothing was written.
+    assert!(client.read_reply().is_err());
+    let index = Index::open(&db, Options::default()).expect("open after shutdown");
+    assert_eq!(index.get(5).expect("get"), None);
+}

@@ -55,6 +55,10 @@ pub struct Args {
     /// Most requests served at once; more wait for a turn.
     #[arg(long, default_value_t = 1024, value_name = "N")]
     max_concurrent_requests: usize,
+    /// After SIGTERM or SIGINT, wait at most this many seconds for the
+    /// requests in flight before closing their connections.
+    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    shutdown_timeout: u64,
     /// Log level on standard error: error, warn, info or debug (debug logs
     /// every request).
     #[arg(long, default_value = "info", value_name = "LEVEL")]
@@ -223,16 +227,30 @@ async fn serve(server: Arc<Server>, args: &Args) -> Result<(), CliError> {
     drop(out);
     tracing::info!(%addr, db = %args.db.db.display(), "serving");
     let app = router(Arc::clone(&server), args.max_concurrent_requests);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            let name = signal.await;
-            tracing::info!(
-                signal = name,
-                "shutting down: no new connections; finishing requests in flight"
+    let (signalled, mut on_signal) = tokio::sync::watch::channel(false);
+    let serving = axum::serve(listener, app).with_graceful_shutdown(async move {
+        let name = signal.await;
+        tracing::info!(
+            signal = name,
+            "shutting down: no new connections; finishing requests in flight"
+        );
+        let _ = signalled.send(true);
+    });
+    let grace = Duration::from_secs(args.shutdown_timeout);
+    tokio::select! {
+        served = serving => served
+            .map_err(|e| CliError::Failure(format!("server failed: {e}"))),
+        () = async {
+            let _ = on_signal.wait_for(|&s| s).await;
+            tokio::time::sleep(grace).await;
+        } => {
+            tracing::warn!(
+                seconds = args.shutdown_timeout,
+                "requests still in flight after the shutdown timeout: closing their connections"
             );
-        })
-        .await
-        .map_err(|e| CliError::Failure(format!("server failed: {e}")))
+            Ok(())
+        }
+    }
 }
 
 /// `serve`: runs until SIGTERM or SIGINT, then finishes the requests in
