@@ -854,3 +854,60 @@ fn the_python_examples_of_the_docs_check_documents() {
         "{printed}"
     );
 }
+
+/// The server and the command line give a named text the same id and
+/// fingerprint: what `add` stored, the server finds by name and reports as
+/// a duplicate at distance 0, and what the server stored, `get NAME` finds.
+#[test]
+fn the_server_and_the_command_line_agree_on_ids_and_fingerprints() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("index");
+    let db_arg = db.to_str().expect("utf-8");
+    let (cli_name, cli_text) = (
+        "https://cli.example/a",
+        "pages added from the command line, then checked over http",
+    );
+    common::cli::ok(
+        &["add", "--db", db_arg, "-"],
+        format!("{cli_name}\t{cli_text}\n").as_bytes(),
+    );
+
+    let mut server = Server::start(&db, &[]);
+    let mut client = server.client();
+    let doc = ok_json(
+        client
+            .get("/v1/documents?name=https%3A%2F%2Fcli.example%2Fa")
+            .expect("get"),
+    );
+    let reply = ok_json(post(
+        &mut client,
+        "/v1/check",
+        &json!({"documents": [{"name": "https://cli.example/copy", "text": cli_text}]}),
+    ));
+    let result = &reply["results"][0];
+    assert_eq!(result["status"], "duplicate", "{result}");
+    assert_eq!(result["match"]["id"], doc["id"]);
+    assert_eq!(result["match"]["distance"], 0);
+    assert_eq!(result["fingerprint"], doc["fingerprint"]);
+    let (http_name, http_text) = (
+        "https://http.example/b",
+        "a different page stored by the server for the command line",
+    );
+    let reply = ok_json(post(
+        &mut client,
+        "/v1/check",
+        &json!({"documents": [{"name": http_name, "text": http_text}]}),
+    ));
+    assert_eq!(reply["results"][0]["status"], "new");
+    let stored = &reply["results"][0];
+    drop(client);
+    server.signal("TERM");
+    assert!(server.wait().success());
+
+    // `get NAME` prints ID<TAB>FINGERPRINT<TAB>TIMESTAMP<TAB>NAME.
+    let printed = common::cli::ok(&["get", "--db", db_arg, http_name], b"");
+    let fields: Vec<&str> = printed.trim_end().split('\t').collect();
+    assert_eq!(fields[0], stored["id"].to_string());
+    assert_eq!(fields[1], stored["fingerprint"].to_string());
+    assert_eq!(fields[3], http_name);
+}
