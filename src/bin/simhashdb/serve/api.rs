@@ -9,7 +9,8 @@ use simhashdb::format::MAX_NAME_LEN;
 use simhashdb::{Doc, Match, Simhasher};
 
 use super::error::ApiError;
-use crate::docs::{doc_id, document};
+use crate::docs::document;
+use simhashdb::doc_id;
 
 /// An unsigned 64-bit integer, given as a JSON number or a decimal string
 /// (JSON parsers of some languages lose precision above 2^53).

@@ -20,7 +20,7 @@ use super::api::{
 };
 use super::error::ApiError;
 use super::metrics::bump;
-use crate::docs::doc_id;
+use simhashdb::doc_id;
 
 type Shared = State<Arc<Server>>;
 

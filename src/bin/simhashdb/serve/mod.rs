@@ -91,7 +91,7 @@ impl Server {
         limits: Limits,
         token: Option<String>,
     ) -> Result<Server, CliError> {
-        let hasher = docs::hasher_for(&index.stats().fingerprint_config)?;
+        let hasher = docs::hasher_for(&index)?;
         Ok(Server {
             index,
             hasher,
