@@ -48,6 +48,7 @@ use super::keys::{sort_keys, sort_keys_with};
 use super::lock::{DirLock, LockError};
 use super::memtable::{Doc as MemDoc, Memtable, Version};
 use super::policy::{MergePolicy, TieredMergePolicy};
+use super::repair::check_without_manifest;
 
 /// When an acknowledged write is safe.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -129,6 +130,12 @@ pub struct Options {
     /// faster, and the longest waits (backpressure) grew, though a write
     /// that fills the memtable waited less (docs/BENCHMARKS.md).
     pub flush_thread: bool,
+    /// Create a new index in a directory that already holds other files.
+    /// Default `false`: a new index needs a missing or empty directory, so
+    /// that a mistyped path is refused ([`Error::NotEmpty`]) rather than
+    /// turned into an index. Engine files without a manifest are refused
+    /// either way ([`Error::ManifestMissing`]).
+    pub create_in_non_empty_dir: bool,
 }
 
 impl Default for Options {
@@ -148,6 +155,7 @@ impl Default for Options {
             prefault: true,
             small_segment_plans: true,
             flush_thread: std::thread::available_parallelism().is_ok_and(|n| n.get() > 2),
+            create_in_non_empty_dir: false,
         }
     }
 }
@@ -544,7 +552,10 @@ fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-fn io_error<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(std::io::Error) -> Error + 'a {
+pub(super) fn io_error<'a>(
+    path: &'a Path,
+    op: &'static str,
+) -> impl FnOnce(std::io::Error) -> Error + 'a {
     move |source| Error::Io {
         path: path.to_path_buf(),
         op,
@@ -568,7 +579,7 @@ fn named_file_error<'a>(
     }
 }
 
-fn corrupted(path: &Path, e: &FormatError) -> Error {
+pub(super) fn corrupted(path: &Path, e: &FormatError) -> Error {
     Error::Corrupted {
         path: path.to_path_buf(),
         offset: e.offset,
@@ -576,7 +587,7 @@ fn corrupted(path: &Path, e: &FormatError) -> Error {
     }
 }
 
-fn lock_error(e: LockError) -> Error {
+pub(super) fn lock_error(e: LockError) -> Error {
     match e {
         LockError::Locked { dir } => Error::Locked { dir },
         LockError::Io { path, source } => Error::Io {
@@ -627,6 +638,15 @@ impl Index {
                         .map_err(io_error(dir, "create directory"))?;
                 }
                 let manifest_path = dir.join(FileKind::Manifest.file_name(0));
+                if !manifest_path.exists() {
+                    // Before the lock file is created in a directory that
+                    // may not be ours; checked again under the lock.
+                    check_without_manifest(
+                        dir,
+                        &RealFs,
+                        read_only || options.create_in_non_empty_dir,
+                    )?;
+                }
                 if read_only && !manifest_path.exists() {
                     // Say so before the lock's own error about a missing LOCK.
                     return Err(Error::Io {
@@ -660,7 +680,18 @@ impl Index {
         let manifest = match fs.read(&manifest_path) {
             Ok(bytes) => Manifest::decode(&bytes).map_err(|e| corrupted(&manifest_path, &e))?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !read_only => {
+                // Only an empty directory, or what an interrupted creation
+                // left (no data), becomes a new index.
+                let leftovers =
+                    check_without_manifest(dir, fs.as_ref(), options.create_in_non_empty_dir)?;
+                for path in leftovers {
+                    fs.remove(&path).map_err(io_error(&path, "remove"))?;
+                }
                 Index::create(dir, fs.as_ref(), &options)?
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                check_without_manifest(dir, fs.as_ref(), true)?;
+                return Err(io_error(&manifest_path, "read")(e));
             }
             Err(e) => return Err(io_error(&manifest_path, "read")(e)),
         };
@@ -2074,14 +2105,14 @@ fn encode_error(path: &Path) -> impl FnOnce(EncodeError) -> Error + '_ {
     }
 }
 
-fn write_file(fs: &dyn FileSystem, path: &Path, bytes: &[u8]) -> Result<()> {
+pub(super) fn write_file(fs: &dyn FileSystem, path: &Path, bytes: &[u8]) -> Result<()> {
     let mut file = fs.create(path).map_err(io_error(path, "create"))?;
     file.write_all(bytes).map_err(io_error(path, "write"))?;
     file.sync().map_err(io_error(path, "sync"))
 }
 
 /// The WAL header flags for a writer with `durability`.
-fn wal_flags(durability: Durability) -> u32 {
+pub(super) fn wal_flags(durability: Durability) -> u32 {
     match durability {
         Durability::Buffered => WAL_UNSYNCED_APPENDS,
         Durability::Sync => 0,
@@ -2105,7 +2136,7 @@ fn new_wal_file(
 
 /// The commit point: the manifest is written to a temporary file, synced,
 /// renamed over `MANIFEST`, and the directory synced.
-fn commit_manifest(dir: &Path, fs: &dyn FileSystem, manifest: &Manifest) -> Result<()> {
+pub(super) fn commit_manifest(dir: &Path, fs: &dyn FileSystem, manifest: &Manifest) -> Result<()> {
     let bytes = manifest
         .encode()
         .map_err(|e| Error::InvalidArgument(e.to_string()))?;
