@@ -814,6 +814,9 @@ impl Index {
                 fs.sync_dir(dir).map_err(io_error(dir, "sync"))?;
                 dir.join(FileKind::Wal.file_name(manifest.wal_ids[0]))
             } else {
+                // Files of earlier failed or interrupted work first, so that
+                // the copy below finds the space they held (a full disk).
+                remove_orphans(dir, fs.as_ref(), &manifest);
                 // What was replayed may be visible without being durable
                 // (unsynced when the last process died, or lost to a failed
                 // sync), so new writes must not be appended after it: log it
@@ -827,7 +830,20 @@ impl Index {
                 let mut bytes = encode_wal_header_with_flags(wal_id, wal_flags(options.durability));
                 bytes.extend_from_slice(&logged);
                 write_file(fs.as_ref(), &path, &bytes)?;
-                commit_manifest(dir, fs.as_ref(), &manifest)?;
+                if let Err(e) = commit_manifest(dir, fs.as_ref(), &manifest) {
+                    // Unless the rename went through (only the directory
+                    // sync failed), nothing names the new WAL: remove it
+                    // rather than leave a copy of the log on a full disk.
+                    let committed = fs
+                        .read(&manifest_path)
+                        .ok()
+                        .and_then(|bytes| Manifest::decode(&bytes).ok())
+                        .is_some_and(|m| m.wal_ids.contains(&wal_id));
+                    if !committed {
+                        let _ = fs.remove(&path);
+                    }
+                    return Err(e);
+                }
                 path
             };
             let wal = fs.open_append(&path).map_err(io_error(&path, "open"))?;
@@ -941,7 +957,11 @@ impl Index {
             segments: Vec::new(),
         };
         new_wal_file(dir, fs, 1, options.durability)?;
-        commit_manifest(dir, fs, &manifest)?;
+        if let Err(e) = commit_manifest(dir, fs, &manifest) {
+            // Not committed: the new WAL holds nothing and nothing names it.
+            let _ = fs.remove(&dir.join(FileKind::Wal.file_name(1)));
+            return Err(e);
+        }
         Ok(manifest)
     }
 
@@ -2105,10 +2125,20 @@ fn encode_error(path: &Path) -> impl FnOnce(EncodeError) -> Error + '_ {
     }
 }
 
+/// Writes and syncs a new file that nothing names yet. If that fails (a
+/// full disk), what was written is removed again: nothing partial stays.
 pub(super) fn write_file(fs: &dyn FileSystem, path: &Path, bytes: &[u8]) -> Result<()> {
     let mut file = fs.create(path).map_err(io_error(path, "create"))?;
-    file.write_all(bytes).map_err(io_error(path, "write"))?;
-    file.sync().map_err(io_error(path, "sync"))
+    let written = file
+        .write_all(bytes)
+        .map_err(io_error(path, "write"))
+        .and_then(|()| file.sync().map_err(io_error(path, "sync")));
+    if written.is_err() {
+        drop(file);
+        // Best effort: a file left behind is an orphan the next open removes.
+        let _ = fs.remove(path);
+    }
+    written
 }
 
 /// The WAL header flags for a writer with `durability`.
@@ -2143,7 +2173,11 @@ pub(super) fn commit_manifest(dir: &Path, fs: &dyn FileSystem, manifest: &Manife
     let tmp = dir.join(MANIFEST_TEMP_FILE_NAME);
     write_file(fs, &tmp, &bytes)?;
     let path = dir.join(FileKind::Manifest.file_name(0));
-    fs.rename(&tmp, &path).map_err(io_error(&path, "rename"))?;
+    if let Err(e) = fs.rename(&tmp, &path) {
+        // Not committed: the temporary file is debris (best effort).
+        let _ = fs.remove(&tmp);
+        return Err(io_error(&path, "rename")(e));
+    }
     fs.sync_dir(dir).map_err(io_error(dir, "sync"))
 }
 
