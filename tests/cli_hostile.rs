@@ -59,7 +59,12 @@ fn index_with_segments_and_wal(db: &Path) -> Vec<String> {
     let mut names = Vec::new();
     let mut add = |from: usize, to: usize| {
         let docs: Vec<(String, String)> = (from..to)
-            .map(|i| (format!("doc{i}"), format!("text number {i} word{} w{}", i * 7, i % 5)))
+            .map(|i| {
+                (
+                    format!("doc{i}"),
+                    format!("text number {i} word{} w{}", i * 7, i % 5),
+                )
+            })
             .collect();
         let lines: String = docs.iter().map(|(n, t)| format!("{n}\t{t}\n")).collect();
         ok(&["add", "--db", s(db), "-"], lines.as_bytes());
@@ -88,7 +93,11 @@ fn writing_commands_refuse_a_directory_whose_manifest_is_missing_and_keep_every_
     // A valid uncommitted manifest too: it must not be deleted either.
     fs::write(db.join("MANIFEST.tmp"), b"not yet committed").unwrap();
     let before = tree(&db);
-    assert!(before.keys().any(|p| p.extension().is_some_and(|e| e == "seg")));
+    assert!(
+        before
+            .keys()
+            .any(|p| p.extension().is_some_and(|e| e == "seg"))
+    );
     for args in [
         vec!["add", "--db", s(&db), "-"],
         vec!["check", "--db", s(&db)],
@@ -128,11 +137,17 @@ fn a_new_index_needs_a_missing_or_empty_directory_unless_forced() {
         assert!(!home.join("LOCK").exists());
     }
     ok(&["create", "--db", s(&home), "--force"], b"");
-    ok(&["add", "--db", s(&home), "-"], &named(&[("a", "some text")]));
+    ok(
+        &["add", "--db", s(&home), "-"],
+        &named(&[("a", "some text")]),
+    );
     assert_eq!(fs::read(home.join("notes.txt")).unwrap(), b"my notes");
     let empty = dir.path().join("empty");
     fs::create_dir(&empty).unwrap();
-    ok(&["add", "--db", s(&empty), "-"], &named(&[("a", "some text")]));
+    ok(
+        &["add", "--db", s(&empty), "-"],
+        &named(&[("a", "some text")]),
+    );
 }
 
 #[test]
@@ -153,9 +168,16 @@ fn repair_rebuilds_a_lost_manifest_keeps_every_document_and_sets_damaged_files_a
     let report = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(code(&out), 0, "{report}{}", stderr(&out));
     assert!(report.contains("verify: ok"), "{report}");
-    for name in ["0000000000000099.seg", "0000000000000099.ids", "0000000000000098.ids"] {
+    for name in [
+        "0000000000000099.seg",
+        "0000000000000099.ids",
+        "0000000000000098.ids",
+    ] {
         assert!(report.contains(name), "{report}");
-        assert!(db.join("lost+found").join(name).exists(), "{name} not set aside");
+        assert!(
+            db.join("lost+found").join(name).exists(),
+            "{name} not set aside"
+        );
         assert!(!db.join(name).exists());
     }
     assert_eq!(fs::read(db.join("README")).unwrap(), b"an operator's note");
@@ -164,11 +186,17 @@ fn repair_rebuilds_a_lost_manifest_keeps_every_document_and_sets_damaged_files_a
     assert_eq!(String::from_utf8(got.stdout).unwrap(), expected);
     ok(&["verify", "--db", s(&db)], b"");
     // The repaired index takes writes, and a second repair loses nothing.
-    ok(&["add", "--db", s(&db), "-"], &named(&[("later", "a later text")]));
+    ok(
+        &["add", "--db", s(&db), "-"],
+        &named(&[("later", "a later text")]),
+    );
     ok(&["repair", "--db", s(&db)], b"");
     let mut all = names.clone();
     all.push("later".to_string());
-    assert_eq!(get_all(&db, &all).stdout.split(|&b| b == b'\n').count() - 1, all.len());
+    assert_eq!(
+        get_all(&db, &all).stdout.split(|&b| b == b'\n').count() - 1,
+        all.len()
+    );
 }
 
 #[test]
@@ -217,7 +245,10 @@ fn deeply_nested_html_is_read_by_every_command_without_crashing() {
 fn deleting_lock_under_a_running_writer_does_not_admit_a_second_writer() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
-    ok(&["add", "--db", s(&db), "-"], &named(&[("a", "first text")]));
+    ok(
+        &["add", "--db", s(&db), "-"],
+        &named(&[("a", "first text")]),
+    );
     let mut writer = bin()
         .args(["check", "--db", s(&db)])
         .stdin(Stdio::piped())
@@ -242,7 +273,11 @@ fn deleting_lock_under_a_running_writer_does_not_admit_a_second_writer() {
     ] {
         let out = run(&args, &named(&[("c", "third text")]));
         assert_eq!(code(&out), 1, "{args:?}: {}", stderr(&out));
-        assert!(stderr(&out).contains("locked by another process"), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("locked by another process"),
+            "{}",
+            stderr(&out)
+        );
     }
     input.write_all(b"d\tfourth text entirely\n").unwrap();
     drop(input);
@@ -320,7 +355,12 @@ fn a_full_disk_leaves_nothing_partial_and_the_index_still_reads() {
     };
     let db = disk.dir.path().join("db");
     let docs: Vec<(String, String)> = (0..300)
-        .map(|i| (format!("doc{i}"), format!("some words of text {i} w{}", i * 13)))
+        .map(|i| {
+            (
+                format!("doc{i}"),
+                format!("some words of text {i} w{}", i * 13),
+            )
+        })
         .collect();
     let lines: String = docs.iter().map(|(n, t)| format!("{n}\t{t}\n")).collect();
     ok(&["add", "--db", s(&db), "-"], lines.as_bytes());
@@ -356,8 +396,16 @@ fn a_full_disk_leaves_nothing_partial_and_the_index_still_reads() {
     assert!(found.contains("doc5"), "{found}");
     // Space again: writes go on.
     fs::remove_file(&filler).unwrap();
-    ok(&["add", "--db", s(&db), "-"], &named(&[("after", "written after the disk was freed")]));
-    assert_eq!(ok(&["get", "--db", s(&db), "after", "doc7"], b"").lines().count(), 2);
+    ok(
+        &["add", "--db", s(&db), "-"],
+        &named(&[("after", "written after the disk was freed")]),
+    );
+    assert_eq!(
+        ok(&["get", "--db", s(&db), "after", "doc7"], b"")
+            .lines()
+            .count(),
+        2
+    );
 }
 
 // ------------------------------------------------------------ 6. walk
@@ -376,7 +424,13 @@ fn the_walk_skips_cycles_fifos_hidden_ignored_and_binary_files_and_reads_any_nam
     std::os::unix::fs::symlink("..", root.join("sub/y")).unwrap();
     std::os::unix::fs::symlink("a.txt", root.join("link.txt")).unwrap();
     let fifo = root.join("pipe");
-    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
     fs::create_dir(root.join(".git")).unwrap();
     fs::write(root.join(".git/config"), b"git internals").unwrap();
     fs::write(root.join(".hidden"), b"hidden text").unwrap();
@@ -403,7 +457,13 @@ fn the_walk_skips_cycles_fifos_hidden_ignored_and_binary_files_and_reads_any_nam
     };
     assert_eq!(names(&[]), ["a.txt", "caf\u{fffd} \\t\\n.txt", "sub/b.txt"]);
     let all = names(&["--hidden", "--no-ignore", "--binary"]);
-    for name in [".git/config", ".hidden", ".gitignore", "ignored.txt", "image.bin"] {
+    for name in [
+        ".git/config",
+        ".hidden",
+        ".gitignore",
+        "ignored.txt",
+        "image.bin",
+    ] {
         assert!(all.iter().any(|n| n == name), "{name} missing from {all:?}");
     }
     // Following links reads each file once per path, and stops at cycles.
@@ -413,7 +473,11 @@ fn the_walk_skips_cycles_fifos_hidden_ignored_and_binary_files_and_reads_any_nam
 
     // add reads the same files, and the odd name's document exists.
     let db = dir.path().join("db");
-    let out = bin().args(["add", "--db", s(&db)]).arg(&root).output().unwrap();
+    let out = bin()
+        .args(["add", "--db", s(&db)])
+        .arg(&root)
+        .output()
+        .unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("added 3 documents"));
 }
@@ -464,10 +528,25 @@ fn add_counts_distinct_documents_and_keeps_the_last_of_a_repeated_name() {
     let db = dir.path().join("db");
     let out = ok(
         &["add", "--db", s(&db), "-"],
-        &named(&[("a", "first version"), ("a", "second version"), ("b", "other")]),
+        &named(&[
+            ("a", "first version"),
+            ("a", "second version"),
+            ("b", "other"),
+        ]),
     );
     assert!(out.contains("added 2 documents"), "{out}");
-    let fp = ok(&["query", "--db", s(&db), "--text", "second version", "-d", "0"], b"");
+    let fp = ok(
+        &[
+            "query",
+            "--db",
+            s(&db),
+            "--text",
+            "second version",
+            "-d",
+            "0",
+        ],
+        b"",
+    );
     assert!(fp.contains("\ta\n"), "{fp}");
 }
 
@@ -475,7 +554,10 @@ fn add_counts_distinct_documents_and_keeps_the_last_of_a_repeated_name() {
 fn deleting_a_name_given_twice_deletes_it_once_and_succeeds() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
-    ok(&["add", "--db", s(&db), "-"], &named(&[("a", "some text"), ("b", "more")]));
+    ok(
+        &["add", "--db", s(&db), "-"],
+        &named(&[("a", "some text"), ("b", "more")]),
+    );
     let out = run(&["delete", "--db", s(&db), "a", "a"], b"");
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "deleted a\n");
@@ -489,14 +571,20 @@ fn an_empty_line_is_refused_alike_by_add_and_check() {
     let db = dir.path().join("db");
     ok(&["create", "--db", s(&db)], b"");
     let before = tree(&db);
-    for args in [vec!["add", "--db", s(&db), "-"], vec!["check", "--db", s(&db)]] {
+    for args in [
+        vec!["add", "--db", s(&db), "-"],
+        vec!["check", "--db", s(&db)],
+    ] {
         let out = run(&args, b"\n");
         assert_eq!(code(&out), 2, "{args:?}: {}", stderr(&out));
         assert!(stderr(&out).contains("line 1"), "{}", stderr(&out));
     }
     let out = run(&["add", "--db", s(&db), "--fingerprints", "-"], b"\n");
     assert_eq!(code(&out), 2);
-    assert_eq!(tree(&db).keys().collect::<Vec<_>>(), before.keys().collect::<Vec<_>>());
+    assert_eq!(
+        tree(&db).keys().collect::<Vec<_>>(),
+        before.keys().collect::<Vec<_>>()
+    );
 }
 
 #[cfg(unix)]
@@ -510,9 +598,21 @@ fn names_with_tabs_and_newlines_are_escaped_in_tab_separated_output() {
     let db = dir.path().join("db");
     ok(&["add", "--db", s(&db), s(&input)], b"");
     let escaped = format!("{}/tab\\there\\nnewline\\\\.txt", input.display());
-    let out = ok(&["query", "--db", s(&db), "--text", "shared words in both files"], b"");
+    let out = ok(
+        &[
+            "query",
+            "--db",
+            s(&db),
+            "--text",
+            "shared words in both files",
+        ],
+        b"",
+    );
     assert_eq!(out.lines().count(), 1, "{out}");
-    assert_eq!(out.lines().next().unwrap().split('\t').nth(2), Some(escaped.as_str()));
+    assert_eq!(
+        out.lines().next().unwrap().split('\t').nth(2),
+        Some(escaped.as_str())
+    );
     let raw = format!("{}/{odd}", input.display());
     let out = ok(&["get", "--db", s(&db), &raw], b"");
     assert_eq!(out.lines().count(), 1, "{out}");
@@ -532,11 +632,20 @@ fn blank_documents_are_left_out_by_add_dedup_and_check() {
     let db = dir.path().join("db");
     let out = run(
         &["add", "--db", s(&db), "-"],
-        &named(&[("e1", ""), ("e2", "   "), ("p", "..."), ("real", "real words")]),
+        &named(&[
+            ("e1", ""),
+            ("e2", "   "),
+            ("p", "..."),
+            ("real", "real words"),
+        ]),
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("added 1 documents"));
-    assert!(stderr(&out).contains("left out 3 blank"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("left out 3 blank"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(code(&run(&["get", "--db", s(&db), "e1"], b"")), 1);
     let out = ok(
         &["check", "--db", s(&db)],

@@ -86,7 +86,10 @@ fn a_new_index_is_created_only_in_an_empty_directory_unless_asked() {
     index.insert(1, 2).unwrap();
     drop(index);
     // Once it holds an index, it opens like any other.
-    assert_eq!(Index::open(dir.path(), options()).unwrap().get(1).unwrap(), Some(2));
+    assert_eq!(
+        Index::open(dir.path(), options()).unwrap().get(1).unwrap(),
+        Some(2)
+    );
     assert_eq!(fs::read(dir.path().join("photo.jpg")).unwrap(), b"not ours");
 }
 
@@ -179,7 +182,10 @@ fn repair_takes_the_settings_of_a_readable_manifest_and_damaged_wal_frames_are_c
 
     let report = Index::repair(dir.path(), options()).unwrap();
     assert_eq!(report.settings_from, "MANIFEST");
-    assert!(report.wal_records >= 1 && report.wal_records < 10, "{report:?}");
+    assert!(
+        report.wal_records >= 1 && report.wal_records < 10,
+        "{report:?}"
+    );
     assert!(dir.path().join("lost+found/MANIFEST").exists());
     let index = Index::open(dir.path(), custom).unwrap();
     assert_eq!(index.plan().k(), 4);

@@ -161,6 +161,20 @@ impl Index {
     /// files are left alone. Takes the writer's lock.
     pub fn repair(dir: impl AsRef<Path>, options: Options) -> Result<RepairReport> {
         let dir = dir.as_ref();
+        let nothing_to_repair = |fs: &dyn FileSystem| {
+            let found = list(dir, fs).is_some_and(|l| !l.engine.is_empty())
+                || fs.len(&dir.join(FileKind::Manifest.file_name(0))).is_ok();
+            if found {
+                Ok(())
+            } else {
+                Err(Error::InvalidArgument(format!(
+                    "{} holds no index files: nothing to repair",
+                    dir.display()
+                )))
+            }
+        };
+        // Before the lock file is created in a directory that is not an index.
+        nothing_to_repair(options.file_system.as_deref().unwrap_or(&RealFs))?;
         let (fs, _lock): (Arc<dyn FileSystem>, Option<DirLock>) = match &options.file_system {
             Some(fs) => (fs.clone(), None),
             None => (
@@ -176,12 +190,7 @@ impl Index {
         })?;
         let manifest_name = FileKind::Manifest.file_name(0);
         let has_manifest = fs.len(&dir.join(&manifest_name)).is_ok();
-        if listing.engine.is_empty() && !has_manifest {
-            return Err(Error::InvalidArgument(format!(
-                "{} holds no index files: nothing to repair",
-                dir.display()
-            )));
-        }
+        nothing_to_repair(fs)?;
         let mut report = RepairReport::default();
 
         // The settings.
