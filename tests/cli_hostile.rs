@@ -482,6 +482,32 @@ fn the_walk_skips_cycles_fifos_hidden_ignored_and_binary_files_and_reads_any_nam
     assert!(String::from_utf8_lossy(&out.stdout).contains("added 3 documents"));
 }
 
+#[cfg(unix)]
+#[test]
+fn a_device_named_as_input_is_refused_and_a_pipe_is_read() {
+    let out = run(&["fingerprint", "/dev/zero"], b"");
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains("not a regular file"), "{}", stderr(&out));
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let out = run(&["add", "--db", s(&db), "/dev/zero"], b"");
+    assert_eq!(code(&out), 1);
+    assert!(!db.exists());
+    // An explicit pipe (as `<(...)` gives) is the user's intent: read.
+    let out = bin()
+        .args(["fingerprint", "/dev/stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            child.stdin.take().unwrap().write_all(b"words from a pipe")?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 1);
+}
+
 // ------------------------------------------------------------ 7. exit codes
 
 #[test]

@@ -222,6 +222,14 @@ fn collect_files(
                 }
             }
         }
+        Ok(meta) if is_device_or_socket(&meta) => {
+            // Reading /dev/zero would never end; a pipe named here is read.
+            eprintln!(
+                "simhashdb: cannot read {}: not a regular file, directory or pipe",
+                path.display()
+            );
+            failures.push(path.display().to_string());
+        }
         Ok(meta) => files.push(InputFile {
             path: path.to_path_buf(),
             name: path.to_string_lossy().into_owned(),
@@ -232,6 +240,18 @@ fn collect_files(
             failures.push(path.display().to_string());
         }
     }
+}
+
+#[cfg(unix)]
+fn is_device_or_socket(meta: &fs::Metadata) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    t.is_char_device() || t.is_block_device() || t.is_socket()
+}
+
+#[cfg(not(unix))]
+fn is_device_or_socket(_meta: &fs::Metadata) -> bool {
+    false
 }
 
 /// A symbolic link cycle.
