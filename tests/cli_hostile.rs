@@ -487,7 +487,11 @@ fn the_walk_skips_cycles_fifos_hidden_ignored_and_binary_files_and_reads_any_nam
 fn a_device_named_as_input_is_refused_and_a_pipe_is_read() {
     let out = run(&["fingerprint", "/dev/zero"], b"");
     assert_eq!(code(&out), 1, "{}", stderr(&out));
-    assert!(stderr(&out).contains("not a regular file"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("not a regular file"),
+        "{}",
+        stderr(&out)
+    );
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
     let out = run(&["add", "--db", s(&db), "/dev/zero"], b"");
@@ -500,7 +504,11 @@ fn a_device_named_as_input_is_refused_and_a_pipe_is_read() {
         .stdout(Stdio::piped())
         .spawn()
         .and_then(|mut child| {
-            child.stdin.take().unwrap().write_all(b"words from a pipe")?;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(b"words from a pipe")?;
             child.wait_with_output()
         })
         .unwrap();

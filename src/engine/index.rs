@@ -834,12 +834,7 @@ impl Index {
                     // Unless the rename went through (only the directory
                     // sync failed), nothing names the new WAL: remove it
                     // rather than leave a copy of the log on a full disk.
-                    let committed = fs
-                        .read(&manifest_path)
-                        .ok()
-                        .and_then(|bytes| Manifest::decode(&bytes).ok())
-                        .is_some_and(|m| m.wal_ids.contains(&wal_id));
-                    if !committed {
+                    if !manifest_names_wal(dir, fs.as_ref(), wal_id) {
                         let _ = fs.remove(&path);
                     }
                     return Err(e);
@@ -958,8 +953,11 @@ impl Index {
         };
         new_wal_file(dir, fs, 1, options.durability)?;
         if let Err(e) = commit_manifest(dir, fs, &manifest) {
-            // Not committed: the new WAL holds nothing and nothing names it.
-            let _ = fs.remove(&dir.join(FileKind::Wal.file_name(1)));
+            // Unless the rename went through, the new WAL holds nothing and
+            // nothing names it.
+            if !manifest_names_wal(dir, fs, 1) {
+                let _ = fs.remove(&dir.join(FileKind::Wal.file_name(1)));
+            }
             return Err(e);
         }
         Ok(manifest)
@@ -2179,6 +2177,15 @@ pub(super) fn commit_manifest(dir: &Path, fs: &dyn FileSystem, manifest: &Manife
         return Err(io_error(&path, "rename")(e));
     }
     fs.sync_dir(dir).map_err(io_error(dir, "sync"))
+}
+
+/// Whether the committed `MANIFEST` names WAL `wal_id` (after a failed
+/// commit: whether its rename went through before the failure).
+fn manifest_names_wal(dir: &Path, fs: &dyn FileSystem, wal_id: u64) -> bool {
+    fs.read(&dir.join(FileKind::Manifest.file_name(0)))
+        .ok()
+        .and_then(|bytes| Manifest::decode(&bytes).ok())
+        .is_some_and(|m| m.wal_ids.contains(&wal_id))
 }
 
 /// Removes files the manifest does not name (left by a crash mid-flush or

@@ -250,14 +250,14 @@ impl Index {
         for &id in &seg_ids {
             let seg = FileKind::Segment.file_name(id);
             let ids = FileKind::DocMap.file_name(id);
-            let checked = check_segment(dir, fs, id, &plan).and_then(|mut c| {
+            let checked = check_segment(dir, fs, id, &plan).map(|mut c| {
                 if let Some(named) = old
                     .as_ref()
                     .and_then(|m| m.segments.iter().find(|s| s.id == id))
                 {
                     c.meta.level = named.level;
                 }
-                Ok(c)
+                c
             });
             match checked {
                 Ok(c) => {

@@ -103,10 +103,8 @@ impl Gather {
         let opens = kind == TagKind::StartTag;
         // An element closed by its own start tag (`<svg/>`) opens nothing.
         let counts = opens && !self_closing || kind == TagKind::EndTag;
-        if counts {
-            if let Some(i) = HIDDEN.iter().position(|&h| h == name) {
-                bump(&mut self.hidden[i], opens);
-            }
+        if counts && let Some(i) = HIDDEN.iter().position(|&h| h == name) {
+            bump(&mut self.hidden[i], opens);
         }
         let heading = HEADINGS.iter().position(|&h| h == name);
         if counts && let Some(i) = heading {
@@ -151,10 +149,11 @@ impl TokenSink for Sink {
             Token::TagToken(tag) => {
                 let name: &str = &tag.name;
                 gather.tag(tag.kind, name, tag.self_closing);
-                if tag.kind == TagKind::StartTag && !tag.self_closing {
-                    if let Some(raw) = raw_kind(name) {
-                        return raw;
-                    }
+                if tag.kind == TagKind::StartTag
+                    && !tag.self_closing
+                    && let Some(raw) = raw_kind(name)
+                {
+                    return raw;
                 }
             }
             Token::CharacterTokens(text) => gather.text(&text),
