@@ -197,6 +197,32 @@ fn repair_takes_the_settings_of_a_readable_manifest_and_damaged_wal_frames_are_c
 }
 
 #[test]
+fn repair_without_a_manifest_refuses_settings_the_segments_contradict() {
+    let dir = tempfile::tempdir().unwrap();
+    let created = Options {
+        plan: Some(Plan::new(6, 5).unwrap()),
+        ..options()
+    };
+    let index = Index::open(dir.path(), created.clone()).unwrap();
+    index.insert(1, 2).unwrap();
+    index.flush().unwrap();
+    drop(index);
+    fs::remove_file(dir.path().join("MANIFEST")).unwrap();
+    let before = names(dir.path());
+    match Index::repair(dir.path(), options()) {
+        Err(Error::InvalidArgument(why)) => assert!(why.contains("k = 5"), "{why}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(names(dir.path()), before);
+    let report = Index::repair(dir.path(), created.clone()).unwrap();
+    assert_eq!(report.kept_segments.len(), 1);
+    assert_eq!(
+        Index::open(dir.path(), created).unwrap().get(1).unwrap(),
+        Some(2)
+    );
+}
+
+#[test]
 fn no_space_while_a_writer_opens_leaves_no_file_behind_and_loses_nothing() {
     let dir = Path::new("/index");
     let fs_options = |fs: &FaultFs| Options {

@@ -244,6 +244,27 @@ impl Index {
                 _ => {}
             }
         }
+        if old.is_none() {
+            // Settings given by the caller: a k the segments contradict
+            // would set every segment aside. Refuse before moving anything.
+            for &id in &seg_ids {
+                let path = dir.join(FileKind::Segment.file_name(id));
+                let Ok(map) = fs.map(&path) else { continue };
+                let Ok(reader) = SegmentReader::new(map) else {
+                    continue;
+                };
+                let k = reader.info().k;
+                if k != plan.k() {
+                    return Err(Error::InvalidArgument(format!(
+                        "no manifest could be read, and {} was built for k = {k}, not the \
+                         k = {} given: repair with the settings the index was created with \
+                         (-d {k}, and its --expected-n, --retention and fingerprint options)",
+                        path.display(),
+                        plan.k()
+                    )));
+                }
+            }
+        }
         let mut set_aside: Vec<(String, String)> = Vec::new();
         let mut candidates = Vec::new();
         let mut max_seq = old.as_ref().map_or(0, |m| m.next_seq.saturating_sub(1));
