@@ -43,7 +43,12 @@ written as `\\\\`, `\\t`, `\\n` and `\\r`.
 
 Blank documents (no letter or digit) are left out by dedup and add (counted on
 standard error), answered `blank` by check, and never stored: their
-fingerprint would be 0, a duplicate of every other blank one.
+fingerprint would be 0, a duplicate of every other blank one (fingerprint
+prints it).
+
+On a full disk a writing command fails with exit code 1 and leaves no partial
+file; add keeps the batches (of at most 64 MiB, each whole) written before the
+failure. Reading commands need no free space.
 
 Directories are walked in name order, taking regular files only (never FIFOs,
 sockets or devices); hidden files, files excluded by .gitignore/.ignore rules,
