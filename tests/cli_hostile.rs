@@ -687,6 +687,9 @@ fn blank_documents_are_left_out_by_add_dedup_and_check() {
     );
     assert_eq!(out, "blank\nblank\ndup\treal\t0\n");
     assert_eq!(code(&run(&["get", "--db", s(&db), "b1"], b"")), 1);
+    let out = run(&["query", "--db", s(&db), "--text", " ... "], b"");
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("blank"), "{}", stderr(&out));
     let input = dir.path().join("in");
     fs::create_dir(&input).unwrap();
     fs::write(input.join("empty1.txt"), b"").unwrap();

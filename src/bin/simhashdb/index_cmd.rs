@@ -330,12 +330,19 @@ pub fn query(args: &QueryArgs) -> Result<(), CliError> {
         (Some(fp), _, _) => parse_decimal_u64(fp.as_bytes())
             .map_err(|why| CliError::Input(format!("--fp {}: {why}", snippet(fp.as_bytes()))))?,
         (None, Some(text), _) => {
+            if docs::is_blank_text(text) {
+                return Err(blank_query("--text"));
+            }
             docs::hasher_for(&index.stats().fingerprint_config)?.fingerprint(text)
         }
         (None, None, Some(path)) => {
             let hasher = docs::hasher_for(&index.stats().fingerprint_config)?;
             let is_html = args.html || crate::html::is_html_name(path);
-            docs::document(path.clone(), &read_all(path)?, is_html).fingerprint(&hasher, 1.0)
+            let doc = docs::document(path.clone(), &read_all(path)?, is_html);
+            if doc.is_blank() {
+                return Err(blank_query(&display_name(path, "standard input")));
+            }
+            doc.fingerprint(&hasher, 1.0)
         }
         (None, None, None) => unreachable!("clap requires one of them"),
     };
@@ -372,6 +379,14 @@ pub fn query(args: &QueryArgs) -> Result<(), CliError> {
             .collect()
     };
     print(&text)
+}
+
+/// A blank text has no words and so no meaningful fingerprint; blank
+/// documents are never stored, so a query for one is refused.
+fn blank_query(what: &str) -> CliError {
+    CliError::Input(format!(
+        "{what} is blank (no letter or digit): blank documents are never stored"
+    ))
 }
 
 // ---------------------------------------------------------------- delete
