@@ -148,9 +148,12 @@ impl TokenSink for Sink {
         match token {
             Token::TagToken(tag) => {
                 let name: &str = &tag.name;
-                gather.tag(tag.kind, name, tag.self_closing);
+                // HTML ignores `/>` except on foreign elements such as
+                // `<svg/>`: `<script/>` still starts a script.
+                let self_closing = tag.self_closing && name == "svg";
+                gather.tag(tag.kind, name, self_closing);
                 if tag.kind == TagKind::StartTag
-                    && !tag.self_closing
+                    && !self_closing
                     && let Some(raw) = raw_kind(name)
                 {
                     return raw;
@@ -268,6 +271,8 @@ mod tests {
         let words: Vec<&str> = page.text.split_whitespace().collect();
         assert_eq!(words, ["<b>typed</b>", "A", "&", "B", "real"]);
         assert_eq!(page.headings.trim(), "A & B");
+        let page = visible_text("<script/>var x = '<p>hidden</p>';</script><svg/>shown");
+        assert_eq!(page.text.trim(), "shown");
     }
 
     #[test]
