@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use serde_json::json;
 use simhashdb::format::{FileKind, Manifest};
-use simhashdb::{Durability, FingerprintConfig, Index, Options, Simhasher, Stats};
+use simhashdb::{Durability, FingerprintConfig, Index, Options, Simhasher, Stats, doc_id};
 
-use crate::docs::{self, Blank, FingerprintArgs, ReadArgs, collect_inputs, doc_id, read_documents};
+use crate::docs::{self, Blank, FingerprintArgs, ReadArgs, collect_inputs, read_documents};
 use crate::error::CliError;
 use crate::input::{
     MAX_LINE_BYTES, check_complete, display_name, escape_field, line_error, lines, open_output,
@@ -83,7 +83,7 @@ fn index_hasher(dir: &Path) -> Result<(FingerprintConfig, Simhasher), CliError> 
         Some(manifest) => manifest.fingerprint_config,
         None => Simhasher::default().config().to_string(),
     };
-    let hasher = docs::hasher_for(&line)?;
+    let hasher = docs::hasher_for_config(&line)?;
     Ok((hasher.config(), hasher))
 }
 
@@ -333,10 +333,10 @@ pub fn query(args: &QueryArgs) -> Result<(), CliError> {
             if docs::is_blank_text(text) {
                 return Err(blank_query("--text"));
             }
-            docs::hasher_for(&index.stats().fingerprint_config)?.fingerprint(text)
+            docs::hasher_for(&index)?.fingerprint(text)
         }
         (None, None, Some(path)) => {
-            let hasher = docs::hasher_for(&index.stats().fingerprint_config)?;
+            let hasher = docs::hasher_for(&index)?;
             let is_html = args.html || crate::html::is_html_name(path);
             let doc = docs::document(path.clone(), &read_all(path)?, is_html);
             if doc.is_blank() {
@@ -717,7 +717,7 @@ pub fn check(args: &CheckArgs) -> Result<(), CliError> {
         .into());
     }
     let index = Index::open(&args.db.db, options)?;
-    let hasher = docs::hasher_for(&index.stats().fingerprint_config)?;
+    let hasher = docs::hasher_for(&index)?;
     if k > index.plan().k() {
         return Err(simhashdb::Error::DistanceTooLarge {
             requested: k,
