@@ -84,7 +84,7 @@ fn records(data: &[u8]) -> Vec<Vec<Record>> {
 
 fn round_trip(cut: u16, damage: (u16, u8), data: &[u8]) {
     let batches = records(data);
-    let mut file = encode_wal_header(7);
+    let mut file = encode_wal_header(0, 7);
     for batch in &batches {
         file.extend_from_slice(&encode_frame(batch).unwrap());
     }

@@ -9,4 +9,4 @@ pub mod lock;
 mod memtable;
 pub mod policy;
 
-pub use index::{Doc, Durability, Index, Match, Options, Stats, VerifyReport};
+pub use index::{Doc, Durability, Index, Match, Options, Stats, VerifyReport, WalTail};
