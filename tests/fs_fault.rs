@@ -147,7 +147,10 @@ fn behaviour_suite(fs: &dyn FileSystem, root: &Path) -> io::Result<()> {
 
     // Nothing is created inside a missing directory.
     let missing = dir.join("missing");
-    assert_eq!(kind_of(fs.create_new(&missing.join("a"))), ErrorKind::NotFound);
+    assert_eq!(
+        kind_of(fs.create_new(&missing.join("a"))),
+        ErrorKind::NotFound
+    );
     assert_eq!(kind_of(fs.list(&missing)), ErrorKind::NotFound);
     assert_eq!(kind_of(fs.sync_dir(&missing)), ErrorKind::NotFound);
     assert_eq!(
@@ -195,7 +198,10 @@ fn a_process_handle_dies_with_a_crash_and_a_plain_one_does_not() -> io::Result<(
     // Every call through the dead process's handle fails; nothing it tries
     // reaches the file system.
     assert_eq!(kind_of(process.read(Path::new("/d/a"))), ErrorKind::Other);
-    assert_eq!(kind_of(process.create_new(Path::new("/d/b"))), ErrorKind::Other);
+    assert_eq!(
+        kind_of(process.create_new(Path::new("/d/b"))),
+        ErrorKind::Other
+    );
     assert_eq!(kind_of(process.remove(Path::new("/d/a"))), ErrorKind::Other);
     assert_eq!(fs.list(Path::new("/d"))?, names(&["a"]));
     // The test's own handle, and a new process's, go on.

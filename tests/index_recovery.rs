@@ -328,7 +328,7 @@ fn a_gap_in_sequence_numbers_between_wals_ends_the_replay() {
     // The first WAL keeps its first frame; the second holds the third.
     put(&fs, &first_path, &bytes[..frames[0].end as usize]);
     let second = manifest.next_wal_id;
-    let mut wal = encode_wal_header_with_flags(0, second, WAL_UNSYNCED_APPENDS);
+    let mut wal = encode_wal_header_with_flags(manifest.index_id, second, WAL_UNSYNCED_APPENDS);
     wal.extend_from_slice(frame(2));
     put(&fs, &dir().join(FileKind::Wal.file_name(second)), &wal);
     manifest.next_wal_id += 1;

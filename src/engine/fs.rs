@@ -251,7 +251,10 @@ impl FileSystem for RealFs {
     }
 
     fn create_new(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
-        let file = OpenOptions::new().append(true).create_new(true).open(path)?;
+        let file = OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .open(path)?;
         Ok(Box::new(RealFile { file, len: 0 }))
     }
 

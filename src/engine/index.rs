@@ -604,12 +604,7 @@ fn named_file_error<'a>(
 
 /// Reads the header of WAL `wal_id`, whose bytes are `bytes`, and checks
 /// that it names itself: a WAL renamed or copied from elsewhere is refused.
-fn open_wal<'a>(
-    path: &Path,
-    wal_id: u64,
-    index_id: u64,
-    bytes: &'a [u8],
-) -> Result<WalReader<'a>> {
+fn open_wal<'a>(path: &Path, wal_id: u64, index_id: u64, bytes: &'a [u8]) -> Result<WalReader<'a>> {
     let reader = WalReader::new(bytes).map_err(|e| corrupted(path, &e))?;
     if reader.index_id() != index_id {
         return Err(foreign(path, reader.index_id(), index_id));
@@ -774,7 +769,13 @@ impl Index {
         }
         let mut segments = Vec::with_capacity(manifest.segments.len());
         for meta in &manifest.segments {
-            segments.push(Arc::new(Segment::open(dir, &fs, *meta, plan.k(), manifest.index_id)?));
+            segments.push(Arc::new(Segment::open(
+                dir,
+                &fs,
+                *meta,
+                plan.k(),
+                manifest.index_id,
+            )?));
         }
         // Newest first.
         segments.sort_by_key(|s| Reverse(s.meta.max_seq));
@@ -1270,7 +1271,12 @@ impl Index {
                     offset: 0,
                     reason: format!(
                         "segments {} and {} hold overlapping sequence numbers ({}..={} and {}..={})",
-                        older.id, newer.id, older.min_seq, older.max_seq, newer.min_seq, newer.max_seq
+                        older.id,
+                        newer.id,
+                        older.min_seq,
+                        older.max_seq,
+                        newer.min_seq,
+                        newer.max_seq
                     ),
                 });
             }
@@ -1363,19 +1369,22 @@ impl Index {
     /// [`Error::Corrupted`] and nothing is written.
     pub fn compact(&self) -> Result<()> {
         let mut writer = self.writer()?;
+        {
+            // Refuse damaged segments before anything is written (a refusal
+            // is not a failed write: the index is not poisoned), even one
+            // that a merge would leave as it is.
+            let _merging = lock(&self.core.merging);
+            let segments: Vec<Arc<Segment>> = read_lock(&self.core.state).segments.clone();
+            for segment in &segments {
+                if !segment.sound.load(Ordering::Acquire) {
+                    segment.verify()?;
+                }
+            }
+        }
         self.flush_locked(&mut writer, true)?;
         // Waits for a background merge in progress.
         let _merging = lock(&self.core.merging);
-        // Refuse damaged segments before anything is written (a refusal is
-        // not a failed write: the index is not poisoned), even one that a
-        // merge would leave as it is.
-        let segments: Vec<Arc<Segment>> = read_lock(&self.core.state).segments.clone();
-        for segment in &segments {
-            if !segment.sound.load(Ordering::Acquire) {
-                segment.verify()?;
-            }
-        }
-        let segments = segments.len();
+        let segments = read_lock(&self.core.state).segments.len();
         let result = self.core.merge_newest(segments);
         self.core.poison_on_error(result)
     }
@@ -2490,10 +2499,7 @@ impl Segment {
             offset: 0,
             reason: format!("the file's {what} is {file}; the manifest records {recorded}"),
         };
-        for (path, file) in [
-            (&seg_path, tables.index_id()),
-            (&ids_path, docs.index_id()),
-        ] {
+        for (path, file) in [(&seg_path, tables.index_id()), (&ids_path, docs.index_id())] {
             if file != index_id {
                 return Err(foreign(path, file, index_id));
             }
@@ -2582,7 +2588,14 @@ impl Segment {
                 offset: 0,
                 reason: format!(
                     "its records span sequence numbers {}..={} and timestamps {}..={}; the manifest records {}..={} and {}..={}",
-                    seq.0, seq.1, time.0, time.1, recorded.0.0, recorded.0.1, recorded.1.0, recorded.1.1
+                    seq.0,
+                    seq.1,
+                    time.0,
+                    time.1,
+                    recorded.0.0,
+                    recorded.0.1,
+                    recorded.1.0,
+                    recorded.1.1
                 ),
             });
         }

@@ -1327,7 +1327,13 @@ mod tests {
         w.push(docs[0]).unwrap();
         assert!(invalid(w.finish()));
         // More documents than a doc map can hold.
-        assert!(invalid(SortedDocMapWriter::new(Vec::new(), 0, 1, 1 << 32, 0)));
+        assert!(invalid(SortedDocMapWriter::new(
+            Vec::new(),
+            0,
+            1,
+            1 << 32,
+            0
+        )));
     }
 
     #[test]

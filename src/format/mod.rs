@@ -458,5 +458,20 @@ mod tests {
         );
         assert!(e.to_string().contains("version 2"));
         assert!(!e.is_corruption());
+        // A file of an older version: say how to move its data over.
+        let e = FormatError::new(
+            FileKind::Manifest,
+            8,
+            FormatErrorKind::UnsupportedVersion {
+                expected: 2,
+                got: 1,
+            },
+        );
+        let s = e.to_string();
+        assert!(
+            s.contains("version 1") && s.contains("no longer reads"),
+            "{s}"
+        );
+        assert!(s.contains("for_each_doc") && s.contains("new index"), "{s}");
     }
 }

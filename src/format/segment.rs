@@ -389,12 +389,12 @@ mod tests {
     #[test]
     fn version_and_magic_errors_come_first() {
         let mut bytes = build(&sample());
-        bytes[8] = 2;
+        bytes[8] = 3;
         assert_eq!(
             SegmentReader::new(&bytes[..]).unwrap_err().kind,
             FormatErrorKind::UnsupportedVersion {
-                expected: 1,
-                got: 2
+                expected: 2,
+                got: 3
             }
         );
         bytes[0] = b'X';

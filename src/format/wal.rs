@@ -234,7 +234,7 @@ pub enum WalEnd {
         offset: u64,
     },
     /// The frame at `error.offset` has matching checksums, but its payload
-    /// does not parse. An interrupted append cannot leave that (the payload
+    /// does not parse (`error.kind` says why). An interrupted append cannot leave that (the payload
     /// CRC says its bytes are the ones written), so it is damage wherever it
     /// lies, the last frame included: a file written by a faulty writer or
     /// crafted. Nothing after it is read. Report it; never drop it silently.
@@ -469,8 +469,11 @@ impl Iterator for WalReader<'_> {
         let frame = match frame_at(self.bytes, at) {
             Ok((payload, end)) => match decode_payload(payload, to_u64(at + FRAME_HEADER_LEN)) {
                 Ok(records) => Ok((records, end)),
-                Err(error) => {
-                    // Both checksums matched: damage, not a torn append.
+                Err(mut error) => {
+                    // Both checksums matched: damage, not a torn append. The
+                    // frame is the bad structure (the parse may have failed
+                    // at its very end).
+                    error.offset = to_u64(at);
                     self.end = Some(WalEnd::Unparsable { error });
                     return None;
                 }
