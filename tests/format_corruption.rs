@@ -209,7 +209,7 @@ fn doc_map_bit_flips() {
 
 fn manifest() -> Manifest {
     Manifest {
-        index_id: 0x5eed_1d,
+        index_id: 0x5eed_0001,
         shape: Shape::Nested { outer: 4, inner: 4 },
         k: 3,
         fingerprint_config: "v1 tokenizer=words shingle=1 weighting=tf hash=fnv1a64-fmix64"

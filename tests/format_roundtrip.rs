@@ -303,7 +303,7 @@ fn manifest_strategy() -> impl Strategy<Value = Manifest> {
         prop::collection::btree_map(any::<u64>(), segment, 0..10),
     )
         .prop_map(|(shape, k, config, v, wal_ids, segments)| Manifest {
-            index_id: 0x5eed_1d,
+            index_id: 0x5eed_0001,
             shape,
             k,
             fingerprint_config: config,
@@ -328,7 +328,7 @@ fn plan_shapes_survive_the_manifest() {
         (Shape::Flat { blocks: 1 }, 0),
     ] {
         let m = Manifest {
-            index_id: 0x5eed_1d,
+            index_id: 0x5eed_0001,
             shape,
             k,
             fingerprint_config: simhashdb::Simhasher::default().config().to_string(),

@@ -236,7 +236,8 @@ fn manifest_counters_below_what_the_manifest_names_are_refused() {
     build(dir, Durability::Buffered);
     let good = read_manifest(dir);
     let newest_seq = good.segments.iter().map(|s| s.max_seq).max().unwrap();
-    let cases: [(&str, Box<dyn Fn(&mut Manifest)>); 2] = [
+    type Edit = Box<dyn Fn(&mut Manifest)>;
+    let cases: [(&str, Edit); 2] = [
         (
             "next WAL id",
             Box::new(|m: &mut Manifest| m.next_wal_id = m.wal_ids[0]),
@@ -293,7 +294,8 @@ fn absurd_counts_in_the_manifest_are_refused_at_open_not_allocated() {
     build(dir, Durability::Buffered);
     let good = read_manifest(dir);
     let big = big_segment(dir);
-    let edits: [(&str, fn(&mut SegmentMeta), &Path); 3] = [
+    type Edit<'a> = (&'a str, fn(&mut SegmentMeta), &'a Path);
+    let edits: [Edit; 3] = [
         (
             "tombstone count",
             |s| s.tombstone_count = 1_000_000_000_000_000,

@@ -2635,7 +2635,7 @@ impl Segment {
                 "table {wrong} does not hold the doc map's {} distinct fingerprints under its permutation (it holds {} keys{})",
                 fingerprints.count,
                 tables[wrong].count,
-                if tables.iter().any(|h| *h == fingerprints) {
+                if tables.contains(&fingerprints) {
                     ", and other tables agree with the doc map"
                 } else {
                     ""

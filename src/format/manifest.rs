@@ -324,7 +324,7 @@ mod tests {
 
     fn sample() -> Manifest {
         Manifest {
-            index_id: 0x5eed_1d,
+            index_id: 0x5eed_0001,
             shape: Shape::Flat { blocks: 6 },
             k: 3,
             fingerprint_config: "v1 tokenizer=words shingle=1 weighting=tf hash=fnv1a64-fmix64"
@@ -378,7 +378,7 @@ mod tests {
         let bytes = m.encode().unwrap();
         assert_eq!(Manifest::decode(&bytes).unwrap(), m);
         let empty = Manifest {
-            index_id: 0x5eed_1d,
+            index_id: 0x5eed_0001,
             wal_ids: vec![],
             segments: vec![],
             fingerprint_config: String::new(),
@@ -413,7 +413,7 @@ mod tests {
     #[test]
     fn bad_values_are_refused() {
         let m = Manifest {
-            index_id: 0x5eed_1d,
+            index_id: 0x5eed_0001,
             fingerprint_config: "two\nlines".to_owned(),
             ..sample()
         };
@@ -421,7 +421,7 @@ mod tests {
         // The encoder refuses an id listed twice; the decoder must too, so
         // write one by hand: WAL ids 1, 2 turned into 1, 1, checksum fixed.
         let m = Manifest {
-            index_id: 0x5eed_1d,
+            index_id: 0x5eed_0001,
             wal_ids: vec![1, 2],
             ..sample()
         };
