@@ -237,7 +237,7 @@ fn manifest_counters_below_what_the_manifest_names_are_refused() {
     let good = read_manifest(dir);
     let newest_seq = good.segments.iter().map(|s| s.max_seq).max().unwrap();
     type Edit = Box<dyn Fn(&mut Manifest)>;
-    let cases: [(&str, Edit); 2] = [
+    let cases: [(&str, Edit); 5] = [
         (
             "next WAL id",
             Box::new(|m: &mut Manifest| m.next_wal_id = m.wal_ids[0]),
@@ -245,6 +245,21 @@ fn manifest_counters_below_what_the_manifest_names_are_refused() {
         (
             "next sequence number",
             Box::new(move |m: &mut Manifest| m.next_seq = newest_seq),
+        ),
+        // Counters that would overflow at the next allocation (found by
+        // fuzzing: `compact` then panicked in debug builds, and wrapped to
+        // id 0 in release builds).
+        (
+            "beyond 2^63",
+            Box::new(|m: &mut Manifest| m.next_segment_id = u64::MAX),
+        ),
+        (
+            "beyond 2^63",
+            Box::new(|m: &mut Manifest| m.next_wal_id = u64::MAX),
+        ),
+        (
+            "beyond 2^63",
+            Box::new(|m: &mut Manifest| m.next_seq = 1 << 63),
         ),
     ];
     for (says, edit) in cases {
@@ -618,6 +633,67 @@ fn a_wal_whose_header_names_another_wal_is_refused() {
         &wal_path(dir),
         "header names WAL",
     );
+}
+
+#[test]
+fn wal_records_whose_sequence_numbers_go_back_or_pass_2_pow_63_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    build(dir, Durability::Buffered);
+    let (index_id, wal_id, flags, frames) = wal_of(dir);
+    assert_eq!(frames.len(), 2);
+    let edits: [fn(&mut Vec<Vec<Record>>); 3] = [
+        // Found by fuzzing: replay computed seq + 1 and overflowed.
+        |frames| {
+            frames.push(
+                frames[1]
+                    .iter()
+                    .cloned()
+                    .map(|r| with_seq(r, u64::MAX))
+                    .collect(),
+            )
+        },
+        |frames| frames.reverse(),
+        |frames| frames.push(frames[0].clone()),
+    ];
+    for edit in edits {
+        let mut frames = frames.clone();
+        edit(&mut frames);
+        let mut bytes = encode_wal_header_with_flags(index_id, wal_id, flags);
+        for frame in &frames {
+            bytes.extend(encode_frame(frame).unwrap());
+        }
+        fs::write(wal_path(dir), &bytes).unwrap();
+        expect_corrupted(
+            Index::open_read_only(dir),
+            &wal_path(dir),
+            "sequence number",
+        );
+        expect_corrupted(
+            Index::open(dir, options(Durability::Buffered)),
+            &wal_path(dir),
+            "sequence number",
+        );
+    }
+}
+
+fn with_seq(record: Record, seq: u64) -> Record {
+    match record {
+        Record::Insert {
+            id,
+            fingerprint,
+            timestamp,
+            name,
+            ..
+        } => Record::Insert {
+            seq,
+            id,
+            fingerprint,
+            timestamp,
+            name,
+        },
+        Record::Delete { id, timestamp, .. } => Record::Delete { seq, id, timestamp },
+    }
 }
 
 #[test]

@@ -38,8 +38,9 @@ use crate::fingerprint::{FingerprintConfig, Simhasher};
 use crate::format::{
     DEFAULT_BLOCK_LEN, DocEntry, DocMapReader, DocMapWriter, EncodeError, FileKind, FormatError,
     MANIFEST_TEMP_FILE_NAME, Manifest, Ranges, Record, SegmentInfo, SegmentMeta, SegmentReader,
-    SegmentWriter, SortedDocMapWriter, Tombstone, WAL_UNSYNCED_APPENDS, WalEnd, WalReader,
-    encode_frame, encode_wal_header_with_flags, holds_whole_frame, looks_like_lost_write_back,
+    SegmentWriter, SortedDocMapWriter, Tombstone, WAL_UNSYNCED_APPENDS, WalEnd, WalFrame,
+    WalReader, encode_frame, encode_wal_header_with_flags, holds_whole_frame,
+    looks_like_lost_write_back,
 };
 use crate::plan::Plan;
 
@@ -818,6 +819,7 @@ impl Index {
             // Buffered WAL's unsynced tail can be cut at a frame boundary,
             // leaving no torn tail to see. Replaying this one would leave a
             // hole, so recovery keeps the prefix before the gap.
+            check_wal_seqs(&path, &frames)?;
             let first_seq = frames
                 .first()
                 .and_then(|frame| frame.records.first())
@@ -1230,7 +1232,9 @@ impl Index {
                 .map_err(named_file_error(&path, "read"))?;
             let reader = open_wal(&path, wal_id, manifest.index_id, &bytes)?;
             let unsynced_appends = reader.unsynced_appends();
-            match reader.read_all().1 {
+            let (frames, end) = reader.read_all();
+            check_wal_seqs(&path, &frames)?;
+            match end {
                 WalEnd::Clean => {}
                 WalEnd::TornTail { offset } => report.wal_tails.push(WalTail {
                     path: path.clone(),
@@ -2338,6 +2342,17 @@ fn check_manifest_counters(path: &Path, manifest: &Manifest) -> Result<()> {
         offset: 0,
         reason,
     };
+    for (what, value) in [
+        ("next segment id", manifest.next_segment_id),
+        ("next WAL id", manifest.next_wal_id),
+        ("next sequence number", manifest.next_seq),
+    ] {
+        if value >= COUNTER_LIMIT {
+            return Err(refuse(format!(
+                "the {what} {value} is beyond 2^63, which no index reaches"
+            )));
+        }
+    }
     for meta in &manifest.segments {
         if meta.id >= manifest.next_segment_id {
             return Err(refuse(format!(
@@ -2365,6 +2380,36 @@ fn check_manifest_counters(path: &Path, manifest: &Manifest) -> Result<()> {
     Ok(())
 }
 
+/// Ids and sequence numbers stay below this: at a billion a second, 2^63
+/// takes 292 years. A larger counter in a file is damage, and the counters
+/// can never overflow.
+const COUNTER_LIMIT: u64 = 1 << 63;
+
+/// Checks the sequence numbers of a WAL's records: each below
+/// [`COUNTER_LIMIT`], and increasing (every write takes a number above the
+/// last). A WAL that fails has checksum-valid frames written by no writer of
+/// this index, or reordered.
+fn check_wal_seqs(path: &Path, frames: &[WalFrame]) -> Result<()> {
+    let mut last: Option<u64> = None;
+    for frame in frames {
+        for record in &frame.records {
+            let seq = record.seq();
+            if seq >= COUNTER_LIMIT || last.is_some_and(|l| seq <= l) {
+                return Err(Error::Corrupted {
+                    path: path.to_path_buf(),
+                    offset: frame.offset,
+                    reason: format!(
+                        "a record's sequence number {seq} does not follow the previous one ({}) or is beyond 2^63",
+                        last.map_or("none".to_owned(), |l| l.to_string())
+                    ),
+                });
+            }
+            last = Some(seq);
+        }
+    }
+    Ok(())
+}
+
 /// Moves the manifest's next segment and WAL ids past any file in `dir`
 /// that already has them: the debris of a flush or merge interrupted before
 /// its commit (its ids were allocated after the last commit). New files are
@@ -2375,12 +2420,16 @@ fn skip_ids_of_debris(dir: &Path, fs: &dyn FileSystem, manifest: &mut Manifest) 
         let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
             continue;
         };
+        // Ids from 2^63 on are never handed out, so files with them never
+        // collide with a new one.
         match FileKind::parse_file_name(name) {
-            Some((FileKind::Segment | FileKind::DocMap, id)) if id >= manifest.next_segment_id => {
-                manifest.next_segment_id = id.saturating_add(1);
+            Some((FileKind::Segment | FileKind::DocMap, id))
+                if id >= manifest.next_segment_id && id < COUNTER_LIMIT - 1 =>
+            {
+                manifest.next_segment_id = id + 1;
             }
-            Some((FileKind::Wal, id)) if id >= manifest.next_wal_id => {
-                manifest.next_wal_id = id.saturating_add(1);
+            Some((FileKind::Wal, id)) if id >= manifest.next_wal_id && id < COUNTER_LIMIT - 1 => {
+                manifest.next_wal_id = id + 1;
             }
             _ => {}
         }
