@@ -43,6 +43,11 @@ fn raw(data: &[u8]) {
             assert!(error.offset < len && next_valid < len);
             assert!(previous_end.is_none_or(|e| e <= next_valid));
         }
+        WalEnd::Unparsable { error } => {
+            // Reported at the frame, right after the last valid one.
+            assert!(error.offset < len);
+            assert!(previous_end.is_none_or(|e| e == error.offset));
+        }
     }
 }
 
