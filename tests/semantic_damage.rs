@@ -237,7 +237,7 @@ fn manifest_counters_below_what_the_manifest_names_are_refused() {
     let good = read_manifest(dir);
     let newest_seq = good.segments.iter().map(|s| s.max_seq).max().unwrap();
     type Edit = Box<dyn Fn(&mut Manifest)>;
-    let cases: [(&str, Edit); 5] = [
+    let cases: [(&str, Edit); 6] = [
         (
             "next WAL id",
             Box::new(|m: &mut Manifest| m.next_wal_id = m.wal_ids[0]),
@@ -260,6 +260,10 @@ fn manifest_counters_below_what_the_manifest_names_are_refused() {
         (
             "beyond 2^63",
             Box::new(|m: &mut Manifest| m.next_seq = 1 << 63),
+        ),
+        (
+            "beyond 2^63",
+            Box::new(|m: &mut Manifest| m.generation = u64::MAX),
         ),
     ];
     for (says, edit) in cases {

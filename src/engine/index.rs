@@ -2346,6 +2346,7 @@ fn check_manifest_counters(path: &Path, manifest: &Manifest) -> Result<()> {
         ("next segment id", manifest.next_segment_id),
         ("next WAL id", manifest.next_wal_id),
         ("next sequence number", manifest.next_seq),
+        ("generation", manifest.generation),
     ] {
         if value >= COUNTER_LIMIT {
             return Err(refuse(format!(
