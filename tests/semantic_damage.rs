@@ -281,6 +281,24 @@ fn manifest_counters_below_what_the_manifest_names_are_refused() {
 }
 
 #[test]
+fn a_segment_level_at_its_limit_compacts() {
+    // Found by fuzzing: the merged segment's level was the inputs' + 1,
+    // which overflowed (a panic in debug builds).
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    build(dir, Durability::Buffered);
+    let mut m = read_manifest(dir);
+    m.segments.iter_mut().for_each(|s| s.level = u32::MAX);
+    write_manifest(dir, &m);
+    let index = Index::open(dir, options(Durability::Buffered)).unwrap();
+    let before = live_docs(&index);
+    index.compact().unwrap();
+    assert_eq!(live_docs(&index), before);
+    drop(index);
+    assert_eq!(read_manifest(dir).segments[0].level, u32::MAX);
+}
+
+#[test]
 fn debris_holding_the_next_ids_is_never_written_over() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();

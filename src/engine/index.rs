@@ -2040,7 +2040,13 @@ impl Core {
             let key_count = live_fingerprints.len() as u64;
             let plan = self.segment_plan(key_count);
             let tables = merged_tables(&run, &plan, live_fingerprints, dropped)?;
-            let level = run.iter().map(|s| s.meta.level).max().unwrap_or(0) + 1;
+            // A level read from the manifest may be anything.
+            let level = run
+                .iter()
+                .map(|s| s.meta.level)
+                .max()
+                .unwrap_or(0)
+                .saturating_add(1);
             Some(self.write_segment(segment_id, level, &plan, key_count, tables, ranges)?)
         };
         let run_ids: HashSet<u64> = run.iter().map(|s| s.meta.id).collect();
