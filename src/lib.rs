@@ -57,6 +57,22 @@ pub fn hamming(a: u64, b: u64) -> u32 {
     (a ^ b).count_ones()
 }
 
+/// The id of the document named `name` (a URL or path): FNV-1a 64 of its
+/// UTF-8 bytes. The command line (`add`, `check`, `get NAME`, `delete NAME`)
+/// and the Python package's `Index.add` / `Index.check` store named documents
+/// under this id, so a name finds its document without a name table.
+///
+/// ```
+/// use simhashdb::doc_id;
+///
+/// assert_eq!(doc_id(""), 0xcbf2_9ce4_8422_2325); // the FNV-1a 64 offset basis
+/// assert_ne!(doc_id("https://example.com/a"), doc_id("https://example.com/b"));
+/// ```
+#[inline]
+pub fn doc_id(name: &str) -> u64 {
+    fingerprint::fnv1a64(name.as_bytes())
+}
+
 /// The README's Rust snippets, compiled and run as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

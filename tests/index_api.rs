@@ -336,6 +336,35 @@ fn reopening_with_other_settings_is_a_mismatch() {
 }
 
 #[test]
+fn the_simhasher_of_an_index_is_its_recorded_configuration() {
+    let fs = FaultFs::new();
+    let custom = Simhasher::builder()
+        .tokenizer(simhashdb::Tokenizer::CharNgrams(4))
+        .weighting(simhashdb::Weighting::Binary)
+        .build()
+        .unwrap();
+    let text = "a page about storage engines, fetched twice";
+    drop(
+        Index::open(
+            dir(),
+            Options {
+                fingerprint: Some(custom.config()),
+                ..options(&fs)
+            },
+        )
+        .unwrap(),
+    );
+    // Reopened without naming the configuration: it is read back.
+    let hasher = open(&fs).simhasher().unwrap();
+    assert_eq!(hasher.config(), custom.config());
+    assert_eq!(hasher.fingerprint(text), custom.fingerprint(text));
+    assert_ne!(
+        hasher.fingerprint(text),
+        Simhasher::default().fingerprint(text)
+    );
+}
+
+#[test]
 fn insert_if_new_returns_the_near_duplicates_and_writes_nothing() {
     let fs = FaultFs::new();
     let index = open(&fs);

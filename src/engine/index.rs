@@ -34,7 +34,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
-use crate::fingerprint::{FingerprintConfig, Simhasher};
+use crate::fingerprint::{FingerprintConfig, FingerprintError, Simhasher};
 use crate::format::{
     DEFAULT_BLOCK_LEN, DocEntry, DocMapReader, DocMapWriter, EncodeError, FileKind, FormatError,
     MANIFEST_TEMP_FILE_NAME, Manifest, Ranges, Record, SegmentInfo, SegmentMeta, SegmentReader,
@@ -1028,6 +1028,16 @@ impl Index {
     /// The index's plan (its `k` is the largest distance queries may ask for).
     pub fn plan(&self) -> &Plan {
         &self.core.plan
+    }
+
+    /// A [`Simhasher`] for the fingerprint configuration recorded in the
+    /// index: texts fingerprinted with it are comparable with the index's
+    /// fingerprints. Fails if the recorded configuration is one this version
+    /// cannot build (a later algorithm version, or an IDF table: use
+    /// [`Simhasher::from_config_with_idf`] with the recorded
+    /// [`Stats::fingerprint_config`]).
+    pub fn simhasher(&self) -> std::result::Result<Simhasher, FingerprintError> {
+        Simhasher::from_config(&self.core.fingerprint_config.parse()?)
     }
 
     /// Inserts document `id` with `fingerprint`, replacing any earlier version of `id`.

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use indicatif::ProgressBar;
 use rayon::prelude::*;
-use simhashdb::fingerprint::{Tokenizer, Weighting, fnv1a64, simhash};
-use simhashdb::{FingerprintConfig, Simhasher};
+use simhashdb::fingerprint::{Tokenizer, Weighting, simhash};
+use simhashdb::{Index, Simhasher};
 
 use crate::error::CliError;
 use crate::html;
@@ -37,14 +37,14 @@ impl FingerprintArgs {
     }
 }
 
-/// The hasher an index's recorded configuration line describes.
-pub fn hasher_for(config_line: &str) -> Result<Simhasher, CliError> {
-    let config: FingerprintConfig = config_line.parse().map_err(|e| {
+/// The hasher of the fingerprint configuration recorded in `index`.
+pub fn hasher_for(index: &Index) -> Result<Simhasher, CliError> {
+    index.simhasher().map_err(|e| {
         CliError::Failure(format!(
-            "the index records fingerprint config `{config_line}`, which this version cannot use: {e}"
+            "the index records fingerprint config `{}`, which this version cannot use: {e}",
+            index.stats().fingerprint_config
         ))
-    })?;
-    Simhasher::from_config(&config).map_err(|e| CliError::Failure(e.to_string()))
+    })
 }
 
 /// How files are turned into documents.
@@ -102,13 +102,6 @@ impl Document {
     pub fn is_blank(&self) -> bool {
         self.text.trim().is_empty()
     }
-}
-
-/// The document id of a name: FNV-1a 64 of its UTF-8 bytes. Every command
-/// that stores or looks up a named document uses this rule, so `get NAME`
-/// and `delete NAME` need no name table.
-pub fn doc_id(name: &str) -> u64 {
-    fnv1a64(name.as_bytes())
 }
 
 /// A file to read, with its size for the progress bar.
@@ -274,15 +267,6 @@ mod tests {
         assert!(
             simhashdb::hamming(heavy, title)
                 < simhashdb::hamming(hasher.fingerprint(&doc.text), title)
-        );
-    }
-
-    #[test]
-    fn ids_are_fnv1a64_of_the_name() {
-        assert_eq!(doc_id(""), 0xcbf2_9ce4_8422_2325);
-        assert_ne!(
-            doc_id("https://example.com/a"),
-            doc_id("https://example.com/b")
         );
     }
 }

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use serde_json::json;
 use simhashdb::format::FileKind;
-use simhashdb::{Durability, Index, Options, Stats};
+use simhashdb::{Durability, Index, Options, Stats, doc_id};
 
-use crate::docs::{self, Blank, FingerprintArgs, ReadArgs, collect_inputs, doc_id, read_documents};
+use crate::docs::{self, Blank, FingerprintArgs, ReadArgs, collect_inputs, read_documents};
 use crate::error::CliError;
 use crate::input::{
     MAX_LINE_BYTES, check_complete, display_name, line_error, lines, open_output,
@@ -190,7 +190,7 @@ pub fn add(args: &AddArgs) -> Result<(), CliError> {
     }
 
     let index = Index::open(&args.db.db, Options::default())?;
-    let hasher = docs::hasher_for(&index.stats().fingerprint_config)?;
+    let hasher = docs::hasher_for(&index)?;
     let weight = args.read.heading_weight;
     let mut batch: Vec<(u64, u64, Option<String>)> = fp_lines;
     batch.extend(texts.into_iter().map(|(name, text)| {
@@ -259,11 +259,9 @@ pub fn query(args: &QueryArgs) -> Result<(), CliError> {
     let fingerprint = match (&args.fp, &args.text, &args.path) {
         (Some(fp), _, _) => parse_decimal_u64(fp.as_bytes())
             .map_err(|why| CliError::Input(format!("--fp {}: {why}", snippet(fp.as_bytes()))))?,
-        (None, Some(text), _) => {
-            docs::hasher_for(&index.stats().fingerprint_config)?.fingerprint(text)
-        }
+        (None, Some(text), _) => docs::hasher_for(&index)?.fingerprint(text),
         (None, None, Some(path)) => {
-            let hasher = docs::hasher_for(&index.stats().fingerprint_config)?;
+            let hasher = docs::hasher_for(&index)?;
             let is_html = args.html || crate::html::is_html_name(path);
             docs::document(path.clone(), &read_all(path)?, is_html).fingerprint(&hasher, 1.0)
         }
@@ -617,7 +615,7 @@ pub fn check(args: &CheckArgs) -> Result<(), CliError> {
         ..Options::default()
     };
     let index = Index::open(&args.db.db, options)?;
-    let hasher = docs::hasher_for(&index.stats().fingerprint_config)?;
+    let hasher = docs::hasher_for(&index)?;
     let k = args.distance.unwrap_or(index.plan().k());
     if k > index.plan().k() {
         return Err(simhashdb::Error::DistanceTooLarge {

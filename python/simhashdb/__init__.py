@@ -1,0 +1,57 @@
+"""simhashdb: exact near-duplicate search over 64-bit SimHash fingerprints.
+
+- ``Simhasher``: texts to fingerprints (``fingerprint``, ``fingerprint_many``).
+- ``hamming(a, b)``: the distance between two fingerprints.
+- ``find_all`` / ``clusters``: every near-duplicate pair, or cluster, of a
+  numpy array of fingerprints, in memory.
+- ``Index``: a persistent, crash-safe index of documents (id, fingerprint,
+  name) that answers "which documents lie within k bits of this one?".
+
+Every error is a ``simhashdb.Error``; see ``simhashdb._errors``.
+"""
+
+from ._errors import (
+    ClosedError,
+    CorruptedError,
+    DistanceError,
+    Error,
+    FileSystemError,
+    InvalidArgumentError,
+    LockedError,
+    MismatchError,
+    PoisonedError,
+    ReadOnlyError,
+)
+from ._simhashdb import (
+    MAX_NAME_BYTES,
+    Doc,
+    Index,
+    Match,
+    Simhasher,
+    clusters,
+    doc_id,
+    find_all,
+    hamming,
+)
+
+__all__ = [
+    "Simhasher",
+    "hamming",
+    "find_all",
+    "clusters",
+    "doc_id",
+    "Index",
+    "Match",
+    "Doc",
+    "MAX_NAME_BYTES",
+    "Error",
+    "LockedError",
+    "CorruptedError",
+    "MismatchError",
+    "DistanceError",
+    "InvalidArgumentError",
+    "PoisonedError",
+    "ReadOnlyError",
+    "ClosedError",
+    "FileSystemError",
+]

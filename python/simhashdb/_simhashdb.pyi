@@ -1,0 +1,206 @@
+"""Type stubs of the extension module (re-exported by ``simhashdb``)."""
+
+import datetime
+import os
+from typing import Any, Iterable, Optional, Sequence, Union
+
+import numpy as np
+import numpy.typing as npt
+
+# A 1-D array-like of unsigned 64-bit integers: a numpy array (a contiguous
+# uint64 array is read in place), or a sequence of ints.
+_U64Array = Union[npt.NDArray[np.unsignedinteger[Any]], npt.NDArray[np.signedinteger[Any]], Sequence[int]]
+_Int = Union[int, np.integer[Any]]
+
+MAX_NAME_BYTES: int
+"""The longest document name, in UTF-8 bytes (64 KiB)."""
+
+def hamming(a: _Int, b: _Int) -> int:
+    """Number of bit positions in which fingerprints ``a`` and ``b`` differ (0 to 64)."""
+
+def doc_id(name: str) -> int:
+    """The id of the document named ``name``: FNV-1a 64 of its UTF-8 bytes (the
+    rule of ``Index.add``, ``Index.check`` and the command line)."""
+
+def find_all(
+    fingerprints: _U64Array, k: int = 3, blocks: Optional[int] = None
+) -> npt.NDArray[np.int64]:
+    """Every pair of positions (i, j), i < j, whose fingerprints differ in at
+    most k bits (default 3), exactly: an int64 array of shape (m, 2), sorted.
+    ``blocks`` fixes the table plan (default: the cost model's choice)."""
+
+def clusters(
+    fingerprints: _U64Array, k: int = 3, blocks: Optional[int] = None
+) -> npt.NDArray[np.int64]:
+    """A cluster label per fingerprint: the position of the first member of
+    its cluster (connected components of ``find_all``'s pairs); a fingerprint
+    without near-duplicates is labelled with its own position."""
+
+class Simhasher:
+    """Computes 64-bit simhash fingerprints of texts.
+
+    tokenizer: "words" (default), "letters", "chinese", "chars" or "chars:N";
+    shingle: tokens per feature (default 1); weighting: "tf" (default) or "binary".
+    """
+
+    def __init__(self, tokenizer: str = "words", shingle: int = 1, weighting: str = "tf") -> None: ...
+    @staticmethod
+    def from_config(config: str) -> "Simhasher":
+        """The Simhasher of a configuration line (as ``config`` returns it)."""
+    def fingerprint(self, text: str) -> int:
+        """The fingerprint of ``text``, an int in [0, 2**64)."""
+    def fingerprint_many(self, texts: Iterable[str]) -> npt.NDArray[np.uint64]:
+        """The fingerprints of ``texts`` as a uint64 array, computed in parallel without the GIL."""
+    def tokens(self, text: str) -> list[str]:
+        """The tokens of ``text`` before shingling and hashing."""
+    @property
+    def config(self) -> str:
+        """The versioned configuration line."""
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+
+class Match:
+    """A document found by a query (immutable, comparable, hashable)."""
+
+    def __init__(
+        self, id: int, fingerprint: int, distance: int, name: Optional[str] = None
+    ) -> None: ...
+    @property
+    def id(self) -> int:
+        """The document id."""
+    @property
+    def fingerprint(self) -> int:
+        """Its fingerprint."""
+    @property
+    def distance(self) -> int:
+        """Hamming distance from the query."""
+    @property
+    def name(self) -> Optional[str]:
+        """Its name, or None."""
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+
+class Doc:
+    """A live document of an index (immutable, comparable, hashable)."""
+
+    def __init__(
+        self, id: int, fingerprint: int, name: Optional[str] = None, timestamp_ms: int = 0
+    ) -> None: ...
+    @property
+    def id(self) -> int:
+        """The document id."""
+    @property
+    def fingerprint(self) -> int:
+        """Its fingerprint."""
+    @property
+    def name(self) -> Optional[str]:
+        """Its name, or None."""
+    @property
+    def timestamp_ms(self) -> int:
+        """When it was inserted, in milliseconds since the Unix epoch."""
+    @property
+    def timestamp(self) -> float:
+        """When it was inserted, in seconds since the Unix epoch."""
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+
+class Index:
+    """A persistent, exact near-duplicate index of 64-bit fingerprints.
+
+    Open with ``Index.open`` or ``Index.open_read_only``; close with ``close()``
+    or a ``with`` block. Thread-safe; long calls release the GIL.
+    """
+
+    @staticmethod
+    def open(
+        path: Union[str, "os.PathLike[str]"],
+        k: Optional[int] = None,
+        expected_n: Optional[int] = None,
+        durability: Optional[str] = None,
+        retention: Union[None, float, datetime.timedelta] = None,
+        tokenizer: Optional[str] = None,
+        shingle: Optional[int] = None,
+        weighting: Optional[str] = None,
+        blocks: Optional[int] = None,
+        memtable_bytes: Optional[int] = None,
+    ) -> "Index":
+        """Opens the index in ``path``, creating it if needed. k, expected_n,
+        blocks, retention and the fingerprint configuration are recorded by a
+        new index; durability ("buffered" or "sync") and memtable_bytes apply
+        to this open."""
+    @staticmethod
+    def open_read_only(path: Union[str, "os.PathLike[str]"]) -> "Index":
+        """Opens an existing index for queries only (a shared lock)."""
+    def close(self) -> None:
+        """Closes the index (waits for calls in progress); idempotent."""
+    def __enter__(self) -> "Index": ...
+    def __exit__(self, *exc: object) -> bool: ...
+    def insert(self, id: _Int, fingerprint: _Int, name: Optional[str] = None) -> None:
+        """Inserts (or replaces) document ``id``."""
+    def insert_many(
+        self,
+        ids: _U64Array,
+        fingerprints: _U64Array,
+        names: Optional[Sequence[Optional[str]]] = None,
+    ) -> None:
+        """Inserts many documents as one atomic write."""
+    def delete(self, id: _Int) -> None:
+        """Deletes document ``id`` (nothing happens if there is none)."""
+    def get(self, id: _Int) -> Optional[int]:
+        """The fingerprint of document ``id``, or None."""
+    def get_doc(self, id: _Int) -> Optional[Doc]:
+        """Document ``id``, or None."""
+    def __contains__(self, id: _Int) -> bool: ...
+    def query(self, fingerprint: _Int, k: Optional[int] = None) -> list[Match]:
+        """Every live document within distance k, nearest first."""
+    def query_many(self, fingerprints: _U64Array, k: Optional[int] = None) -> list[list[Match]]:
+        """``query`` for each fingerprint, in parallel without the GIL."""
+    def insert_if_new(
+        self,
+        id: _Int,
+        fingerprint: _Int,
+        name: Optional[str] = None,
+        k: Optional[int] = None,
+    ) -> list[Match]:
+        """Inserts unless near-duplicates exist; returns them (empty: inserted)."""
+    def add(self, name: str, text: str) -> int:
+        """Inserts ``text`` as the document ``name`` (id ``doc_id(name)``); returns the id."""
+    def add_many(self, names: Sequence[str], texts: Sequence[str]) -> npt.NDArray[np.uint64]:
+        """``add`` for many documents as one write; returns their ids."""
+    def check(self, name: str, text: str, k: Optional[int] = None) -> Optional[Match]:
+        """Check-and-insert by name and text: None if inserted, else the nearest match."""
+    def flush(self) -> None:
+        """Writes the in-memory documents to a new segment."""
+    def sync(self) -> None:
+        """Syncs the write-ahead log to the device."""
+    def compact(self) -> None:
+        """Merges every segment into one."""
+    def verify(self) -> dict[str, int]:
+        """Checks every checksum; returns {"files": n, "bytes": n}."""
+    def stats(self) -> dict[str, Any]:
+        """Shape and size of the index."""
+    def __len__(self) -> int: ...
+    @property
+    def path(self) -> str:
+        """The index directory."""
+    @property
+    def k(self) -> int:
+        """The largest distance queries may ask for."""
+    @property
+    def plan(self) -> str:
+        """The table plan."""
+    @property
+    def config(self) -> str:
+        """The recorded fingerprint configuration line."""
+    @property
+    def simhasher(self) -> Simhasher:
+        """A Simhasher of the recorded configuration."""
+    @property
+    def read_only(self) -> bool:
+        """Whether the index was opened read-only."""
+    @property
+    def durability(self) -> str:
+        """Either "buffered" or "sync"."""
+    @property
+    def closed(self) -> bool:
+        """Whether the index was closed."""

@@ -1,0 +1,357 @@
+//! Arguments from Python: unsigned 64-bit integers, arrays of them, texts
+//! and names. A value of the wrong type is a `TypeError` and one out of range
+//! a `ValueError`; both messages name the argument and show the value.
+
+use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyReadonlyArray1, PyUntypedArray};
+use numpy::{PyUntypedArrayMethods, dtype};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedStr;
+use pyo3::types::{PyBool, PyBytes, PyFloat, PyInt, PyList, PyString, PyTuple};
+use rayon::prelude::*;
+
+/// At most this many characters of a value's `repr` go into a message.
+const MAX_REPR: usize = 80;
+
+/// `repr(value)`, cut to a readable length.
+pub fn show(value: &Bound<'_, PyAny>) -> String {
+    let text = value
+        .repr()
+        .map(|r| r.to_string())
+        .unwrap_or_else(|_| "<unprintable>".to_string());
+    if text.chars().count() > MAX_REPR {
+        let cut: String = text.chars().take(MAX_REPR).collect();
+        format!("{cut}...")
+    } else {
+        text
+    }
+}
+
+/// The name of a value's type.
+pub fn type_name(value: &Bound<'_, PyAny>) -> String {
+    value
+        .get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".to_string())
+}
+
+/// A `u64` argument (an `int`, or an integer scalar such as `numpy.uint64`).
+pub fn u64_arg(value: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
+    if value.is_instance_of::<PyBool>() {
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be an int in [0, 2**64), got bool {}",
+            show(value)
+        )));
+    }
+    value.extract::<u64>().map_err(|_| u64_error(value, what))
+}
+
+fn u64_error(value: &Bound<'_, PyAny>, what: &str) -> PyErr {
+    if value.is_instance_of::<PyInt>() || value.hasattr("__index__").unwrap_or(false) {
+        PyValueError::new_err(format!("{what} must be in [0, 2**64), got {}", show(value)))
+    } else {
+        PyTypeError::new_err(format!(
+            "{what} must be an int in [0, 2**64), got {} {}",
+            type_name(value),
+            show(value)
+        ))
+    }
+}
+
+/// A small non-negative integer argument (a distance, a block count).
+pub fn u32_arg(value: &Bound<'_, PyAny>, what: &str) -> PyResult<u32> {
+    if value.is_instance_of::<PyBool>() {
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be an int, got bool {}",
+            show(value)
+        )));
+    }
+    match value.extract::<i64>() {
+        Ok(n) => u32::try_from(n).map_err(|_| {
+            PyValueError::new_err(format!(
+                "{what} must be a non-negative int below 2**32, got {n}"
+            ))
+        }),
+        Err(_) if value.is_instance_of::<PyInt>() => Err(PyValueError::new_err(format!(
+            "{what} must be a non-negative int below 2**32, got {}",
+            show(value)
+        ))),
+        Err(_) => Err(PyTypeError::new_err(format!(
+            "{what} must be an int, got {} {}",
+            type_name(value),
+            show(value)
+        ))),
+    }
+}
+
+/// An optional distance: `None` gives `default`.
+pub fn k_arg(value: Option<&Bound<'_, PyAny>>, default: u32) -> PyResult<u32> {
+    match value {
+        Some(v) if !v.is_none() => u32_arg(v, "k"),
+        _ => Ok(default),
+    }
+}
+
+/// A `str` argument, held without the GIL.
+pub fn str_arg(value: &Bound<'_, PyAny>, what: &str) -> PyResult<PyBackedStr> {
+    match value.cast::<PyString>() {
+        Ok(s) => s.clone().try_into(),
+        Err(_) => Err(not_a_str(value, what)),
+    }
+}
+
+fn not_a_str(value: &Bound<'_, PyAny>, what: &str) -> PyErr {
+    let hint = if value.is_instance_of::<PyBytes>() {
+        " (decode bytes first)"
+    } else {
+        ""
+    };
+    PyTypeError::new_err(format!(
+        "{what} must be a str, got {} {}{hint}",
+        type_name(value),
+        show(value)
+    ))
+}
+
+/// An optional name: `None` or a `str`.
+pub fn name_arg(value: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option<String>> {
+    match value {
+        Some(v) if !v.is_none() => Ok(Some(str_arg(v, what)?.to_string())),
+        _ => Ok(None),
+    }
+}
+
+/// The items of a list, a tuple or any other iterable (not a `str` or
+/// `bytes`, which would be taken apart character by character).
+fn items<'py>(value: &Bound<'py, PyAny>, what: &str, of: &str) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    if let Ok(list) = value.cast::<PyList>() {
+        return Ok(list.iter().collect());
+    }
+    if let Ok(tuple) = value.cast::<PyTuple>() {
+        return Ok(tuple.iter().collect());
+    }
+    let not_iterable = || {
+        PyTypeError::new_err(format!(
+            "{what} must be a sequence of {of}, got {} {}",
+            type_name(value),
+            show(value)
+        ))
+    };
+    if value.is_instance_of::<PyString>() || value.is_instance_of::<PyBytes>() {
+        return Err(not_iterable());
+    }
+    let iter = value.try_iter().map_err(|_| not_iterable())?;
+    iter.collect()
+}
+
+/// Texts read in place from Python `str` objects (their UTF-8 form, which
+/// CPython keeps inside each object), usable without the GIL.
+pub struct Texts {
+    /// Keeps every `str` alive, and with it the bytes `spans` point into.
+    owners: Vec<Py<PyString>>,
+    /// Address and length of each text's UTF-8 bytes.
+    spans: Vec<(usize, usize)>,
+}
+
+impl Texts {
+    /// The number of texts.
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// Text `i`.
+    pub fn get(&self, i: usize) -> &str {
+        let (address, len) = self.spans[i];
+        debug_assert_eq!(self.owners.len(), self.spans.len());
+        // SAFETY: `address` and `len` are the UTF-8 buffer that
+        // `PyUnicode_AsUTF8AndSize` returned for `self.owners[i]`: valid UTF-8
+        // (CPython encodes it, refusing lone surrogates), owned by that `str`
+        // (cached in the object, freed only when it is deallocated), and
+        // never modified (`str` is immutable). `self.owners` holds a strong
+        // reference to each `str` for as long as `self` lives, and `&self`
+        // bounds the returned lifetime.
+        unsafe {
+            std::str::from_utf8_unchecked(std::slice::from_raw_parts(address as *const u8, len))
+        }
+    }
+
+    /// Every text, in order.
+    pub fn iter(&self) -> impl IndexedParallelIterator<Item = &str> + '_ {
+        (0..self.len()).into_par_iter().map(|i| self.get(i))
+    }
+}
+
+unsafe extern "C" {
+    // In every CPython 3 (and in the limited API from 3.10); pyo3 declares
+    // it only for builds that target 3.10 or later, and this package's abi3
+    // wheel targets 3.9. The extension resolves it from the interpreter.
+    fn PyUnicode_AsUTF8AndSize(
+        unicode: *mut pyo3::ffi::PyObject,
+        size: *mut pyo3::ffi::Py_ssize_t,
+    ) -> *const std::os::raw::c_char;
+}
+
+/// A sequence of texts (`str`), read in place and held without the GIL:
+/// no copy of each text, which would cost a tenth of the time of
+/// fingerprinting it.
+pub fn texts_arg(value: &Bound<'_, PyAny>, what: &str) -> PyResult<Texts> {
+    let items = items(value, what, "str")?;
+    let mut owners = Vec::with_capacity(items.len());
+    let mut spans = Vec::with_capacity(items.len());
+    for (i, item) in items.into_iter().enumerate() {
+        let text = item
+            .cast_into::<PyString>()
+            .map_err(|e| not_a_str(e.into_inner().as_any(), &format!("{what}[{i}]")))?;
+        let mut len: pyo3::ffi::Py_ssize_t = 0;
+        // SAFETY: `text` is a `str` and the GIL is held.
+        let address = unsafe { PyUnicode_AsUTF8AndSize(text.as_ptr(), &mut len) };
+        if address.is_null() {
+            let cause = PyErr::take(text.py());
+            let error = PyValueError::new_err(format!(
+                "{what}[{i}] is not valid Unicode (a lone surrogate?): {}",
+                show(text.as_any())
+            ));
+            error.set_cause(text.py(), cause);
+            return Err(error);
+        }
+        spans.push((address as usize, len as usize));
+        owners.push(text.unbind());
+    }
+    Ok(Texts { owners, spans })
+}
+
+/// A sequence of optional names (`str` or `None`) of length `len`.
+pub fn names_arg(value: &Bound<'_, PyAny>, len: usize) -> PyResult<Vec<Option<String>>> {
+    let items = items(value, "names", "str or None")?;
+    if items.len() != len {
+        return Err(PyValueError::new_err(format!(
+            "names has {} items, but there are {len} ids",
+            items.len()
+        )));
+    }
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| name_arg(Some(item), &format!("names[{i}]")))
+        .collect()
+}
+
+/// A 1-D sequence of `u64`: borrowed from a contiguous `uint64` array (no
+/// copy), or converted.
+pub enum U64s<'py> {
+    /// A contiguous `uint64` array, read in place.
+    Borrowed(PyReadonlyArray1<'py, u64>),
+    /// Values converted from anything else.
+    Owned(Vec<u64>),
+}
+
+impl U64s<'_> {
+    /// The values.
+    pub fn as_slice(&self) -> &[u64] {
+        match self {
+            U64s::Borrowed(array) => array.as_slice().unwrap_or(&[]),
+            U64s::Owned(values) => values,
+        }
+    }
+}
+
+/// A 1-D array-like of `u64` named `what`: a numpy array of unsigned or
+/// non-negative signed integers, or a sequence of ints.
+pub fn u64s_arg<'py>(value: &Bound<'py, PyAny>, what: &str) -> PyResult<U64s<'py>> {
+    if let Ok(array) = value.cast::<PyArray1<u64>>()
+        && let Ok(readonly) = array.try_readonly()
+    {
+        if readonly.as_slice().is_ok() {
+            return Ok(U64s::Borrowed(readonly));
+        }
+        return Ok(U64s::Owned(readonly.as_array().iter().copied().collect()));
+    }
+    let py = value.py();
+    if let Ok(array) = value.cast::<PyUntypedArray>() {
+        return array_u64s(array, what);
+    }
+    if value.hasattr("__array__").unwrap_or(false)
+        && !value.is_instance_of::<PyList>()
+        && !value.is_instance_of::<PyTuple>()
+    {
+        // pandas, Arrow, ...: numpy's view of it.
+        let array = py.import("numpy")?.call_method1("asarray", (value,))?;
+        if let Ok(array) = array.cast::<PyUntypedArray>() {
+            return array_u64s(array, what);
+        }
+    }
+    let items = items(value, what, "ints")?;
+    let mut values = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        values.push(u64_arg(item, &format!("{what}[{i}]"))?);
+    }
+    Ok(U64s::Owned(values))
+}
+
+/// The values of a numpy array of another dtype than `uint64`.
+fn array_u64s<'py>(array: &Bound<'py, PyUntypedArray>, what: &str) -> PyResult<U64s<'py>> {
+    let py = array.py();
+    if array.ndim() != 1 {
+        return Err(PyValueError::new_err(format!(
+            "{what} must be 1-D, got an array of shape {:?}",
+            array.shape()
+        )));
+    }
+    let dtype_of = array.dtype();
+    match dtype_of.kind() {
+        b'u' => {
+            let converted = array.call_method1("astype", (dtype::<u64>(py),))?;
+            u64s_arg(&converted, what)
+        }
+        b'i' => {
+            let converted = array.call_method1("astype", (dtype::<i64>(py),))?;
+            let signed = converted.cast::<PyArray1<i64>>()?.readonly();
+            let view = signed.as_array();
+            let mut values = Vec::with_capacity(view.len());
+            for (i, &v) in view.iter().enumerate() {
+                let v = u64::try_from(v).map_err(|_| {
+                    PyValueError::new_err(format!("{what}[{i}] must be in [0, 2**64), got {v}"))
+                })?;
+                values.push(v);
+            }
+            Ok(U64s::Owned(values))
+        }
+        b'O' => {
+            let mut values = Vec::with_capacity(array.len());
+            for (i, item) in array.try_iter()?.enumerate() {
+                values.push(u64_arg(&item?, &format!("{what}[{i}]"))?);
+            }
+            Ok(U64s::Owned(values))
+        }
+        // An empty list becomes float64 in numpy; nothing to convert.
+        _ if array.len() == 0 => Ok(U64s::Owned(Vec::new())),
+        _ => Err(PyTypeError::new_err(format!(
+            "{what} must hold unsigned 64-bit integers, got an array of {}",
+            dtype_of.str().map(|s| s.to_string()).unwrap_or_default()
+        ))),
+    }
+}
+
+/// A float argument that must be positive and finite (seconds).
+pub fn positive_seconds(value: &Bound<'_, PyAny>, what: &str) -> PyResult<f64> {
+    let seconds = if value.hasattr("total_seconds").unwrap_or(false) {
+        value.call_method0("total_seconds")?.extract::<f64>()?
+    } else if value.is_instance_of::<PyFloat>() || value.is_instance_of::<PyInt>() {
+        value.extract::<f64>()?
+    } else {
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be seconds (int or float) or a datetime.timedelta, got {} {}",
+            type_name(value),
+            show(value)
+        )));
+    };
+    if seconds > 0.0 && seconds.is_finite() {
+        Ok(seconds)
+    } else {
+        Err(PyValueError::new_err(format!(
+            "{what} must be a positive duration, got {}",
+            show(value)
+        )))
+    }
+}

@@ -1,0 +1,657 @@
+//! `simhashdb.Index`: the persistent index.
+
+use std::path::PathBuf;
+use std::sync::{PoisonError, RwLock, TryLockError};
+use std::time::Duration;
+
+use numpy::PyArray1;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use rayon::prelude::*;
+use simhashdb::plan::Plan;
+use simhashdb::{Durability, Index, Options, Simhasher, doc_id};
+
+use crate::args::{
+    k_arg, name_arg, names_arg, positive_seconds, show, str_arg, texts_arg, type_name, u32_arg,
+    u64_arg, u64s_arg,
+};
+use crate::errors::{Failure, guard, mismatch};
+use crate::hasher::{PySimhasher, hasher_from_args};
+use crate::records::{PyDoc, PyMatch};
+
+/// A persistent, exact near-duplicate index of 64-bit fingerprints.
+///
+/// Open one with `Index.open(path, ...)` (creates it if needed) or
+/// `Index.open_read_only(path)`; use it in a `with` block, or call `close()`.
+/// Documents are an id (int in [0, 2**64)), a fingerprint and an optional
+/// name (a URL or path, at most 64 KiB). Queries find every document within
+/// the distance asked for (at most the index's `k`), none missed.
+///
+/// An Index may be shared by Python threads: queries run at once, writes
+/// one at a time, and calls that take time release the GIL.
+///
+/// A write returns once it is in the write-ahead log: with
+/// durability="buffered" (the default) it survives the process being killed,
+/// with "sync" also a power loss. One process may open an index for writing
+/// at a time (LockedError otherwise).
+#[pyclass(module = "simhashdb", name = "Index", frozen)]
+pub struct PyIndex {
+    /// `None` once closed. Calls hold the read lock (taken without waiting,
+    /// with or without the GIL, so it never waits on the GIL); `close` takes
+    /// the write lock without the GIL and so waits for calls in progress.
+    inner: RwLock<Option<Index>>,
+    path: String,
+    read_only: bool,
+    durability: Durability,
+    k: u32,
+    plan: String,
+    config: String,
+    /// The recorded configuration's hasher, or why it cannot be built.
+    hasher: Result<Simhasher, String>,
+}
+
+fn path_arg(path: &Bound<'_, PyAny>) -> PyResult<PathBuf> {
+    path.extract::<PathBuf>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "path must be a str or os.PathLike, got {} {}",
+            type_name(path),
+            show(path)
+        ))
+    })
+}
+
+fn durability_arg(value: Option<&Bound<'_, PyAny>>) -> PyResult<Durability> {
+    let Some(value) = value.filter(|v| !v.is_none()) else {
+        return Ok(Durability::Buffered);
+    };
+    let s = value.cast::<PyString>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "durability must be \"buffered\" or \"sync\", got {} {}",
+            type_name(value),
+            show(value)
+        ))
+    })?;
+    match &*s.to_cow()? {
+        "buffered" => Ok(Durability::Buffered),
+        "sync" => Ok(Durability::Sync),
+        _ => Err(PyValueError::new_err(format!(
+            "durability must be \"buffered\" or \"sync\", got {}",
+            show(value)
+        ))),
+    }
+}
+
+fn matches_list<'py>(
+    py: Python<'py>,
+    matches: Vec<simhashdb::Match>,
+) -> PyResult<Bound<'py, PyList>> {
+    let objects = matches
+        .into_iter()
+        .map(|m| Bound::new(py, PyMatch::from(m)))
+        .collect::<PyResult<Vec<_>>>()?;
+    PyList::new(py, objects)
+}
+
+impl PyIndex {
+    fn open_with(
+        py: Python<'_>,
+        path: PathBuf,
+        options: Options,
+        read_only: bool,
+    ) -> PyResult<Self> {
+        let durability = options.durability;
+        let shown = path.display().to_string();
+        let index = py
+            .detach(|| {
+                guard(|| {
+                    Ok(if read_only {
+                        Index::open_read_only(&path)?
+                    } else {
+                        Index::open(&path, options)?
+                    })
+                })
+            })
+            .map_err(|f| f.into_py(py, &shown))?;
+        let stats = index.stats();
+        Ok(PyIndex {
+            path: shown,
+            read_only,
+            durability,
+            k: index.plan().k(),
+            plan: stats.plan.to_string(),
+            config: stats.fingerprint_config.clone(),
+            hasher: index.simhasher().map_err(|e| {
+                format!(
+                    "the index records fingerprint config `{}`, which this version cannot use: {e}",
+                    stats.fingerprint_config
+                )
+            }),
+            inner: RwLock::new(Some(index)),
+        })
+    }
+
+    /// Runs `f` on the open index without the GIL.
+    pub fn run<T, F>(&self, py: Python<'_>, f: F) -> PyResult<T>
+    where
+        T: Send,
+        F: FnOnce(&Index) -> Result<T, Failure> + Send,
+    {
+        let result = {
+            let state = match self.inner.try_read() {
+                Ok(state) => state,
+                Err(TryLockError::Poisoned(p)) => p.into_inner(),
+                // `close` is waiting for calls in progress.
+                Err(TryLockError::WouldBlock) => {
+                    return Err(Failure::Closed.into_py(py, &self.path));
+                }
+            };
+            let Some(index) = state.as_ref() else {
+                return Err(Failure::Closed.into_py(py, &self.path));
+            };
+            py.detach(|| guard(|| f(index)))
+        };
+        result.map_err(|f| f.into_py(py, &self.path))
+    }
+
+    /// The index's k.
+    pub fn k_value(&self) -> u32 {
+        self.k
+    }
+
+    fn hasher(&self, py: Python<'_>) -> PyResult<&Simhasher> {
+        self.hasher
+            .as_ref()
+            .map_err(|why| crate::errors::error(py, why.clone()))
+    }
+}
+
+#[pymethods]
+impl PyIndex {
+    /// Opens the index in directory `path`, creating it (and the directory)
+    /// if it holds none.
+    ///
+    /// Settings of a new index, recorded in it: k (the largest distance
+    /// queries may ask for; default 3), expected_n (the number of documents
+    /// the table plan is sized for; default 50 million), blocks (a fixed
+    /// plan of that many blocks instead of the cost model's choice),
+    /// retention (seconds or a datetime.timedelta: older documents stop
+    /// being returned and are dropped by compaction; default: forever), and
+    /// the fingerprint configuration used by `add` and `check` (tokenizer,
+    /// shingle, weighting as for `Simhasher`; default: Simhasher()'s).
+    ///
+    /// An existing index keeps its recorded settings: k, blocks and the
+    /// fingerprint configuration, when given, must equal them
+    /// (MismatchError otherwise); expected_n and retention are then not used.
+    ///
+    /// Per open: durability ("buffered", the default: an acknowledged write
+    /// survives the process being killed; "sync": it also survives power
+    /// loss, each write or batch is synced) and memtable_bytes (documents
+    /// are written to a new segment when the in-memory table holds about
+    /// this many bytes; default 32 MiB).
+    #[staticmethod]
+    #[pyo3(signature = (
+        path, k = None, expected_n = None, durability = None, retention = None,
+        tokenizer = None, shingle = None, weighting = None, blocks = None, memtable_bytes = None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn open(
+        py: Python<'_>,
+        path: &Bound<'_, PyAny>,
+        k: Option<&Bound<'_, PyAny>>,
+        expected_n: Option<&Bound<'_, PyAny>>,
+        durability: Option<&Bound<'_, PyAny>>,
+        retention: Option<&Bound<'_, PyAny>>,
+        tokenizer: Option<&Bound<'_, PyAny>>,
+        shingle: Option<&Bound<'_, PyAny>>,
+        weighting: Option<&Bound<'_, PyAny>>,
+        blocks: Option<&Bound<'_, PyAny>>,
+        memtable_bytes: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let path = path_arg(path)?;
+        let given_k = match k {
+            Some(v) if !v.is_none() => Some(u32_arg(v, "k")?),
+            _ => None,
+        };
+        let mut options = Options {
+            k: given_k.unwrap_or(3),
+            durability: durability_arg(durability)?,
+            ..Options::default()
+        };
+        if let Some(n) = expected_n.filter(|v| !v.is_none()) {
+            options.expected_n = u64_arg(n, "expected_n")?;
+        }
+        // A k no plan can serve is refused before anything is created.
+        Plan::auto(options.expected_n, options.k)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        if let Some(r) = retention.filter(|v| !v.is_none()) {
+            options.retention = Some(Duration::from_secs_f64(positive_seconds(r, "retention")?));
+        }
+        if let Some(b) = blocks.filter(|v| !v.is_none()) {
+            let plan = Plan::new(u32_arg(b, "blocks")?, options.k)
+                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            options.plan = Some(plan);
+        }
+        if let Some(m) = memtable_bytes.filter(|v| !v.is_none()) {
+            let bytes = u64_arg(m, "memtable_bytes")?;
+            if bytes == 0 {
+                return Err(PyValueError::new_err(
+                    "memtable_bytes must be at least 1, got 0",
+                ));
+            }
+            options.memtable_bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+        }
+        options.fingerprint = hasher_from_args(tokenizer, shingle, weighting)?.map(|h| h.config());
+        let opened = PyIndex::open_with(py, path, options, false)?;
+        if let Some(k) = given_k
+            && k != opened.k
+        {
+            let recorded = opened.k.to_string();
+            opened.close(py);
+            return Err(mismatch(py, "k", recorded, k.to_string()));
+        }
+        Ok(opened)
+    }
+
+    /// Opens an existing index for queries only, with a shared lock: any
+    /// number of readers (in any process) may open it at once, but not while
+    /// a writer holds it (LockedError). It sees the index as it was when
+    /// opened.
+    #[staticmethod]
+    fn open_read_only(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let path = path_arg(path)?;
+        PyIndex::open_with(py, path, Options::default(), true)
+    }
+
+    /// Closes the index: waits for calls in progress in other threads,
+    /// finishes a background flush or merge, and releases the lock. Every
+    /// acknowledged write is already in the write-ahead log. Later calls
+    /// raise ClosedError; closing again does nothing.
+    fn close(&self, py: Python<'_>) {
+        py.detach(|| {
+            let index = self
+                .inner
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            drop(index);
+        });
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> bool {
+        self.close(py);
+        false
+    }
+
+    /// Inserts document `id` with `fingerprint` (and `name`, a str of at most
+    /// 64 KiB, returned with matches), replacing any earlier version of `id`.
+    #[pyo3(signature = (id, fingerprint, name = None))]
+    fn insert(
+        &self,
+        py: Python<'_>,
+        id: &Bound<'_, PyAny>,
+        fingerprint: &Bound<'_, PyAny>,
+        name: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let id = u64_arg(id, "id")?;
+        let fingerprint = u64_arg(fingerprint, "fingerprint")?;
+        let name = name_arg(name, "name")?;
+        self.run(py, |index| {
+            Ok(index.insert_batch([(id, fingerprint, name)])?)
+        })
+    }
+
+    /// Inserts many documents as one write: all or none survive a crash, and
+    /// with durability="sync" they share one sync. ids and fingerprints: 1-D
+    /// array-likes of uint64 of one length (contiguous uint64 arrays are read
+    /// in place); names: None, or a sequence of str or None of that length.
+    /// A batch must fit one write-ahead log frame (256 MiB: about 8 million
+    /// documents without names); InvalidArgumentError otherwise, and nothing
+    /// is written.
+    #[pyo3(signature = (ids, fingerprints, names = None))]
+    fn insert_many(
+        &self,
+        py: Python<'_>,
+        ids: &Bound<'_, PyAny>,
+        fingerprints: &Bound<'_, PyAny>,
+        names: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let ids = u64s_arg(ids, "ids")?;
+        let fps = u64s_arg(fingerprints, "fingerprints")?;
+        let (ids, fps) = (ids.as_slice(), fps.as_slice());
+        if ids.len() != fps.len() {
+            return Err(PyValueError::new_err(format!(
+                "ids has {} values but fingerprints has {}",
+                ids.len(),
+                fps.len()
+            )));
+        }
+        match names.filter(|n| !n.is_none()) {
+            None => self.run(py, |index| {
+                Ok(index.insert_batch(
+                    ids.iter()
+                        .zip(fps)
+                        .map(|(&id, &fp)| (id, fp, None::<String>)),
+                )?)
+            }),
+            Some(names) => {
+                let names = names_arg(names, ids.len())?;
+                self.run(py, |index| {
+                    Ok(index.insert_batch(
+                        ids.iter()
+                            .zip(fps)
+                            .zip(names)
+                            .map(|((&id, &fp), name)| (id, fp, name)),
+                    )?)
+                })
+            }
+        }
+    }
+
+    /// Deletes document `id` (nothing happens if there is none).
+    fn delete(&self, py: Python<'_>, id: &Bound<'_, PyAny>) -> PyResult<()> {
+        let id = u64_arg(id, "id")?;
+        self.run(py, |index| Ok(index.delete(id)?))
+    }
+
+    /// The fingerprint of document `id`, or None if it does not exist.
+    fn get(&self, py: Python<'_>, id: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
+        let id = u64_arg(id, "id")?;
+        self.run(py, |index| Ok(index.get(id)?))
+    }
+
+    /// Document `id` (a Doc: fingerprint, name, insertion time), or None.
+    fn get_doc(&self, py: Python<'_>, id: &Bound<'_, PyAny>) -> PyResult<Option<PyDoc>> {
+        let id = u64_arg(id, "id")?;
+        self.run(py, |index| Ok(index.get_doc(id)?.map(PyDoc::from)))
+    }
+
+    fn __contains__(&self, py: Python<'_>, id: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Ok(self.get(py, id)?.is_some())
+    }
+
+    /// Every live document within distance k (default and maximum: the
+    /// index's k; DistanceError above it) of `fingerprint`, as a list of
+    /// Match, nearest first (ties by id).
+    #[pyo3(signature = (fingerprint, k = None))]
+    fn query<'py>(
+        &self,
+        py: Python<'py>,
+        fingerprint: &Bound<'py, PyAny>,
+        k: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let fingerprint = u64_arg(fingerprint, "fingerprint")?;
+        let k = k_arg(k, self.k)?;
+        let matches = self.run(py, |index| Ok(index.query(fingerprint, k)?))?;
+        matches_list(py, matches)
+    }
+
+    /// `query` for each of `fingerprints` (a 1-D array-like of uint64), in
+    /// parallel without the GIL: a list of lists of Match.
+    #[pyo3(signature = (fingerprints, k = None))]
+    fn query_many<'py>(
+        &self,
+        py: Python<'py>,
+        fingerprints: &Bound<'py, PyAny>,
+        k: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let fps = u64s_arg(fingerprints, "fingerprints")?;
+        let k = k_arg(k, self.k)?;
+        let slice = fps.as_slice();
+        let all = self.run(py, |index| {
+            Ok(slice
+                .iter()
+                .map(|&fp| index.query(fp, k))
+                .collect::<Result<Vec<_>, _>>()?)
+        })?;
+        let lists = all
+            .into_iter()
+            .map(|matches| matches_list(py, matches))
+            .collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, lists)
+    }
+
+    /// The crawler's check-and-insert: inserts document `id` unless a live
+    /// document lies within distance k of `fingerprint`; then returns those
+    /// (nearest first) and writes nothing. An empty list means it was
+    /// inserted. Atomic: of two near-identical documents inserted at once
+    /// from two threads, one is kept and the other gets it as its match.
+    #[pyo3(signature = (id, fingerprint, name = None, k = None))]
+    fn insert_if_new<'py>(
+        &self,
+        py: Python<'py>,
+        id: &Bound<'py, PyAny>,
+        fingerprint: &Bound<'py, PyAny>,
+        name: Option<&Bound<'py, PyAny>>,
+        k: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let id = u64_arg(id, "id")?;
+        let fingerprint = u64_arg(fingerprint, "fingerprint")?;
+        let name = name_arg(name, "name")?;
+        let k = k_arg(k, self.k)?;
+        let found = self.run(py, |index| {
+            Ok(index.insert_if_new_named(id, fingerprint, name, k)?)
+        })?;
+        matches_list(py, found.err().unwrap_or_default())
+    }
+
+    /// Inserts the document `name` (a URL or path) with the fingerprint of
+    /// `text` under the index's recorded configuration, as the command line's
+    /// `simhashdb add` does: its id is `doc_id(name)`. Returns the id.
+    fn add(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+        text: &Bound<'_, PyAny>,
+    ) -> PyResult<u64> {
+        let name = str_arg(name, "name")?;
+        let text = str_arg(text, "text")?;
+        let hasher = self.hasher(py)?;
+        self.run(py, |index| {
+            let id = doc_id(&name);
+            index.insert_batch([(id, hasher.fingerprint(&text), Some(name.to_string()))])?;
+            Ok(id)
+        })
+    }
+
+    /// `add` for many documents as one write (names and texts: sequences of
+    /// str of one length), fingerprinted in parallel without the GIL.
+    /// Returns their ids as a numpy uint64 array.
+    fn add_many<'py>(
+        &self,
+        py: Python<'py>,
+        names: &Bound<'py, PyAny>,
+        texts: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyArray1<u64>>> {
+        let names = texts_arg(names, "names")?;
+        let texts = texts_arg(texts, "texts")?;
+        if names.len() != texts.len() {
+            return Err(PyValueError::new_err(format!(
+                "names has {} items but texts has {}",
+                names.len(),
+                texts.len()
+            )));
+        }
+        let hasher = self.hasher(py)?;
+        let ids = self.run(py, |index| {
+            let docs: Vec<(u64, u64, Option<String>)> = names
+                .iter()
+                .zip(texts.iter())
+                .map(|(name, text)| {
+                    (
+                        doc_id(name),
+                        hasher.fingerprint(text),
+                        Some(name.to_string()),
+                    )
+                })
+                .collect();
+            let ids = docs.iter().map(|d| d.0).collect();
+            index.insert_batch(docs)?;
+            Ok(ids)
+        })?;
+        Ok(PyArray1::from_vec(py, ids))
+    }
+
+    /// The crawler's check-and-insert by name and text, as the command
+    /// line's `simhashdb check`: fingerprints `text` under the index's
+    /// recorded configuration and inserts it as `doc_id(name)` unless a
+    /// document lies within distance k; returns None when inserted, else the
+    /// nearest existing document's Match (and writes nothing).
+    #[pyo3(signature = (name, text, k = None))]
+    fn check(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+        text: &Bound<'_, PyAny>,
+        k: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<PyMatch>> {
+        let name = str_arg(name, "name")?;
+        let text = str_arg(text, "text")?;
+        let k = k_arg(k, self.k)?;
+        let hasher = self.hasher(py)?;
+        self.run(py, |index| {
+            let fingerprint = hasher.fingerprint(&text);
+            let found =
+                index.insert_if_new_named(doc_id(&name), fingerprint, Some(name.to_string()), k)?;
+            Ok(found
+                .err()
+                .and_then(|m| m.into_iter().next())
+                .map(PyMatch::from))
+        })
+    }
+
+    /// Writes the in-memory documents to a new segment (they are in the
+    /// write-ahead log already); returns once it is committed.
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        self.run(py, |index| Ok(index.flush()?))
+    }
+
+    /// Syncs the write-ahead log: every acknowledged write survives a power
+    /// loss afterwards (with durability="sync" every write already does).
+    fn sync(&self, py: Python<'_>) -> PyResult<()> {
+        self.run(py, |index| Ok(index.sync()?))
+    }
+
+    /// Merges every segment into one, dropping replaced, deleted and expired
+    /// documents.
+    fn compact(&self, py: Python<'_>) -> PyResult<()> {
+        self.run(py, |index| Ok(index.compact()?))
+    }
+
+    /// Reads every file of the index and checks every checksum; raises
+    /// CorruptedError (with the file and offset) at the first damage.
+    /// Returns {"files": n, "bytes": n} of what was checked.
+    fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let report = self.run(py, |index| Ok(index.verify()?))?;
+        let dict = PyDict::new(py);
+        dict.set_item("files", report.files)?;
+        dict.set_item("bytes", report.bytes)?;
+        Ok(dict)
+    }
+
+    /// Shape and size: the plan, k, fingerprint configuration, segments,
+    /// entries in segments and in memory, tombstones, bytes on disk.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.run(py, |index| Ok(index.stats()))?;
+        let dict = PyDict::new(py);
+        dict.set_item("path", &self.path)?;
+        dict.set_item("read_only", self.read_only)?;
+        dict.set_item("plan", s.plan.to_string())?;
+        dict.set_item("k", s.plan.k())?;
+        dict.set_item("tables", s.plan.tables().len())?;
+        dict.set_item("fingerprint_config", &s.fingerprint_config)?;
+        dict.set_item("segments", s.segments)?;
+        dict.set_item("segment_docs", s.segment_docs)?;
+        dict.set_item("segment_keys", s.segment_keys)?;
+        dict.set_item("tombstones", s.tombstones)?;
+        dict.set_item("table_bytes_per_key", s.table_bytes_per_key)?;
+        dict.set_item("disk_bytes", s.disk_bytes)?;
+        dict.set_item("memtable_docs", s.memtable_docs)?;
+        dict.set_item("memtable_bytes", s.memtable_bytes)?;
+        dict.set_item("flushing_docs", s.flushing_docs)?;
+        Ok(dict)
+    }
+
+    /// The number of live documents (a walk over all of them, without the GIL).
+    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
+        self.run(py, |index| {
+            let mut n = 0usize;
+            index.for_each_doc(|_| n += 1)?;
+            Ok(n)
+        })
+    }
+
+    /// The index directory.
+    #[getter]
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The largest distance queries may ask for (fixed when the index was created).
+    #[getter]
+    fn k(&self) -> u32 {
+        self.k
+    }
+
+    /// The table plan, e.g. "5 blocks, k = 3, 10 tables".
+    #[getter]
+    fn plan(&self) -> &str {
+        &self.plan
+    }
+
+    /// The recorded fingerprint configuration line (that of `simhasher`).
+    #[getter]
+    fn config(&self) -> &str {
+        &self.config
+    }
+
+    /// A Simhasher of the recorded configuration: fingerprints comparable
+    /// with the index's (the ones `add` and `check` compute).
+    #[getter]
+    fn simhasher(&self, py: Python<'_>) -> PyResult<PySimhasher> {
+        Ok(PySimhasher {
+            hasher: self.hasher(py)?.clone(),
+        })
+    }
+
+    /// Whether the index was opened with `open_read_only`.
+    #[getter]
+    fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// "buffered" or "sync".
+    #[getter]
+    fn durability(&self) -> &'static str {
+        match self.durability {
+            Durability::Sync => "sync",
+            _ => "buffered",
+        }
+    }
+
+    /// Whether the index was closed.
+    #[getter]
+    fn closed(&self) -> bool {
+        match self.inner.try_read() {
+            Ok(state) => state.is_none(),
+            Err(TryLockError::Poisoned(p)) => p.into_inner().is_none(),
+            Err(TryLockError::WouldBlock) => true,
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        let state = if self.closed() {
+            " closed"
+        } else if self.read_only {
+            " read-only"
+        } else {
+            ""
+        };
+        format!("<simhashdb.Index '{}' k={}{state}>", self.path, self.k)
+    }
+}
