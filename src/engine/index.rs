@@ -1273,7 +1273,7 @@ impl Index {
             .segments
             .iter()
             .map(|s| &s.meta)
-            .filter(|m| m.doc_count + m.tombstone_count > 0)
+            .filter(|m| m.doc_count > 0 || m.tombstone_count > 0)
             .collect();
         ranges.sort_by_key(|m| m.min_seq);
         for pair in ranges.windows(2) {
@@ -2377,7 +2377,7 @@ fn check_manifest_counters(path: &Path, manifest: &Manifest) -> Result<()> {
                 manifest.next_segment_id, meta.id
             )));
         }
-        if meta.doc_count + meta.tombstone_count > 0 && meta.max_seq >= manifest.next_seq {
+        if (meta.doc_count > 0 || meta.tombstone_count > 0) && meta.max_seq >= manifest.next_seq {
             return Err(refuse(format!(
                 "the next sequence number {} is not above segment {}'s largest, {}",
                 manifest.next_seq, meta.id, meta.max_seq
