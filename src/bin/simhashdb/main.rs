@@ -10,6 +10,8 @@ mod index_cmd;
 mod input;
 mod plan_cmd;
 mod progress;
+#[cfg(feature = "serve")]
+mod serve;
 
 use std::process::ExitCode;
 
@@ -112,6 +114,15 @@ enum Command {
     /// Show an index's plan, fingerprint configuration, segments and sizes.
     #[command(after_help = EXIT_CODES)]
     Stats(index_cmd::StatsArgs),
+    /// Serve the index over HTTP: check-and-insert, documents, queries (docs/SERVER.md).
+    ///
+    /// One process owns the index; crawlers in any language call JSON over
+    /// HTTP. Prints `listening on http://ADDR` once it accepts connections.
+    /// SIGTERM or SIGINT: stops accepting, finishes the requests in flight,
+    /// flushes the index, releases its lock and exits 0.
+    #[cfg(feature = "serve")]
+    #[command(after_help = EXIT_CODES)]
+    Serve(serve::Args),
 }
 
 fn main() -> ExitCode {
@@ -131,6 +142,8 @@ fn main() -> ExitCode {
         Command::Clusters(args) => batch_cmd::run(&args, batch_cmd::Mode::Clusters),
         Command::Plan(args) => plan_cmd::run(&args),
         Command::Compact(args) => index_cmd::compact(&args),
+        #[cfg(feature = "serve")]
+        Command::Serve(args) => serve::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
