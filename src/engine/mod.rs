@@ -10,5 +10,5 @@ mod memtable;
 pub mod policy;
 mod repair;
 
-pub use index::{Doc, Durability, Index, Match, Options, Stats, VerifyReport};
+pub use index::{Doc, Durability, Index, Match, Options, Stats, VerifyReport, WalTail};
 pub use repair::{LOST_AND_FOUND, RepairReport};
