@@ -90,7 +90,7 @@ fn copy_dir(src: &FaultFs, dir: &Path, mut edit: impl FnMut(&str, &mut Vec<u8>))
         let path = dir.join(&name);
         let mut bytes = src.read(&path).unwrap();
         edit(name.to_str().unwrap(), &mut bytes);
-        let mut file = dst.create(&path).unwrap();
+        let mut file = dst.create_new(&path).unwrap();
         file.write_all(&bytes).unwrap();
         file.sync().unwrap();
     }
@@ -292,9 +292,10 @@ fn check_torn(setup: &TornSetup, cut: u64, zero_tail: bool) {
     assert_eq!(snapshot(&index, 0..ID_SPACE), model, "{ctx}");
 }
 
-/// Writes `bytes` to `path` on `fs`, synced.
+/// Writes `bytes` to `path` on `fs` (replacing the file, if any), synced.
 fn put(fs: &FaultFs, path: &Path, bytes: &[u8]) {
-    let mut file = fs.create(path).unwrap();
+    let _ = fs.remove(path);
+    let mut file = fs.create_new(path).unwrap();
     file.write_all(bytes).unwrap();
     file.sync().unwrap();
 }
@@ -327,7 +328,7 @@ fn a_gap_in_sequence_numbers_between_wals_ends_the_replay() {
     // The first WAL keeps its first frame; the second holds the third.
     put(&fs, &first_path, &bytes[..frames[0].end as usize]);
     let second = manifest.next_wal_id;
-    let mut wal = encode_wal_header_with_flags(second, WAL_UNSYNCED_APPENDS);
+    let mut wal = encode_wal_header_with_flags(manifest.index_id, second, WAL_UNSYNCED_APPENDS);
     wal.extend_from_slice(frame(2));
     put(&fs, &dir().join(FileKind::Wal.file_name(second)), &wal);
     manifest.next_wal_id += 1;
