@@ -169,6 +169,11 @@ def test_long_calls_release_the_gil(index_dir):
     with Index.open(index_dir) as index:
         assert ticks_inside(lambda: index.insert_many(np.arange(len(fps), dtype=np.uint64), fps)) > 0
         assert ticks_inside(lambda: index.query_many(fps[:200_000])) > 0
+        # A few more documents first, so that compact has a memtable to flush
+        # and then every segment (2 M documents) to merge into one: never a
+        # near no-op, whatever the merge thread did meanwhile.
+        more = np.arange(len(fps), len(fps) + 1000, dtype=np.uint64)
+        index.insert_many(more, fps[:1000])
         assert ticks_inside(index.compact) > 0
 
 
