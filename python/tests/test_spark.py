@@ -7,6 +7,7 @@ SIMHASHDB_REQUIRE_SPARK=1, which turns a missing one into a failure rather
 than a skip."""
 
 import os
+import shutil
 import sys
 
 import numpy as np
@@ -18,6 +19,8 @@ import simhashdb
 if os.environ.get("SIMHASHDB_REQUIRE_SPARK") != "1":
     pytest.importorskip("pyspark", reason="pyspark is not installed (pip install './python[spark]')")
     pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install './python[spark]')")
+    if shutil.which("java") is None:
+        pytest.skip("Spark needs Java (17), and java is not on PATH", allow_module_level=True)
 
 from pyspark.sql import SparkSession  # noqa: E402
 
