@@ -7,8 +7,10 @@ SIMHASHDB_REQUIRE_SPARK=1, which turns a missing one into a failure rather
 than a skip."""
 
 import os
+import re
 import shutil
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -170,6 +172,17 @@ def test_no_rows_and_one_row_give_no_pairs(spark):
     one = spark.createDataFrame([(9, -1)], "id long, fingerprint long")
     assert sspark.find_all(one).count() == 0
     assert [(r.id, r.cluster) for r in sspark.clusters(one).collect()] == [(9, 9)]
+
+
+def test_the_readme_spark_example_says_what_it_shows(spark):
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "sspark" in b]
+    assert len(block) == 1
+    scope = {"spark": spark}
+    exec(compile(block[0], "README.md", "exec"), scope)
+    df = scope["df"]
+    assert [tuple(r) for r in sspark.find_all(df, k=3).collect()] == [(1, 2, 1)]
+    assert sorted(tuple(r) for r in sspark.clusters(df, k=3).collect()) == [(1, 1), (2, 1), (3, 3)]
 
 
 @pytest.mark.slow
