@@ -63,6 +63,40 @@ pub enum Error {
     },
     /// The index was opened read-only.
     ReadOnly,
+    /// The directory holds index files (segments, doc maps, WALs) but no
+    /// `MANIFEST`, the commit point that says which of them are live. Nothing
+    /// was changed; [`Index::repair`](crate::Index::repair) (`simhashdb
+    /// repair`) rebuilds a manifest from them.
+    ManifestMissing {
+        /// The index directory.
+        dir: PathBuf,
+        /// The index files found there.
+        found: Vec<String>,
+    },
+    /// A new index was to be created in a directory that holds other files;
+    /// nothing was written. Use a new or empty directory (or
+    /// `Options::create_in_non_empty_dir`).
+    NotEmpty {
+        /// The directory.
+        dir: PathBuf,
+        /// The files found there.
+        found: Vec<String>,
+    },
+}
+
+/// At most a few names of a list, and how many more there are.
+fn some_names(names: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut text = names
+        .iter()
+        .take(SHOWN)
+        .map(|n| n.escape_debug().to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > SHOWN {
+        text.push_str(&format!(" and {} more", names.len() - SHOWN));
+    }
+    text
 }
 
 impl fmt::Display for Error {
@@ -112,6 +146,22 @@ impl fmt::Display for Error {
                  reopen it to recover"
             ),
             Error::ReadOnly => f.write_str("the index is open read-only"),
+            Error::ManifestMissing { dir, found } => write!(
+                f,
+                "{} holds index files but no MANIFEST (found {}); nothing was changed: \
+                 `simhashdb repair --db {}` rebuilds a manifest from the files that pass their \
+                 checksums and sets the others aside",
+                dir.display(),
+                some_names(found),
+                dir.display()
+            ),
+            Error::NotEmpty { dir, found } => write!(
+                f,
+                "{} holds no index and is not empty (found {}); nothing was written: create \
+                 the index in a new or empty directory",
+                dir.display(),
+                some_names(found)
+            ),
         }
     }
 }

@@ -31,6 +31,20 @@ fn two_writers_in_one_process_conflict() {
     assert!(is_locked(DirLock::shared(dir.path())));
 }
 
+#[cfg(unix)]
+#[test]
+fn a_deleted_or_replaced_lock_file_admits_no_second_writer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let writer = DirLock::exclusive(dir.path()).expect("first writer");
+    std::fs::remove_file(dir.path().join(LOCK_FILE)).expect("delete LOCK");
+    assert!(is_locked(DirLock::exclusive(dir.path())));
+    assert!(is_locked(DirLock::shared(dir.path())));
+    std::fs::write(dir.path().join(LOCK_FILE), b"").expect("a new LOCK");
+    assert!(is_locked(DirLock::exclusive(dir.path())));
+    drop(writer);
+    DirLock::exclusive(dir.path()).expect("writer after the first left");
+}
+
 #[test]
 fn readers_share_and_keep_writers_out() {
     let dir = tempfile::tempdir().expect("tempdir");

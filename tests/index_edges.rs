@@ -234,7 +234,16 @@ fn other_files_in_the_directory_are_left_alone() {
     for name in keep {
         std::fs::write(dir.join(name), name.as_bytes()).unwrap();
     }
-    let index = Index::open(dir, real_options()).unwrap();
+    // A new index needs an empty directory unless asked otherwise.
+    assert!(matches!(
+        Index::open(dir, real_options()),
+        Err(simhashdb::Error::NotEmpty { .. })
+    ));
+    let options = simhashdb::Options {
+        create_in_non_empty_dir: true,
+        ..real_options()
+    };
+    let index = Index::open(dir, options).unwrap();
     for id in 0..200 {
         index.insert(id, id * 7919).unwrap();
     }

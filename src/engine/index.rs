@@ -48,6 +48,7 @@ use super::keys::{sort_keys, sort_keys_with};
 use super::lock::{DirLock, LockError};
 use super::memtable::{Doc as MemDoc, Memtable, Version};
 use super::policy::{MergePolicy, TieredMergePolicy};
+use super::repair::check_without_manifest;
 
 /// When an acknowledged write is safe.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -129,6 +130,12 @@ pub struct Options {
     /// faster, and the longest waits (backpressure) grew, though a write
     /// that fills the memtable waited less (docs/BENCHMARKS.md).
     pub flush_thread: bool,
+    /// Create a new index in a directory that already holds other files.
+    /// Default `false`: a new index needs a missing or empty directory, so
+    /// that a mistyped path is refused ([`Error::NotEmpty`]) rather than
+    /// turned into an index. Engine files without a manifest are refused
+    /// either way ([`Error::ManifestMissing`]).
+    pub create_in_non_empty_dir: bool,
 }
 
 impl Default for Options {
@@ -148,6 +155,7 @@ impl Default for Options {
             prefault: true,
             small_segment_plans: true,
             flush_thread: std::thread::available_parallelism().is_ok_and(|n| n.get() > 2),
+            create_in_non_empty_dir: false,
         }
     }
 }
@@ -544,7 +552,10 @@ fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-fn io_error<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(std::io::Error) -> Error + 'a {
+pub(super) fn io_error<'a>(
+    path: &'a Path,
+    op: &'static str,
+) -> impl FnOnce(std::io::Error) -> Error + 'a {
     move |source| Error::Io {
         path: path.to_path_buf(),
         op,
@@ -568,7 +579,7 @@ fn named_file_error<'a>(
     }
 }
 
-fn corrupted(path: &Path, e: &FormatError) -> Error {
+pub(super) fn corrupted(path: &Path, e: &FormatError) -> Error {
     Error::Corrupted {
         path: path.to_path_buf(),
         offset: e.offset,
@@ -576,7 +587,7 @@ fn corrupted(path: &Path, e: &FormatError) -> Error {
     }
 }
 
-fn lock_error(e: LockError) -> Error {
+pub(super) fn lock_error(e: LockError) -> Error {
     match e {
         LockError::Locked { dir } => Error::Locked { dir },
         LockError::Io { path, source } => Error::Io {
@@ -627,6 +638,15 @@ impl Index {
                         .map_err(io_error(dir, "create directory"))?;
                 }
                 let manifest_path = dir.join(FileKind::Manifest.file_name(0));
+                if !manifest_path.exists() {
+                    // Before the lock file is created in a directory that
+                    // may not be ours; checked again under the lock.
+                    check_without_manifest(
+                        dir,
+                        &RealFs,
+                        read_only || options.create_in_non_empty_dir,
+                    )?;
+                }
                 if read_only && !manifest_path.exists() {
                     // Say so before the lock's own error about a missing LOCK.
                     return Err(Error::Io {
@@ -660,7 +680,18 @@ impl Index {
         let manifest = match fs.read(&manifest_path) {
             Ok(bytes) => Manifest::decode(&bytes).map_err(|e| corrupted(&manifest_path, &e))?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !read_only => {
+                // Only an empty directory, or what an interrupted creation
+                // left (no data), becomes a new index.
+                let leftovers =
+                    check_without_manifest(dir, fs.as_ref(), options.create_in_non_empty_dir)?;
+                for path in leftovers {
+                    fs.remove(&path).map_err(io_error(&path, "remove"))?;
+                }
                 Index::create(dir, fs.as_ref(), &options)?
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                check_without_manifest(dir, fs.as_ref(), true)?;
+                return Err(io_error(&manifest_path, "read")(e));
             }
             Err(e) => return Err(io_error(&manifest_path, "read")(e)),
         };
@@ -783,6 +814,9 @@ impl Index {
                 fs.sync_dir(dir).map_err(io_error(dir, "sync"))?;
                 dir.join(FileKind::Wal.file_name(manifest.wal_ids[0]))
             } else {
+                // Files of earlier failed or interrupted work first, so that
+                // the copy below finds the space they held (a full disk).
+                remove_orphans(dir, fs.as_ref(), &manifest);
                 // What was replayed may be visible without being durable
                 // (unsynced when the last process died, or lost to a failed
                 // sync), so new writes must not be appended after it: log it
@@ -796,7 +830,15 @@ impl Index {
                 let mut bytes = encode_wal_header_with_flags(wal_id, wal_flags(options.durability));
                 bytes.extend_from_slice(&logged);
                 write_file(fs.as_ref(), &path, &bytes)?;
-                commit_manifest(dir, fs.as_ref(), &manifest)?;
+                if let Err(e) = commit_manifest(dir, fs.as_ref(), &manifest) {
+                    // Unless the rename went through (only the directory
+                    // sync failed), nothing names the new WAL: remove it
+                    // rather than leave a copy of the log on a full disk.
+                    if !manifest_names_wal(dir, fs.as_ref(), wal_id) {
+                        let _ = fs.remove(&path);
+                    }
+                    return Err(e);
+                }
                 path
             };
             let wal = fs.open_append(&path).map_err(io_error(&path, "open"))?;
@@ -910,7 +952,14 @@ impl Index {
             segments: Vec::new(),
         };
         new_wal_file(dir, fs, 1, options.durability)?;
-        commit_manifest(dir, fs, &manifest)?;
+        if let Err(e) = commit_manifest(dir, fs, &manifest) {
+            // Unless the rename went through, the new WAL holds nothing and
+            // nothing names it.
+            if !manifest_names_wal(dir, fs, 1) {
+                let _ = fs.remove(&dir.join(FileKind::Wal.file_name(1)));
+            }
+            return Err(e);
+        }
         Ok(manifest)
     }
 
@@ -2084,14 +2133,24 @@ fn encode_error(path: &Path) -> impl FnOnce(EncodeError) -> Error + '_ {
     }
 }
 
-fn write_file(fs: &dyn FileSystem, path: &Path, bytes: &[u8]) -> Result<()> {
+/// Writes and syncs a new file that nothing names yet. If that fails (a
+/// full disk), what was written is removed again: nothing partial stays.
+pub(super) fn write_file(fs: &dyn FileSystem, path: &Path, bytes: &[u8]) -> Result<()> {
     let mut file = fs.create(path).map_err(io_error(path, "create"))?;
-    file.write_all(bytes).map_err(io_error(path, "write"))?;
-    file.sync().map_err(io_error(path, "sync"))
+    let written = file
+        .write_all(bytes)
+        .map_err(io_error(path, "write"))
+        .and_then(|()| file.sync().map_err(io_error(path, "sync")));
+    if written.is_err() {
+        drop(file);
+        // Best effort: a file left behind is an orphan the next open removes.
+        let _ = fs.remove(path);
+    }
+    written
 }
 
 /// The WAL header flags for a writer with `durability`.
-fn wal_flags(durability: Durability) -> u32 {
+pub(super) fn wal_flags(durability: Durability) -> u32 {
     match durability {
         Durability::Buffered => WAL_UNSYNCED_APPENDS,
         Durability::Sync => 0,
@@ -2115,15 +2174,28 @@ fn new_wal_file(
 
 /// The commit point: the manifest is written to a temporary file, synced,
 /// renamed over `MANIFEST`, and the directory synced.
-fn commit_manifest(dir: &Path, fs: &dyn FileSystem, manifest: &Manifest) -> Result<()> {
+pub(super) fn commit_manifest(dir: &Path, fs: &dyn FileSystem, manifest: &Manifest) -> Result<()> {
     let bytes = manifest
         .encode()
         .map_err(|e| Error::InvalidArgument(e.to_string()))?;
     let tmp = dir.join(MANIFEST_TEMP_FILE_NAME);
     write_file(fs, &tmp, &bytes)?;
     let path = dir.join(FileKind::Manifest.file_name(0));
-    fs.rename(&tmp, &path).map_err(io_error(&path, "rename"))?;
+    if let Err(e) = fs.rename(&tmp, &path) {
+        // Not committed: the temporary file is debris (best effort).
+        let _ = fs.remove(&tmp);
+        return Err(io_error(&path, "rename")(e));
+    }
     fs.sync_dir(dir).map_err(io_error(dir, "sync"))
+}
+
+/// Whether the committed `MANIFEST` names WAL `wal_id` (after a failed
+/// commit: whether its rename went through before the failure).
+fn manifest_names_wal(dir: &Path, fs: &dyn FileSystem, wal_id: u64) -> bool {
+    fs.read(&dir.join(FileKind::Manifest.file_name(0)))
+        .ok()
+        .and_then(|bytes| Manifest::decode(&bytes).ok())
+        .is_some_and(|m| m.wal_ids.contains(&wal_id))
 }
 
 /// Removes files the manifest does not name (left by a crash mid-flush or

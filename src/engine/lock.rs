@@ -2,15 +2,20 @@
 //!
 //! A writer holds an exclusive lock on the directory's `LOCK` file, read-only
 //! opens a shared one, both taken without blocking. The locks are `flock`s
-//! (through `fs2`): they belong to an open file, so two locks taken in one
-//! process conflict just as locks from two processes do, and the operating
-//! system drops them when the process dies.
+//! (std's `File::try_lock`): they belong to an open file, so two locks taken
+//! in one process conflict just as locks from two processes do, and the
+//! operating system drops them when the process dies.
+//!
+//! On Unix the same lock is also taken on the directory itself. `LOCK` can
+//! be deleted (or replaced) under a running writer, and a second writer
+//! would then lock the new file; the directory cannot be swapped under an
+//! open descriptor of it, so the second writer is refused all the same.
 //!
 //! Locking works on the real file system only; an engine on an in-memory file
 //! system holds no lock (`Option<DirLock>`).
 
 use std::fmt;
-use std::fs::{File, OpenOptions};
+use std::fs::{File, OpenOptions, TryLockError};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -21,6 +26,8 @@ pub const LOCK_FILE: &str = "LOCK";
 #[derive(Debug)]
 pub struct DirLock {
     file: File,
+    /// The directory itself, locked the same way (Unix only).
+    dir_file: Option<File>,
     dir: PathBuf,
     exclusive: bool,
 }
@@ -38,7 +45,8 @@ impl DirLock {
             .truncate(false)
             .open(&path)
             .map_err(|source| LockError::Io { path, source })?;
-        lock(dir, file, true)
+        let dir_lock = lock_directory(dir, true)?;
+        lock(dir, file, dir_lock, true)
     }
 
     /// Takes a reader's lock on `dir`, which must exist. Fails with
@@ -58,7 +66,8 @@ impl DirLock {
             opened => opened,
         }
         .map_err(|source| LockError::Io { path, source })?;
-        lock(dir, file, false)
+        let dir_lock = lock_directory(dir, false)?;
+        lock(dir, file, dir_lock, false)
     }
 
     /// The directory, as given when locking.
@@ -72,41 +81,64 @@ impl DirLock {
     }
 }
 
-fn lock(dir: &Path, file: File, exclusive: bool) -> Result<DirLock, LockError> {
-    // Called through the trait by name: newer std has inherent `File` locking
-    // methods with other signatures that would shadow these.
+/// Locks the directory itself, where a directory can be opened as a file.
+#[cfg(unix)]
+fn lock_directory(dir: &Path, exclusive: bool) -> Result<Option<File>, LockError> {
+    let file = File::open(dir).map_err(|source| LockError::Io {
+        path: dir.join(LOCK_FILE),
+        source,
+    })?;
+    try_lock(dir, &file, exclusive)?;
+    Ok(Some(file))
+}
+
+#[cfg(not(unix))]
+fn lock_directory(_dir: &Path, _exclusive: bool) -> Result<Option<File>, LockError> {
+    Ok(None)
+}
+
+fn try_lock(dir: &Path, file: &File, exclusive: bool) -> Result<(), LockError> {
     let locked = if exclusive {
-        fs2::FileExt::try_lock_exclusive(&file)
+        file.try_lock()
     } else {
-        fs2::FileExt::try_lock_shared(&file)
+        file.try_lock_shared()
     };
     match locked {
-        Ok(()) => Ok(DirLock {
-            file,
-            dir: dir.to_path_buf(),
-            exclusive,
-        }),
-        Err(err) if is_contended(&err) => Err(LockError::Locked {
+        Ok(()) => Ok(()),
+        Err(TryLockError::WouldBlock) => Err(LockError::Locked {
             dir: dir.to_path_buf(),
         }),
-        Err(source) => Err(LockError::Io {
+        Err(TryLockError::Error(source)) => Err(LockError::Io {
             path: dir.join(LOCK_FILE),
             source,
         }),
     }
 }
 
-fn is_contended(err: &io::Error) -> bool {
-    err.kind() == io::ErrorKind::WouldBlock
-        || err.raw_os_error() == fs2::lock_contended_error().raw_os_error()
+fn lock(
+    dir: &Path,
+    file: File,
+    dir_file: Option<File>,
+    exclusive: bool,
+) -> Result<DirLock, LockError> {
+    try_lock(dir, &file, exclusive)?;
+    Ok(DirLock {
+        file,
+        dir_file,
+        dir: dir.to_path_buf(),
+        exclusive,
+    })
 }
 
 impl Drop for DirLock {
     fn drop(&mut self) {
-        // Closing the file releases the lock as well; unlocking first also
-        // releases it when a child process inherited the descriptor. Nothing
-        // useful can be done with an error here.
-        let _ = fs2::FileExt::unlock(&self.file);
+        // Closing the files releases the locks as well; unlocking first also
+        // releases them when a child process inherited the descriptors.
+        // Nothing useful can be done with an error here.
+        let _ = self.file.unlock();
+        if let Some(dir_file) = &self.dir_file {
+            let _ = dir_file.unlock();
+        }
     }
 }
 

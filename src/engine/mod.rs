@@ -8,5 +8,7 @@ mod keys;
 pub mod lock;
 mod memtable;
 pub mod policy;
+mod repair;
 
 pub use index::{Doc, Durability, Index, Match, Options, Stats, VerifyReport};
+pub use repair::{LOST_AND_FOUND, RepairReport};

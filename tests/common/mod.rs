@@ -8,6 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use simhashdb::{Index, Match, hamming};
 
 pub mod cli;
+pub mod http;
+pub mod server;
 pub mod workload;
 
 /// Live documents: id → (fingerprint, name).

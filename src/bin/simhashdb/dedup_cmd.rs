@@ -11,15 +11,16 @@ use simhashdb::verify::{JaccardRule, ShingleSet};
 
 use crate::docs::{Blank, FingerprintArgs, ReadArgs, collect_inputs, read_documents};
 use crate::error::CliError;
-use crate::input::open_output;
+use crate::input::{escape_field, open_output};
 use crate::progress;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Files or directories (read recursively, in name order); `-` reads
-    /// standard input. Blank documents (and blank lines) are left out.
+    /// standard input. Blank documents (no letter or digit, such as blank
+    /// lines) are left out.
     #[arg(required = true, value_name = "PATH")]
-    paths: Vec<String>,
+    paths: Vec<std::ffi::OsString>,
     #[command(flatten)]
     read: ReadArgs,
     #[command(flatten)]
@@ -57,17 +58,21 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     let plan =
         Plan::new(args.distance + 1, args.distance).map_err(|e| CliError::Input(e.to_string()))?;
 
-    let (files, mut skipped) = collect_inputs(&args.paths);
+    let (files, mut skipped) = collect_inputs(&args.paths, &args.read.walk);
     let bar = progress::bytes(files.iter().map(|f| f.len).sum(), "reading");
-    let (docs, unreadable) = read_documents(&files, &args.read, Blank::Skip, &bar, |d| Doc {
-        fingerprint: d.fingerprint(&hasher, args.read.heading_weight),
-        shingles: args
-            .verify
-            .map(|v| ShingleSet::from_text(&hasher, &d.text, v.width)),
-        name: d.name,
-    });
+    let (docs, unreadable, blanks) =
+        read_documents(&files, &args.read, Blank::Skip, &bar, |d| Doc {
+            fingerprint: d.fingerprint(&hasher, args.read.heading_weight),
+            shingles: args
+                .verify
+                .map(|v| ShingleSet::from_text(&hasher, &d.text, v.width)),
+            name: d.name,
+        });
     bar.finish_and_clear();
     skipped.extend(unreadable);
+    if blanks > 0 {
+        eprintln!("simhashdb: left out {blanks} blank document(s) (no letter or digit)");
+    }
 
     let fps: Vec<u64> = docs.iter().map(|d| d.fingerprint).collect();
     // The plan only changes the speed, never the answer; size it for the input.
@@ -176,8 +181,19 @@ fn text_report(docs: &[Doc], groups: &[Vec<Member>]) -> String {
         );
         for m in members {
             let _ = match m.jaccard {
-                Some(j) => writeln!(text, "  {:>2}  {:.2}  {}", m.distance, j, docs[m.doc].name),
-                None => writeln!(text, "  {:>2}  {}", m.distance, docs[m.doc].name),
+                Some(j) => writeln!(
+                    text,
+                    "  {:>2}  {:.2}  {}",
+                    m.distance,
+                    j,
+                    escape_field(&docs[m.doc].name)
+                ),
+                None => writeln!(
+                    text,
+                    "  {:>2}  {}",
+                    m.distance,
+                    escape_field(&docs[m.doc].name)
+                ),
             };
         }
     }

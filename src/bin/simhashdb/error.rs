@@ -20,10 +20,14 @@ impl From<simhashdb::Error> for CliError {
     fn from(e: simhashdb::Error) -> CliError {
         use simhashdb::Error;
         match e {
-            Error::Corrupted { .. } => CliError::Damaged(e.to_string()),
-            Error::DistanceTooLarge { .. } | Error::Mismatch { .. } | Error::InvalidArgument(_) => {
-                CliError::Input(e.to_string())
+            Error::Corrupted { .. } | Error::ManifestMissing { .. } => {
+                CliError::Damaged(e.to_string())
             }
+            Error::DistanceTooLarge { .. }
+            | Error::Mismatch { .. }
+            | Error::InvalidArgument(_)
+            | Error::Plan(_)
+            | Error::NotEmpty { .. } => CliError::Input(e.to_string()),
             _ => CliError::Failure(e.to_string()),
         }
     }

@@ -4,14 +4,14 @@ use std::io::Write;
 
 use crate::docs::{Blank, FingerprintArgs, ReadArgs, collect_inputs, read_documents};
 use crate::error::CliError;
-use crate::input::open_output;
+use crate::input::{escape_field, open_output};
 use crate::progress;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Files or directories (read recursively) to fingerprint; `-` for standard input.
     #[arg(default_value = "-")]
-    paths: Vec<String>,
+    paths: Vec<std::ffi::OsString>,
     #[command(flatten)]
     read: ReadArgs,
     #[command(flatten)]
@@ -20,9 +20,9 @@ pub struct Args {
 
 pub fn run(args: &Args) -> Result<(), CliError> {
     let hasher = args.fingerprint.hasher()?;
-    let (files, mut failures) = collect_inputs(&args.paths);
+    let (files, mut failures) = collect_inputs(&args.paths, &args.read.walk);
     let bar = progress::bytes(files.iter().map(|f| f.len).sum(), "reading");
-    let (docs, unreadable) = read_documents(&files, &args.read, Blank::Keep, &bar, |d| {
+    let (docs, unreadable, _) = read_documents(&files, &args.read, Blank::Keep, &bar, |d| {
         (d.fingerprint(&hasher, args.read.heading_weight), d.name)
     });
     bar.finish_and_clear();
@@ -31,7 +31,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     let mut out = open_output("-")?;
     let write_err = |e| CliError::write("standard output", e);
     for (fp, name) in docs {
-        writeln!(out, "{fp}\t{name}").map_err(write_err)?;
+        writeln!(out, "{fp}\t{}", escape_field(&name)).map_err(write_err)?;
     }
     out.flush().map_err(write_err)?;
     match failures.len() {

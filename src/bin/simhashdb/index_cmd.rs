@@ -5,13 +5,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::json;
-use simhashdb::format::FileKind;
-use simhashdb::{Durability, Index, Options, Stats, doc_id};
+use simhashdb::format::{FileKind, Manifest};
+use simhashdb::{Durability, FingerprintConfig, Index, Options, Simhasher, Stats, doc_id};
 
 use crate::docs::{self, Blank, FingerprintArgs, ReadArgs, collect_inputs, read_documents};
 use crate::error::CliError;
 use crate::input::{
-    MAX_LINE_BYTES, check_complete, display_name, line_error, lines, open_output,
+    MAX_LINE_BYTES, check_complete, display_name, escape_field, line_error, lines, open_output,
     parse_decimal_u64, parse_id_fingerprint, parse_named_text, read_all, snippet,
 };
 use crate::progress;
@@ -30,10 +30,15 @@ fn holds_index(dir: &Path) -> bool {
 }
 
 impl Db {
-    /// Fails with a usage error unless the directory holds an index.
+    /// Fails with a usage error unless the directory holds an index, and
+    /// with exit code 3 if it holds index files without a manifest.
     pub fn existing(&self) -> Result<&Path, CliError> {
         if holds_index(&self.db) {
             Ok(&self.db)
+        } else if let Err(e @ simhashdb::Error::ManifestMissing { .. }) =
+            Index::open_read_only(&self.db)
+        {
+            Err(e.into())
         } else {
             Err(CliError::Input(format!(
                 "{} holds no index (create one with `simhashdb create` or `simhashdb add`)",
@@ -51,6 +56,35 @@ impl Db {
     pub fn writer(&self) -> Result<Index, CliError> {
         Ok(Index::open(self.existing()?, Options::default())?)
     }
+}
+
+/// The settings recorded in the index in `dir`, read from its manifest
+/// without opening the index, so that input can be checked against them
+/// before anything is opened or created; `None` if there is no manifest.
+fn recorded_settings(dir: &Path) -> Result<Option<Manifest>, CliError> {
+    let path = dir.join(FileKind::Manifest.file_name(0));
+    match std::fs::read(&path) {
+        Ok(bytes) => Manifest::decode(&bytes).map(Some).map_err(|e| {
+            CliError::Damaged(format!(
+                "{} is corrupted at byte {}: {e}",
+                path.display(),
+                e.offset
+            ))
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(CliError::read(&path.display().to_string(), e)),
+    }
+}
+
+/// The fingerprint configuration the index in `dir` records, or the one a
+/// new index gets, with its hasher.
+fn index_hasher(dir: &Path) -> Result<(FingerprintConfig, Simhasher), CliError> {
+    let line = match recorded_settings(dir)? {
+        Some(manifest) => manifest.fingerprint_config,
+        None => Simhasher::default().config().to_string(),
+    };
+    let hasher = docs::hasher_for_config(&line)?;
+    Ok((hasher.config(), hasher))
 }
 
 fn print(text: &str) -> Result<(), CliError> {
@@ -82,6 +116,11 @@ pub struct CreateArgs {
     retention: Option<Duration>,
     #[command(flatten)]
     fingerprint: FingerprintArgs,
+    /// Create the index even though the directory holds other files (never
+    /// over index files: a directory with index files but no manifest needs
+    /// `repair`).
+    #[arg(long)]
+    force: bool,
 }
 
 /// Parses `N` followed by a unit: `s`, `m`, `h` or `d`.
@@ -113,11 +152,14 @@ pub fn create(args: &CreateArgs) -> Result<(), CliError> {
         )));
     }
     let hasher = args.fingerprint.hasher()?;
+    // Checked before anything is created.
+    let plan = simhashdb::plan::Plan::auto(args.expected_n, args.distance)
+        .map_err(|e| CliError::Input(format!("--distance {}: {e}", args.distance)))?;
     let options = Options {
-        k: args.distance,
-        expected_n: args.expected_n,
+        plan: Some(plan),
         fingerprint: Some(hasher.config()),
         retention: args.retention,
+        create_in_non_empty_dir: args.force,
         ..Options::default()
     };
     let index = Index::open(&args.db.db, options)?;
@@ -141,7 +183,7 @@ pub struct AddArgs {
     /// Files or directories (read recursively; each file is a document named
     /// by its path), or `-`: standard input as `NAME<TAB>TEXT` lines.
     #[arg(required = true, value_name = "PATH")]
-    paths: Vec<String>,
+    paths: Vec<std::ffi::OsString>,
     /// The inputs hold `ID<TAB>FP[<TAB>NAME]` lines (decimal document id and
     /// fingerprint) instead of texts.
     #[arg(long)]
@@ -150,80 +192,108 @@ pub struct AddArgs {
     read: ReadArgs,
 }
 
-/// Documents are written in batches of this many after all input has been
-/// read and checked (a WAL frame has a size limit).
-const DOCS_PER_BATCH: usize = 100_000;
+/// Documents are written in batches of at most this many bytes of WAL
+/// records (a WAL frame holds at most 256 MiB), after all input has been
+/// read and checked.
+const BATCH_BYTES: usize = 64 << 20;
+
+/// The bytes a document takes in a WAL frame (docs/FORMAT.md, "WAL file").
+fn wal_record_bytes(name: Option<&str>) -> usize {
+    37 + name.map_or(0, str::len)
+}
 
 pub fn add(args: &AddArgs) -> Result<(), CliError> {
     // Read and check everything before the index is opened: bad input
     // leaves it untouched (and does not even create it).
-    let mut fp_lines: Vec<(u64, u64, Option<String>)> = Vec::new();
-    let mut texts: Vec<(String, String)> = Vec::new();
-    let mut files = Vec::new();
+    let (config, hasher) = index_hasher(&args.db.db)?;
+    let weight = args.read.heading_weight;
+    let mut batch: Vec<(u64, u64, Option<String>)> = Vec::new();
+    let mut blanks = 0;
     if args.fingerprints {
         for arg in &args.paths {
-            let source = display_name(arg, "standard input");
-            let data = read_all(arg)?;
+            let arg = arg.to_string_lossy();
+            let source = display_name(&arg, "standard input");
+            let data = read_all(&arg)?;
             check_complete(&data, &source)?;
             for (n, line) in lines(&data).enumerate() {
-                fp_lines.push(parse_id_fingerprint(line, &source, n + 1)?);
+                batch.push(parse_id_fingerprint(line, &source, n + 1)?);
             }
         }
     } else {
-        let file_args: Vec<String> = args.paths.iter().filter(|p| *p != "-").cloned().collect();
+        let file_args: Vec<std::ffi::OsString> =
+            args.paths.iter().filter(|p| *p != "-").cloned().collect();
         if file_args.len() < args.paths.len() {
             let data = read_all("-")?;
             check_complete(&data, "standard input")?;
             for (n, line) in lines(&data).enumerate() {
                 let (name, text) = parse_named_text(line, "standard input", n + 1)?;
-                texts.push((name.to_owned(), text.to_owned()));
+                let doc = docs::document(name.to_owned(), text.as_bytes(), args.read.html);
+                if doc.is_blank() {
+                    blanks += 1;
+                    continue;
+                }
+                let fp = doc.fingerprint(&hasher, weight);
+                batch.push((doc_id(&doc.name), fp, Some(doc.name)));
             }
         }
-        let (found, unlisted) = collect_inputs(&file_args);
+        let (files, unlisted) = collect_inputs(&file_args, &args.read.walk);
         if !unlisted.is_empty() {
             return Err(CliError::Failure(format!(
                 "nothing was added: cannot read {}",
                 unlisted.join(", ")
             )));
         }
-        files = found;
+        let bar = progress::bytes(files.iter().map(|f| f.len).sum(), "reading");
+        let (from_files, unreadable, blank_files) =
+            read_documents(&files, &args.read, Blank::Skip, &bar, |d| {
+                (
+                    doc_id(&d.name),
+                    d.fingerprint(&hasher, weight),
+                    Some(d.name),
+                )
+            });
+        bar.finish_and_clear();
+        if !unreadable.is_empty() {
+            return Err(CliError::Failure(format!(
+                "nothing was added: cannot read {}",
+                unreadable.join(", ")
+            )));
+        }
+        blanks += blank_files;
+        batch.extend(from_files);
     }
+    let distinct = batch
+        .iter()
+        .map(|d| d.0)
+        .collect::<std::collections::HashSet<u64>>()
+        .len();
 
-    let index = Index::open(&args.db.db, Options::default())?;
-    let hasher = docs::hasher_for(&index)?;
-    let weight = args.read.heading_weight;
-    let mut batch: Vec<(u64, u64, Option<String>)> = fp_lines;
-    batch.extend(texts.into_iter().map(|(name, text)| {
-        let doc = docs::document(name, text.as_bytes(), args.read.html);
-        (
-            doc_id(&doc.name),
-            doc.fingerprint(&hasher, weight),
-            Some(doc.name),
-        )
-    }));
-    let bar = progress::bytes(files.iter().map(|f| f.len).sum(), "reading");
-    let (from_files, unreadable) = read_documents(&files, &args.read, Blank::Keep, &bar, |d| {
-        (
-            doc_id(&d.name),
-            d.fingerprint(&hasher, weight),
-            Some(d.name),
-        )
-    });
-    bar.finish_and_clear();
-    if !unreadable.is_empty() {
-        return Err(CliError::Failure(format!(
-            "nothing was added: cannot read {}",
-            unreadable.join(", ")
-        )));
-    }
-    batch.extend(from_files);
-    let count = batch.len();
+    // The recorded configuration is checked again under the lock.
+    let options = Options {
+        fingerprint: Some(config),
+        ..Options::default()
+    };
+    let index = Index::open(&args.db.db, options)?;
     let mut rest = batch.into_iter().peekable();
     while rest.peek().is_some() {
-        index.insert_batch(rest.by_ref().take(DOCS_PER_BATCH))?;
+        let mut bytes = 0;
+        let docs = std::iter::from_fn(|| {
+            let next = rest.next_if(|d| {
+                bytes == 0 || bytes + wal_record_bytes(d.2.as_deref()) <= BATCH_BYTES
+            })?;
+            bytes += wal_record_bytes(next.2.as_deref());
+            Some(next)
+        });
+        index.insert_batch(docs.collect::<Vec<_>>())?;
+    }
+    if blanks > 0 {
+        eprintln!(
+            "simhashdb: left out {blanks} blank document(s) (no letter or digit: they would all \
+             be duplicates of each other)"
+        );
     }
     print(&format!(
-        "added {count} documents to {}\n",
+        "added {distinct} documents to {}\n",
         args.db.db.display()
     ))
 }
@@ -259,11 +329,20 @@ pub fn query(args: &QueryArgs) -> Result<(), CliError> {
     let fingerprint = match (&args.fp, &args.text, &args.path) {
         (Some(fp), _, _) => parse_decimal_u64(fp.as_bytes())
             .map_err(|why| CliError::Input(format!("--fp {}: {why}", snippet(fp.as_bytes()))))?,
-        (None, Some(text), _) => docs::hasher_for(&index)?.fingerprint(text),
+        (None, Some(text), _) => {
+            if docs::is_blank_text(text) {
+                return Err(blank_query("--text"));
+            }
+            docs::hasher_for(&index)?.fingerprint(text)
+        }
         (None, None, Some(path)) => {
             let hasher = docs::hasher_for(&index)?;
             let is_html = args.html || crate::html::is_html_name(path);
-            docs::document(path.clone(), &read_all(path)?, is_html).fingerprint(&hasher, 1.0)
+            let doc = docs::document(path.clone(), &read_all(path)?, is_html);
+            if doc.is_blank() {
+                return Err(blank_query(&display_name(path, "standard input")));
+            }
+            doc.fingerprint(&hasher, 1.0)
         }
         (None, None, None) => unreachable!("clap requires one of them"),
     };
@@ -294,12 +373,20 @@ pub fn query(args: &QueryArgs) -> Result<(), CliError> {
                     "{}\t{}\t{}\n",
                     m.distance,
                     m.id,
-                    m.name.as_deref().unwrap_or("")
+                    escape_field(m.name.as_deref().unwrap_or(""))
                 )
             })
             .collect()
     };
     print(&text)
+}
+
+/// A blank text has no words and so no meaningful fingerprint; blank
+/// documents are never stored, so a query for one is refused.
+fn blank_query(what: &str) -> CliError {
+    CliError::Input(format!(
+        "{what} is blank (no letter or digit): blank documents are never stored"
+    ))
 }
 
 // ---------------------------------------------------------------- delete
@@ -339,7 +426,12 @@ pub fn delete(args: &DeleteArgs) -> Result<(), CliError> {
     let index = args.db.writer()?;
     let mut text = String::new();
     let mut missing = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for (id, label) in args.which.ids() {
+        if !seen.insert(id) {
+            // Named twice (or by name and by id): deleted once.
+            continue;
+        }
         if index.get(id)?.is_some() {
             index.delete(id)?;
             text.push_str(&format!("deleted {label}\n"));
@@ -614,9 +706,18 @@ pub fn check(args: &CheckArgs) -> Result<(), CliError> {
         },
         ..Options::default()
     };
+    // Checked before the index is opened (or created).
+    let plan_k = recorded_settings(&args.db.db)?.map_or(options.k, |m| m.k);
+    let k = args.distance.unwrap_or(plan_k);
+    if k > plan_k {
+        return Err(simhashdb::Error::DistanceTooLarge {
+            requested: k,
+            plan_k,
+        }
+        .into());
+    }
     let index = Index::open(&args.db.db, options)?;
     let hasher = docs::hasher_for(&index)?;
-    let k = args.distance.unwrap_or(index.plan().k());
     if k > index.plan().k() {
         return Err(simhashdb::Error::DistanceTooLarge {
             requested: k,
@@ -664,6 +765,12 @@ pub fn check(args: &CheckArgs) -> Result<(), CliError> {
         }
         let (name, text) = parse_named_text(&line, "standard input", n)?;
         let doc = docs::document(name.to_owned(), text.as_bytes(), args.html);
+        if doc.is_blank() {
+            out.write_all(b"blank\n")
+                .and_then(|()| out.flush())
+                .map_err(write_err)?;
+            continue;
+        }
         let fp = doc.fingerprint(&hasher, 1.0);
         let answer = match index.insert_if_new_named(doc_id(&doc.name), fp, Some(doc.name), k)? {
             Ok(()) => "new\n".to_string(),
@@ -673,7 +780,7 @@ pub fn check(args: &CheckArgs) -> Result<(), CliError> {
                     .name
                     .clone()
                     .unwrap_or_else(|| format!("id {}", nearest.id));
-                format!("dup\t{name}\t{}\n", nearest.distance)
+                format!("dup\t{}\t{}\n", escape_field(&name), nearest.distance)
             }
         };
         out.write_all(answer.as_bytes())
@@ -714,7 +821,7 @@ pub fn get(args: &GetArgs) -> Result<(), CliError> {
                 doc.id,
                 doc.fingerprint,
                 doc.timestamp_ms,
-                doc.name.as_deref().unwrap_or("")
+                escape_field(doc.name.as_deref().unwrap_or(""))
             )),
             None => missing.push(label),
         }
@@ -742,6 +849,81 @@ pub fn verify(args: &VerifyArgs) -> Result<(), CliError> {
         "ok: {} files, {} bytes checked\n",
         report.files, report.bytes
     ))
+}
+
+// ---------------------------------------------------------------- repair
+
+#[derive(clap::Args, Debug)]
+pub struct RepairArgs {
+    #[command(flatten)]
+    db: Db,
+    /// Used only if neither MANIFEST nor MANIFEST.tmp can be read: the
+    /// distance the index was created with.
+    #[arg(short, long, default_value_t = 3)]
+    distance: u32,
+    /// Used only if no manifest can be read: the expected number of
+    /// documents the index was created with.
+    #[arg(long, default_value_t = Options::default().expected_n, value_name = "N")]
+    expected_n: u64,
+    /// Used only if no manifest can be read: the retention it was created with.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    retention: Option<Duration>,
+    #[command(flatten)]
+    fingerprint: FingerprintArgs,
+}
+
+/// `repair`: rebuilds the manifest from the files that pass their
+/// checksums, moves the others to `lost+found/`, then verifies the result.
+pub fn repair(args: &RepairArgs) -> Result<(), CliError> {
+    let hasher = args.fingerprint.hasher()?;
+    let plan = simhashdb::plan::Plan::auto(args.expected_n, args.distance)
+        .map_err(|e| CliError::Input(format!("--distance {}: {e}", args.distance)))?;
+    let options = Options {
+        plan: Some(plan),
+        fingerprint: Some(hasher.config()),
+        retention: args.retention,
+        ..Options::default()
+    };
+    let report = Index::repair(&args.db.db, options)?;
+    let mut text = format!(
+        "settings from: {}\nkept: {} segment(s){}; {} WAL record(s) in {}\n",
+        report.settings_from,
+        report.kept_segments.len(),
+        if report.kept_segments.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " ({})",
+                report
+                    .kept_segments
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        },
+        report.wal_records,
+        report.wal,
+    );
+    if report.wal_records_dropped > 0 {
+        text.push_str(&format!(
+            "not kept: {} WAL record(s) after a gap in sequence numbers\n",
+            report.wal_records_dropped
+        ));
+    }
+    for (name, why) in &report.set_aside {
+        text.push_str(&format!(
+            "set aside in {}: {}: {why}\n",
+            simhashdb::engine::LOST_AND_FOUND,
+            escape_field(name)
+        ));
+    }
+    let verified = Index::open_read_only(&args.db.db)?.verify()?;
+    text.push_str(&format!(
+        "verify: ok: {} files, {} bytes checked\n",
+        verified.files, verified.bytes
+    ));
+    print(&text)
 }
 
 #[cfg(test)]

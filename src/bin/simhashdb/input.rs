@@ -39,12 +39,13 @@ pub fn open_output(arg: &str) -> Result<Box<dyn Write>, CliError> {
 }
 
 /// The lines of `data`: split on `\n`, without a final empty line after a
-/// trailing newline, each without a trailing `\r`.
+/// trailing newline, each without a trailing `\r`. Empty input has no
+/// lines; `"\n"` has one, empty.
 pub fn lines(data: &[u8]) -> impl Iterator<Item = &[u8]> {
-    let data = data.strip_suffix(b"\n").unwrap_or(data);
     let pieces = if data.is_empty() {
         None
     } else {
+        let data = data.strip_suffix(b"\n").unwrap_or(data);
         Some(data.split(|&b| b == b'\n'))
     };
     pieces
@@ -105,6 +106,26 @@ impl TrimSpaces for [u8] {
             .map_or(start, |e| e + 1);
         &self[start..end]
     }
+}
+
+/// A name as one field of tab-separated output: a backslash, tab, newline
+/// or carriage return in it is written `\\`, `\t`, `\n` or `\r`, so that
+/// every record stays on one line with its fields apart.
+pub fn escape_field(name: &str) -> std::borrow::Cow<'_, str> {
+    if !name.contains(['\\', '\t', '\n', '\r']) {
+        return std::borrow::Cow::Borrowed(name);
+    }
+    let mut out = String::with_capacity(name.len() + 8);
+    for c in name.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// A short, printable rendering of an input line for error messages.
@@ -291,6 +312,20 @@ mod tests {
         assert!(err(b"5").contains("line 3: fingerprint: empty"));
         assert!(err(b"x\t5").contains("document id: not a decimal"));
         assert!(err(b"5\t18446744073709551616").contains("exceeds"));
+    }
+
+    #[test]
+    fn a_lone_newline_is_one_empty_line() {
+        assert_eq!(lines(b"").count(), 0);
+        assert_eq!(lines(b"\n").collect::<Vec<_>>(), [&b""[..]]);
+        assert_eq!(lines(b"a\n\n").collect::<Vec<_>>(), [&b"a"[..], b""]);
+        assert!(parse_fingerprints(b"\n", "in").is_err());
+    }
+
+    #[test]
+    fn names_with_tabs_and_newlines_are_escaped_in_fields() {
+        assert_eq!(escape_field("plain/name.txt"), "plain/name.txt");
+        assert_eq!(escape_field("a\tb\nc\rd\\e"), "a\\tb\\nc\\rd\\\\e");
     }
 
     #[test]

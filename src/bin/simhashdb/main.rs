@@ -10,6 +10,8 @@ mod index_cmd;
 mod input;
 mod plan_cmd;
 mod progress;
+#[cfg(feature = "serve")]
+mod serve;
 
 use std::process::ExitCode;
 
@@ -21,14 +23,41 @@ const EXIT_CODES: &str = "\
 Exit codes:
   0  success (also when the reader of standard output goes away early)
   1  failure: a file could not be read or written (dedup and fingerprint report
-     and skip unreadable inputs, then exit 1), the index is locked by another
-     process, a document to get or delete does not exist, or another runtime error
-  2  usage error or bad input: the message names the line, and nothing was
-     written (check has applied the lines before the bad one, none after it)
-  3  the index is damaged: a checksum failed; the message names file and offset
+     and skip unreadable inputs, then exit 1; add then writes nothing), the
+     index is locked by another process, a document to get or delete does not
+     exist (the others named are still done), the disk is full, or another
+     runtime error
+  2  usage error or bad input: the message names the argument or the line, and
+     nothing was written (check has applied the lines before the bad one, none
+     after it); also a new index asked for in a directory holding other files
+  3  the index is damaged: a checksum failed (the message names file and
+     offset), or the directory holds index files but no MANIFEST (nothing is
+     changed; `simhashdb repair` rebuilds it)
+
+Every argument is checked before an index is created or opened, so a refused
+command leaves no new directory or file behind. An index is created only in a
+missing or empty directory (`create --force` allows other files).
 
 Document ids: a named document's id is the FNV-1a 64 hash of its name's UTF-8
-bytes, so `get NAME` and `delete NAME` find what `add` and `check` stored.";
+bytes, so `get NAME` and `delete NAME` find what `add` and `check` stored.
+Names in tab-separated output have `\\`, tab, newline and carriage return
+written as `\\\\`, `\\t`, `\\n` and `\\r`.
+
+Blank documents (no letter or digit) are left out by dedup and add (counted on
+standard error), answered `blank` by check, refused by query (exit 2), and
+never stored: their
+fingerprint would be 0, a duplicate of every other blank one (fingerprint
+prints it).
+
+On a full disk a writing command fails with exit code 1 and leaves no partial
+file; add keeps the batches (of at most 64 MiB, each whole) written before the
+failure. Reading commands need no free space.
+
+Directories are walked in name order, taking regular files only (never FIFOs,
+sockets or devices); hidden files, files excluded by .gitignore/.ignore rules,
+symbolic links inside directories and binary files (a NUL byte in the first
+8 KiB) are skipped unless --hidden, --no-ignore, --follow or --binary is
+given. Symbolic link cycles are reported and read once.";
 
 /// An exact near-duplicate index for 64-bit SimHash fingerprints.
 #[derive(Parser, Debug)]
@@ -52,9 +81,11 @@ enum Command {
     Create(index_cmd::CreateArgs),
     /// Add documents (files, directories, `NAME<TAB>TEXT` lines or fingerprints) to an index.
     ///
-    /// Creates the index with the default settings if the directory holds
-    /// none. All input is read and checked first and then written, so bad input
-    /// writes nothing. A document with the name of an existing one replaces it.
+    /// Creates the index with the default settings if the directory is missing
+    /// or empty. All input is read, checked and fingerprinted first and then
+    /// written, so bad or unreadable input writes nothing. A document with the
+    /// name of an existing one replaces it (also within one input: the last
+    /// one is kept, and the count printed is of distinct documents).
     #[command(after_help = EXIT_CODES)]
     Add(index_cmd::AddArgs),
     /// Find the documents of an index near a file, a text or a fingerprint.
@@ -64,9 +95,10 @@ enum Command {
     Query(index_cmd::QueryArgs),
     /// Streaming check-and-insert: reads `NAME<TAB>TEXT` lines from standard input.
     ///
-    /// For each line, as it arrives, prints `new` (and inserts the document)
-    /// or `dup<TAB>NAME<TAB>DISTANCE` naming the nearest existing document
-    /// (and inserts nothing). Check and insert are one atomic step. A bad line
+    /// For each line, as it arrives, prints `new` (and inserts the document),
+    /// `dup<TAB>NAME<TAB>DISTANCE` naming the nearest existing document
+    /// (and inserts nothing), or `blank` for a text without a letter or digit
+    /// (inserts nothing). Check and insert are one atomic step. A bad line
     /// stops the command with exit code 2; the lines before it have been
     /// answered and applied, the bad one and those after it have not. A last
     /// line without a newline is taken as cut off and refused.
@@ -103,6 +135,17 @@ enum Command {
     /// process has the index open for writing.
     #[command(after_help = EXIT_CODES)]
     Compact(index_cmd::CompactArgs),
+    /// Rebuild a lost or damaged manifest from the files that pass their checksums.
+    ///
+    /// Keeps every segment whose files verify (and are not superseded by a
+    /// merge of them), copies the writes of the WALs that are newer than the
+    /// segments into one new WAL, moves every other index file (and a copy of
+    /// the old MANIFEST) to DIR/lost+found/ (never deletes), writes a new
+    /// MANIFEST and verifies the result. The settings come from the old
+    /// MANIFEST or MANIFEST.tmp if one can be read, else from the options
+    /// below: give those the index was created with. Takes the writer lock.
+    #[command(after_help = EXIT_CODES)]
+    Repair(index_cmd::RepairArgs),
     /// Read every file of an index and check every checksum.
     ///
     /// Exit code 0: healthy. Exit code 3: damaged; the message names the file
@@ -112,6 +155,15 @@ enum Command {
     /// Show an index's plan, fingerprint configuration, segments and sizes.
     #[command(after_help = EXIT_CODES)]
     Stats(index_cmd::StatsArgs),
+    /// Serve the index over HTTP: check-and-insert, documents, queries (docs/SERVER.md).
+    ///
+    /// One process owns the index; crawlers in any language call JSON over
+    /// HTTP. Prints `listening on http://ADDR` once it accepts connections.
+    /// SIGTERM or SIGINT: stops accepting, finishes the requests in flight,
+    /// flushes the index, releases its lock and exits 0.
+    #[cfg(feature = "serve")]
+    #[command(after_help = EXIT_CODES)]
+    Serve(serve::Args),
 }
 
 fn main() -> ExitCode {
@@ -131,6 +183,9 @@ fn main() -> ExitCode {
         Command::Clusters(args) => batch_cmd::run(&args, batch_cmd::Mode::Clusters),
         Command::Plan(args) => plan_cmd::run(&args),
         Command::Compact(args) => index_cmd::compact(&args),
+        Command::Repair(args) => index_cmd::repair(&args),
+        #[cfg(feature = "serve")]
+        Command::Serve(args) => serve::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

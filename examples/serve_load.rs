@@ -1,0 +1,329 @@
+//! Load harness for `simhashdb serve` (docs/BENCHMARKS.md, "The HTTP
+//! service"): single-document checks per second with p50/p99 latency at 1,
+//! 16 and 64 concurrent connections, and batched checks of 1,000 documents
+//! per request, against the same index called in-process (the baseline), in
+//! one run. Loopback only; every phase is bounded in time.
+//!
+//! ```text
+//! cargo build --release --bin simhashdb
+//! cargo run --release --example serve_load -- [--seconds 5] [--preload 1000000]
+//! ```
+//!
+//! The client threads run on the same machine as the server, so on a small
+//! machine they take CPU from it: the figures are a lower bound of what the
+//! server does with clients elsewhere. The server's CPU time per document is
+//! printed too.
+
+#[path = "../tests/common/http.rs"]
+#[allow(dead_code)]
+mod http;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use simhashdb::{Index, Options};
+
+use http::Client;
+
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Ids of phase `phase`, worker `worker`: disjoint across phases and
+/// workers, so every checked document is fresh (random fingerprints are
+/// almost never within 3 bits of another: every check inserts).
+fn doc(phase: u64, worker: u64, i: u64) -> (u64, u64) {
+    let id = (phase << 56) | (worker << 40) | i;
+    (id, splitmix64(id ^ 0x5eed))
+}
+
+fn arg(name: &str, default: u64) -> u64 {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .map_or(default, |v| v.parse().expect("a number"))
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// User + system CPU seconds of process `pid` (Linux).
+fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return f64::NAN;
+    };
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
+    match (ticks(11), ticks(12)) {
+        (Some(user), Some(system)) => (user + system) / 100.0,
+        _ => f64::NAN,
+    }
+}
+
+fn percentile(sorted: &[u32], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i] as f64 / 1e6
+}
+
+/// Throughput and latency of one phase.
+struct Figures {
+    docs: u64,
+    requests: u64,
+    seconds: f64,
+    /// Per request (or per call of the in-process loop), in nanoseconds.
+    latencies_ns: Vec<u32>,
+    errors: u64,
+}
+
+impl Figures {
+    fn print(&self, label: &str, cpu: Option<f64>) {
+        let mut lat = self.latencies_ns.clone();
+        lat.sort_unstable();
+        let cpu = cpu.map_or(String::new(), |c| {
+            format!(
+                "  server CPU {:.2} µs/doc",
+                c * 1e6 / self.docs.max(1) as f64
+            )
+        });
+        println!(
+            "{label:<44} {:>10.0} docs/s {:>9.0} req/s  p50 {:>8.3} ms  p99 {:>8.3} ms  errors {}{cpu}",
+            self.docs as f64 / self.seconds,
+            self.requests as f64 / self.seconds,
+            percentile(&lat, 0.50),
+            percentile(&lat, 0.99),
+            self.errors,
+        );
+    }
+}
+
+/// Runs `work(worker, stop)` on `threads` threads for `seconds`; each
+/// returns (docs, requests, latencies, errors).
+fn run_phase<F>(threads: u64, seconds: f64, work: F) -> Figures
+where
+    F: Fn(u64, &AtomicBool) -> (u64, u64, Vec<u32>, u64) + Sync,
+{
+    let stop = AtomicBool::new(false);
+    let start = Instant::now();
+    let results = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let work = &work;
+                let stop = &stop;
+                scope.spawn(move || work(t, stop))
+            })
+            .collect();
+        std::thread::sleep(Duration::from_secs_f64(seconds));
+        stop.store(true, Ordering::Relaxed);
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("worker"))
+            .collect::<Vec<_>>()
+    });
+    let elapsed = start.elapsed().as_secs_f64();
+    let mut figures = Figures {
+        docs: 0,
+        requests: 0,
+        seconds: elapsed,
+        latencies_ns: Vec::new(),
+        errors: 0,
+    };
+    for (docs, requests, lat, errors) in results {
+        figures.docs += docs;
+        figures.requests += requests;
+        figures.latencies_ns.extend(lat);
+        figures.errors += errors;
+    }
+    figures
+}
+
+fn in_process(dir: &Path, phase: u64, threads: u64, batch: u64, seconds: f64) -> Figures {
+    let index = Index::open(dir, Options::default()).expect("open");
+    let k = index.plan().k();
+    let figures = run_phase(threads, seconds, |t, stop| {
+        let mut lat = Vec::new();
+        let mut i = 0;
+        let mut requests = 0;
+        while !stop.load(Ordering::Relaxed) {
+            let start = Instant::now();
+            for _ in 0..batch {
+                let (id, fp) = doc(phase, t, i);
+                i += 1;
+                index.insert_if_new(id, fp, k).expect("insert_if_new").ok();
+            }
+            lat.push(start.elapsed().as_nanos().min(u32::MAX as u128) as u32);
+            requests += 1;
+        }
+        (i, requests, lat, 0)
+    });
+    drop(index);
+    figures
+}
+
+fn over_http(addr: SocketAddr, phase: u64, threads: u64, batch: u64, seconds: f64) -> Figures {
+    run_phase(threads, seconds, |t, stop| {
+        let mut client = Client::connect(addr).expect("connect");
+        let mut lat = Vec::new();
+        let mut body = Vec::with_capacity(batch as usize * 64);
+        let mut i = 0;
+        let mut requests = 0;
+        let mut errors = 0;
+        while !stop.load(Ordering::Relaxed) {
+            body.clear();
+            body.extend_from_slice(b"{\"documents\":[");
+            for j in 0..batch {
+                let (id, fp) = doc(phase, t, i + j);
+                if j > 0 {
+                    body.push(b',');
+                }
+                body.extend_from_slice(format!("{{\"id\":{id},\"fingerprint\":{fp}}}").as_bytes());
+            }
+            body.extend_from_slice(b"]}");
+            let start = Instant::now();
+            let reply = client.post("/v1/check", &body).expect("request");
+            lat.push(start.elapsed().as_nanos().min(u32::MAX as u128) as u32);
+            if reply.status == 200 {
+                i += batch;
+            } else {
+                errors += 1;
+            }
+            requests += 1;
+        }
+        (i, requests, lat, errors)
+    })
+}
+
+struct ServerProcess {
+    child: Child,
+    addr: SocketAddr,
+}
+
+fn start_server(binary: &Path, dir: &Path) -> ServerProcess {
+    let mut child = Command::new(binary)
+        .args(["serve", "--listen", "127.0.0.1:0", "--log", "warn", "--db"])
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot start {} ({e}); run `cargo build --release --bin simhashdb` first",
+                binary.display()
+            )
+        });
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read the address");
+    let addr = line
+        .trim()
+        .strip_prefix("listening on http://")
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+    ServerProcess { child, addr }
+}
+
+fn stop_server(mut server: ServerProcess) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &server.child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = server.child.try_wait() {
+            assert!(status.success(), "server exited with {status}");
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = server.child.kill();
+    panic!("the server did not stop within 120 s of SIGTERM");
+}
+
+fn main() {
+    let seconds = arg("--seconds", 5) as f64;
+    let preload = arg("--preload", 1_000_000);
+    let binary: PathBuf = std::env::current_exe()
+        .expect("current exe")
+        .parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .join("simhashdb");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("index");
+    println!(
+        "simhashdb serve load: {} cores, {seconds} s per phase, {preload} documents preloaded; load average {}",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        loadavg()
+    );
+    {
+        let index = Index::open(&dir, Options::default()).expect("create");
+        let docs: Vec<(u64, u64, Option<String>)> = (0..preload)
+            .map(|i| {
+                let (id, fp) = doc(0, 0, i);
+                (id, fp, None)
+            })
+            .collect();
+        for chunk in docs.chunks(100_000) {
+            index.insert_batch(chunk.iter().cloned()).expect("preload");
+        }
+        index.flush().expect("flush");
+    }
+
+    println!("-- in process (Index::insert_if_new called directly; the baseline)");
+    let base1 = in_process(&dir, 1, 1, 1, seconds);
+    base1.print("in-process, 1 thread, 1 doc per call", None);
+    let base16 = in_process(&dir, 2, 16, 1, seconds);
+    base16.print("in-process, 16 threads, 1 doc per call", None);
+    let base_batch = in_process(&dir, 3, 1, 1000, seconds);
+    base_batch.print("in-process, 1 thread, loop of 1,000 docs", None);
+
+    println!("-- over HTTP (POST /v1/check, keep-alive connections)");
+    let server = start_server(&binary, &dir);
+    let pid = server.child.id();
+    let mut rows = Vec::new();
+    for (phase, conns, batch) in [
+        (4, 1, 1),
+        (5, 16, 1),
+        (6, 64, 1),
+        (7, 1, 1000),
+        (8, 4, 1000),
+    ] {
+        let cpu0 = cpu_seconds(pid);
+        let figures = over_http(server.addr, phase, conns, batch, seconds);
+        let cpu = cpu_seconds(pid) - cpu0;
+        let label = format!("HTTP, {conns} connection(s), {batch} doc(s) per request");
+        figures.print(&label, Some(cpu));
+        rows.push((label, figures));
+    }
+    stop_server(server);
+    let rate = |f: &Figures| f.docs as f64 / f.seconds;
+    println!(
+        "ratios (HTTP / in-process 1 thread): 1 conn {:.2}, 16 conns {:.2}, 64 conns {:.2}, batched {:.2}",
+        rate(&rows[0].1) / rate(&base1),
+        rate(&rows[1].1) / rate(&base1),
+        rate(&rows[2].1) / rate(&base1),
+        rate(&rows[4].1).max(rate(&rows[3].1)) / rate(&base_batch),
+    );
+    println!("load average at the end: {}", loadavg());
+}

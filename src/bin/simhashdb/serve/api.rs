@@ -1,0 +1,340 @@
+//! The JSON bodies of the HTTP API (docs/SERVER.md), and turning a request's
+//! documents into `(id, fingerprint, name)` by the command line's rules.
+
+use std::fmt;
+
+use serde::de::{self, Deserializer, Unexpected, Visitor};
+use serde::{Deserialize, Serialize};
+use simhashdb::format::MAX_NAME_LEN;
+use simhashdb::{Doc, Match, Simhasher};
+
+use super::error::ApiError;
+use crate::docs::document;
+use simhashdb::doc_id;
+
+/// An unsigned 64-bit integer, given as a JSON number or a decimal string
+/// (JSON parsers of some languages lose precision above 2^53).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct U64(pub u64);
+
+impl<'de> Deserialize<'de> for U64 {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<U64, D::Error> {
+        struct U64Visitor;
+        impl Visitor<'_> for U64Visitor {
+            type Value = U64;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an unsigned 64-bit integer (a JSON number or a decimal string)")
+            }
+
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<U64, E> {
+                Ok(U64(v))
+            }
+
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<U64, E> {
+                u64::try_from(v)
+                    .map(U64)
+                    .map_err(|_| E::invalid_value(Unexpected::Signed(v), &self))
+            }
+
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<U64, E> {
+                parse_decimal(v).ok_or_else(|| E::invalid_value(Unexpected::Str(v), &self))
+            }
+        }
+        deserializer.deserialize_any(U64Visitor)
+    }
+}
+
+/// A decimal string of digits only (no sign, no spaces) that fits in 64 bits.
+pub fn parse_decimal(s: &str) -> Option<U64> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok().map(U64)
+}
+
+/// One document of a request, as sent: either `{"name", "text"}` or
+/// `{"id", "fingerprint", "name"?}` ([`DocumentIn::resolve`] tells which).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DocumentIn {
+    name: Option<String>,
+    text: Option<String>,
+    id: Option<U64>,
+    fingerprint: Option<U64>,
+}
+
+/// A document ready for the index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Document {
+    pub id: u64,
+    pub fingerprint: u64,
+    pub name: Option<String>,
+}
+
+impl DocumentIn {
+    /// The document's id, fingerprint and name: a text is fingerprinted with
+    /// the index's recorded configuration and gets the id of its name, as
+    /// `simhashdb add` and `check` do; `position` names it in errors.
+    pub fn resolve(self, position: usize, hasher: &Simhasher) -> Result<Document, ApiError> {
+        let bad = |why: &str| {
+            ApiError::invalid(format!(
+                "documents[{position}]: {why}; a document is {{\"name\", \"text\"}} or \
+                 {{\"id\", \"fingerprint\", \"name\"?}}"
+            ))
+        };
+        if let Some(name) = &self.name
+            && name.len() > MAX_NAME_LEN
+        {
+            return Err(ApiError::invalid(format!(
+                "documents[{position}]: the name is {} bytes, more than the limit of {MAX_NAME_LEN}",
+                name.len()
+            )));
+        }
+        match self {
+            DocumentIn {
+                name: Some(name),
+                text: Some(text),
+                id: None,
+                fingerprint: None,
+            } => {
+                let doc = document(name, text.as_bytes(), false);
+                Ok(Document {
+                    id: doc_id(&doc.name),
+                    fingerprint: doc.fingerprint(hasher, 1.0),
+                    name: Some(doc.name),
+                })
+            }
+            DocumentIn {
+                text: Some(_),
+                name: None,
+                ..
+            } => Err(bad("a text needs a name (its id is derived from the name)")),
+            DocumentIn { text: Some(_), .. } => Err(bad(
+                "a text comes with a name only: its id and fingerprint are derived",
+            )),
+            DocumentIn {
+                id: Some(U64(id)),
+                fingerprint: Some(U64(fingerprint)),
+                name,
+                text: None,
+            } => Ok(Document {
+                id,
+                fingerprint,
+                name,
+            }),
+            DocumentIn { id: None, .. } => Err(bad("no \"id\" (or \"text\")")),
+            DocumentIn { .. } => Err(bad("no \"fingerprint\"")),
+        }
+    }
+}
+
+/// `POST /v1/check`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckRequest {
+    pub documents: Vec<DocumentIn>,
+    /// Sync the index before answering (survives power loss).
+    #[serde(default)]
+    pub sync: bool,
+    /// Largest distance that counts as a duplicate; default: the index's k.
+    pub distance: Option<u32>,
+}
+
+/// `POST /v1/documents`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InsertRequest {
+    pub documents: Vec<DocumentIn>,
+    #[serde(default)]
+    pub sync: bool,
+}
+
+/// One query of `POST /v1/query`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueryIn {
+    pub text: Option<String>,
+    pub fingerprint: Option<U64>,
+    pub k: Option<u32>,
+}
+
+/// `POST /v1/query`: one query, or `{"queries": [...]}` (with an optional
+/// `k` for those that give none).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueryRequest {
+    pub text: Option<String>,
+    pub fingerprint: Option<U64>,
+    pub k: Option<u32>,
+    pub queries: Option<Vec<QueryIn>>,
+}
+
+impl QueryIn {
+    /// The fingerprint to look up and the distance; `label` names the query
+    /// in errors.
+    pub fn resolve(
+        &self,
+        label: &str,
+        hasher: &Simhasher,
+        default_k: u32,
+    ) -> Result<(u64, u32), ApiError> {
+        let fp = match (&self.text, self.fingerprint) {
+            (Some(text), None) => hasher.fingerprint(text),
+            (None, Some(U64(fp))) => fp,
+            (Some(_), Some(_)) => {
+                return Err(ApiError::invalid(format!(
+                    "{label}: give \"text\" or \"fingerprint\", not both"
+                )));
+            }
+            (None, None) => {
+                return Err(ApiError::invalid(format!(
+                    "{label}: give \"text\" or \"fingerprint\""
+                )));
+            }
+        };
+        Ok((fp, self.k.unwrap_or(default_k)))
+    }
+}
+
+/// A document found near another.
+#[derive(Debug, Serialize)]
+pub struct MatchOut<'a> {
+    pub id: u64,
+    pub name: Option<&'a str>,
+    pub fingerprint: u64,
+    pub distance: u32,
+}
+
+impl<'a> From<&'a Match> for MatchOut<'a> {
+    fn from(m: &'a Match) -> MatchOut<'a> {
+        MatchOut {
+            id: m.id,
+            name: m.name.as_deref(),
+            fingerprint: m.fingerprint,
+            distance: m.distance,
+        }
+    }
+}
+
+/// The answer for one checked document.
+#[derive(Debug, Serialize)]
+#[serde(tag = "status", rename_all = "lowercase")]
+pub enum CheckResult<'a> {
+    /// Inserted: no document lay within the distance.
+    New { id: u64, fingerprint: u64 },
+    /// Not inserted: the nearest existing document.
+    Duplicate {
+        id: u64,
+        fingerprint: u64,
+        #[serde(rename = "match")]
+        nearest: MatchOut<'a>,
+    },
+}
+
+/// A stored document.
+#[derive(Debug, Serialize)]
+pub struct DocOut<'a> {
+    pub id: u64,
+    pub name: Option<&'a str>,
+    pub fingerprint: u64,
+    pub timestamp_ms: u64,
+}
+
+impl<'a> From<&'a Doc> for DocOut<'a> {
+    fn from(d: &'a Doc) -> DocOut<'a> {
+        DocOut {
+            id: d.id,
+            name: d.name.as_deref(),
+            fingerprint: d.fingerprint,
+            timestamp_ms: d.timestamp_ms,
+        }
+    }
+}
+
+/// `GET`/`DELETE /v1/documents?name=N`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ByName {
+    pub name: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn u64_of(json: &str) -> Result<u64, String> {
+        serde_json::from_str::<U64>(json)
+            .map(|v| v.0)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn ids_are_json_numbers_or_decimal_strings() {
+        assert_eq!(u64_of("7"), Ok(7));
+        assert_eq!(u64_of("18446744073709551615"), Ok(u64::MAX));
+        assert_eq!(u64_of("\"18446744073709551615\""), Ok(u64::MAX));
+        assert_eq!(u64_of("\"0\""), Ok(0));
+        for bad in [
+            "-1",
+            "1.5",
+            "18446744073709551616",
+            "\"18446744073709551616\"",
+            "\"-1\"",
+            "\" 7\"",
+            "\"0x10\"",
+            "\"\"",
+            "null",
+            "true",
+            "[1]",
+        ] {
+            assert!(u64_of(bad).is_err(), "{bad} was accepted");
+        }
+    }
+
+    fn resolve(json: &str) -> Result<Document, String> {
+        let doc: DocumentIn = serde_json::from_str(json).map_err(|e| e.to_string())?;
+        doc.resolve(3, &Simhasher::default())
+            .map_err(|e| e.message().to_string())
+    }
+
+    #[test]
+    fn a_named_text_gets_the_cli_id_and_fingerprint() {
+        let doc = resolve(r#"{"name": "https://a.example/x", "text": "some words here"}"#)
+            .expect("valid");
+        assert_eq!(doc.id, doc_id("https://a.example/x"));
+        assert_eq!(
+            doc.fingerprint,
+            Simhasher::default().fingerprint("some words here")
+        );
+        assert_eq!(doc.name.as_deref(), Some("https://a.example/x"));
+        let doc = resolve(r#"{"id": "5", "fingerprint": 9}"#).expect("valid");
+        assert_eq!((doc.id, doc.fingerprint, doc.name), (5, 9, None));
+    }
+
+    #[test]
+    fn mixed_or_incomplete_documents_are_refused_by_position() {
+        for bad in [
+            r#"{"text": "no name"}"#,
+            r#"{"name": "n", "text": "t", "id": 1}"#,
+            r#"{"name": "n", "text": "t", "fingerprint": 1}"#,
+            r#"{"id": 1}"#,
+            r#"{"fingerprint": 1}"#,
+            r#"{"name": "only a name"}"#,
+            r#"{}"#,
+        ] {
+            let err = resolve(bad).expect_err(bad);
+            assert!(err.starts_with("documents[3]: "), "{bad}: {err}");
+        }
+        let long = format!(
+            r#"{{"id": 1, "fingerprint": 2, "name": "{}"}}"#,
+            "x".repeat(MAX_NAME_LEN + 1)
+        );
+        assert!(resolve(&long).expect_err("long").contains("limit"));
+        assert!(
+            resolve(r#"{"id": 1, "fingerprint": 2, "url": "x"}"#)
+                .expect_err("unknown")
+                .contains("unknown field `url`")
+        );
+    }
+}

@@ -1,0 +1,538 @@
+//! A directory without a manifest: refusing to open it, telling an
+//! interrupted creation from lost data, and [`Index::repair`], which
+//! rebuilds a manifest from the files that pass their checksums.
+//!
+//! The rule behind all three: the engine deletes only files it made
+//! obsolete itself. A directory holding segments, doc maps or WALs but no
+//! `MANIFEST` lost its commit point to something else (a bad restore, an
+//! operator's `mv`); opening it is refused, and `repair` moves whatever it
+//! cannot use to `lost+found/` rather than delete it
+//! (docs/FORMAT.md#repair).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::fingerprint::Simhasher;
+use crate::format::{
+    DocMapReader, FileKind, MANIFEST_TEMP_FILE_NAME, Manifest, Record, SegmentMeta, SegmentReader,
+    WalEnd, WalReader, encode_frame,
+};
+use crate::plan::Plan;
+
+use super::fs::{FileSystem, RealFs};
+use super::index::{commit_manifest, corrupted, io_error, lock_error, wal_flags, write_file};
+use super::lock::{DirLock, LOCK_FILE};
+use super::{Index, Options};
+
+/// Where `repair` puts the files it does not use.
+pub const LOST_AND_FOUND: &str = "lost+found";
+
+/// The id of the WAL a new index starts with.
+const FIRST_WAL_ID: u64 = 1;
+
+/// What [`Index::repair`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RepairReport {
+    /// Where the index's settings (plan, fingerprint configuration,
+    /// retention) came from: `MANIFEST`, `MANIFEST.tmp`, or `options` when
+    /// neither could be read.
+    pub settings_from: String,
+    /// The segments the new manifest names (their `.seg` and `.ids` files).
+    pub kept_segments: Vec<u64>,
+    /// The new WAL's file name.
+    pub wal: String,
+    /// WAL records copied into the new WAL (writes newer than every kept segment).
+    pub wal_records: u64,
+    /// WAL records not copied because they follow a gap in sequence numbers
+    /// (their WALs are in `lost+found/`).
+    pub wal_records_dropped: u64,
+    /// Files moved to `lost+found/`, each with the reason.
+    pub set_aside: Vec<(String, String)>,
+}
+
+/// Names of the files of `dir` the engine would count as its own, and the others.
+struct Listing {
+    engine: Vec<String>,
+    other: Vec<String>,
+}
+
+fn list(dir: &Path, fs: &dyn FileSystem) -> Option<Listing> {
+    let names = fs.list(dir).ok()?;
+    let mut listing = Listing {
+        engine: Vec::new(),
+        other: Vec::new(),
+    };
+    for path in names {
+        let name = path.to_string_lossy().into_owned();
+        if name == LOCK_FILE || name == LOST_AND_FOUND {
+            continue;
+        }
+        let ours = name == MANIFEST_TEMP_FILE_NAME
+            || FileKind::parse_file_name(&name).is_some_and(|(kind, _)| kind != FileKind::Manifest);
+        if ours {
+            listing.engine.push(name);
+        } else {
+            listing.other.push(name);
+        }
+    }
+    listing.engine.sort();
+    listing.other.sort();
+    Some(listing)
+}
+
+/// Whether `name` is what an interrupted creation leaves: the first WAL
+/// holding no frame, or a manifest written for a new, empty index.
+fn creation_leftover(dir: &Path, fs: &dyn FileSystem, name: &str) -> bool {
+    let Ok(bytes) = fs.read(&dir.join(name)) else {
+        return false;
+    };
+    if name == MANIFEST_TEMP_FILE_NAME {
+        return Manifest::decode(&bytes).map_or(true, |m| {
+            m.generation == 0 && m.segments.is_empty() && m.wal_ids == [FIRST_WAL_ID]
+        });
+    }
+    if name != FileKind::Wal.file_name(FIRST_WAL_ID) {
+        return false;
+    }
+    match WalReader::new(&bytes) {
+        Ok(reader) => reader.read_all().0.is_empty(),
+        // A header not yet written whole: creation syncs it before anything else.
+        Err(_) => bytes.len() < crate::format::wal::WAL_HEADER_LEN,
+    }
+}
+
+/// Checks a directory without a `MANIFEST` before an index is created in
+/// it (or a read-only open reports it): engine files there mean an index
+/// lost its manifest (refused, [`Error::ManifestMissing`]); other files mean
+/// it is someone else's directory (refused unless `allow_other_files`,
+/// [`Error::NotEmpty`]). Returns the files an interrupted creation left,
+/// which hold no data and may be removed before creating.
+pub(super) fn check_without_manifest(
+    dir: &Path,
+    fs: &dyn FileSystem,
+    allow_other_files: bool,
+) -> Result<Vec<PathBuf>> {
+    let Some(listing) = list(dir, fs) else {
+        return Ok(Vec::new());
+    };
+    let leftovers: Vec<&String> = listing
+        .engine
+        .iter()
+        .filter(|name| creation_leftover(dir, fs, name))
+        .collect();
+    if leftovers.len() < listing.engine.len() {
+        return Err(Error::ManifestMissing {
+            dir: dir.to_path_buf(),
+            found: listing.engine,
+        });
+    }
+    if !listing.other.is_empty() && !allow_other_files {
+        return Err(Error::NotEmpty {
+            dir: dir.to_path_buf(),
+            found: listing.other,
+        });
+    }
+    Ok(leftovers.into_iter().map(|name| dir.join(name)).collect())
+}
+
+/// A segment that passed every check, with its manifest record.
+struct Candidate {
+    meta: SegmentMeta,
+}
+
+impl Index {
+    /// Rebuilds the manifest of the index in `dir` from the files that pass
+    /// their checksums, like RocksDB's `ldb repair`, and returns what it
+    /// kept and what it set aside.
+    ///
+    /// The settings come from `MANIFEST` if it still decodes, else from a
+    /// `MANIFEST.tmp` that does, else from `options` (plan or `k` and
+    /// `expected_n`, fingerprint configuration, retention: give those the
+    /// index was created with). Every segment whose `.seg` and `.ids` pass
+    /// `verify`, agree with each other and have the index's `k` is kept,
+    /// except one whose sequence numbers overlap a newer segment's (the input
+    /// of a merge whose output is there). The writes of every WAL that are
+    /// newer than the kept segments, up to the first gap in sequence numbers,
+    /// go into one new WAL. Every other file of the engine (damaged or
+    /// superseded segments, the old WALs, `MANIFEST.tmp`, and a copy of the
+    /// old `MANIFEST`) is moved to `dir/lost+found/`, never deleted. Other
+    /// files are left alone. Takes the writer's lock.
+    pub fn repair(dir: impl AsRef<Path>, options: Options) -> Result<RepairReport> {
+        let dir = dir.as_ref();
+        let nothing_to_repair = |fs: &dyn FileSystem| {
+            let found = list(dir, fs).is_some_and(|l| !l.engine.is_empty())
+                || fs.len(&dir.join(FileKind::Manifest.file_name(0))).is_ok();
+            if found {
+                Ok(())
+            } else {
+                Err(Error::InvalidArgument(format!(
+                    "{} holds no index files: nothing to repair",
+                    dir.display()
+                )))
+            }
+        };
+        // Before the lock file is created in a directory that is not an index.
+        nothing_to_repair(options.file_system.as_deref().unwrap_or(&RealFs))?;
+        let (fs, _lock): (Arc<dyn FileSystem>, Option<DirLock>) = match &options.file_system {
+            Some(fs) => (fs.clone(), None),
+            None => (
+                Arc::new(RealFs),
+                Some(DirLock::exclusive(dir).map_err(lock_error)?),
+            ),
+        };
+        let fs = fs.as_ref();
+        let listing = list(dir, fs).ok_or_else(|| Error::Io {
+            path: dir.to_path_buf(),
+            op: "list",
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "cannot list the directory"),
+        })?;
+        let manifest_name = FileKind::Manifest.file_name(0);
+        let has_manifest = fs.len(&dir.join(&manifest_name)).is_ok();
+        nothing_to_repair(fs)?;
+        let mut report = RepairReport::default();
+
+        // The settings.
+        let decode = |name: &str| {
+            fs.read(&dir.join(name))
+                .ok()
+                .and_then(|bytes| Manifest::decode(&bytes).ok())
+        };
+        let old = match decode(&manifest_name) {
+            Some(m) => {
+                report.settings_from = manifest_name.clone();
+                Some(m)
+            }
+            None => decode(MANIFEST_TEMP_FILE_NAME).inspect(|_| {
+                report.settings_from = MANIFEST_TEMP_FILE_NAME.to_string();
+            }),
+        };
+        let (plan, fingerprint_config, retention_ms) = match &old {
+            Some(m) => (
+                Plan::from_shape(m.shape, m.k)?,
+                m.fingerprint_config.clone(),
+                m.retention_ms,
+            ),
+            None => {
+                report.settings_from = "options".to_string();
+                let plan = match &options.plan {
+                    Some(plan) => plan.clone(),
+                    None => Plan::auto(options.expected_n, options.k)?,
+                };
+                let config = options
+                    .fingerprint
+                    .unwrap_or_else(|| Simhasher::default().config());
+                let retention_ms = options.retention.map_or(0, |r| {
+                    u64::try_from(r.as_millis()).unwrap_or(u64::MAX).max(1)
+                });
+                (plan, config.to_string(), retention_ms)
+            }
+        };
+
+        // Segments: both files present and sound.
+        let mut seg_ids = BTreeSet::new();
+        let mut wal_ids = BTreeSet::new();
+        for name in &listing.engine {
+            match FileKind::parse_file_name(name) {
+                Some((FileKind::Segment | FileKind::DocMap, id)) => {
+                    seg_ids.insert(id);
+                }
+                Some((FileKind::Wal, id)) => {
+                    wal_ids.insert(id);
+                }
+                _ => {}
+            }
+        }
+        if old.is_none() {
+            // Settings given by the caller: a k the segments contradict
+            // would set every segment aside. Refuse before moving anything.
+            for &id in &seg_ids {
+                let path = dir.join(FileKind::Segment.file_name(id));
+                let Ok(map) = fs.map(&path) else { continue };
+                let Ok(reader) = SegmentReader::new(map) else {
+                    continue;
+                };
+                let k = reader.info().k;
+                if k != plan.k() {
+                    return Err(Error::InvalidArgument(format!(
+                        "no manifest could be read, and {} was built for k = {k}, not the \
+                         k = {} given: repair with the settings the index was created with \
+                         (-d {k}, and its --expected-n, --retention and fingerprint options)",
+                        path.display(),
+                        plan.k()
+                    )));
+                }
+            }
+        }
+        let mut set_aside: Vec<(String, String)> = Vec::new();
+        let mut candidates = Vec::new();
+        let mut max_seq = old.as_ref().map_or(0, |m| m.next_seq.saturating_sub(1));
+        for &id in &seg_ids {
+            let seg = FileKind::Segment.file_name(id);
+            let ids = FileKind::DocMap.file_name(id);
+            let checked = check_segment(dir, fs, id, &plan).map(|mut c| {
+                if let Some(named) = old
+                    .as_ref()
+                    .and_then(|m| m.segments.iter().find(|s| s.id == id))
+                {
+                    c.meta.level = named.level;
+                }
+                c
+            });
+            match checked {
+                Ok(c) => {
+                    max_seq = max_seq.max(c.meta.max_seq);
+                    candidates.push(c);
+                }
+                Err(why) => {
+                    for name in [&seg, &ids] {
+                        if listing.engine.contains(name) {
+                            set_aside.push((name.clone(), why.clone()));
+                        }
+                    }
+                }
+            }
+        }
+        // A merge's output covers the sequence numbers of its inputs, and
+        // has a larger id: where ranges overlap, the newest segment wins.
+        candidates.sort_by_key(|c| std::cmp::Reverse(c.meta.id));
+        let mut kept: Vec<SegmentMeta> = Vec::new();
+        for c in candidates {
+            let m = c.meta;
+            match kept
+                .iter()
+                .find(|k| m.min_seq <= k.max_seq && k.min_seq <= m.max_seq)
+            {
+                Some(newer) => {
+                    let why = format!(
+                        "superseded: its sequence numbers overlap those of segment {}, \
+                         a merge of it",
+                        newer.id
+                    );
+                    set_aside.push((FileKind::Segment.file_name(m.id), why.clone()));
+                    set_aside.push((FileKind::DocMap.file_name(m.id), why));
+                }
+                None => kept.push(m),
+            }
+        }
+        kept.sort_by_key(|m| m.id);
+        let segments_max_seq = kept.iter().map(|m| m.max_seq).max().unwrap_or(0);
+
+        // WALs: the valid frames of each, newer than every kept segment.
+        let mut frames: Vec<Vec<Record>> = Vec::new();
+        for &id in &wal_ids {
+            let name = FileKind::Wal.file_name(id);
+            let path = dir.join(&name);
+            let why = match fs.read(&path) {
+                Err(e) => format!("unreadable: {e}"),
+                Ok(bytes) => match WalReader::new(&bytes) {
+                    Err(e) => corrupted(&path, &e).to_string(),
+                    Ok(reader) => {
+                        let (valid, end) = reader.read_all();
+                        let count = valid.len();
+                        for frame in valid {
+                            if let Some(last) = frame.records.last() {
+                                max_seq = max_seq.max(last.seq());
+                            }
+                            frames.push(frame.records);
+                        }
+                        match end {
+                            WalEnd::Clean => format!("{count} valid frame(s) read"),
+                            WalEnd::TornTail { offset } => format!(
+                                "{count} valid frame(s) read; a torn tail at byte {offset} dropped"
+                            ),
+                            WalEnd::Corrupted { error, .. } => format!(
+                                "{count} valid frame(s) read; damaged from byte {}, the rest \
+                                 dropped: {error}",
+                                error.offset
+                            ),
+                        }
+                    }
+                },
+            };
+            set_aside.push((name, why));
+        }
+        frames.sort_by_key(|records| records.first().map_or(0, Record::seq));
+        let mut replay: Vec<Vec<Record>> = Vec::new();
+        let mut last: Option<u64> = None;
+        let mut dropped = 0u64;
+        for records in frames {
+            let records: Vec<Record> = records
+                .into_iter()
+                .filter(|r| r.seq() > segments_max_seq && last.is_none_or(|l| r.seq() > l))
+                .collect();
+            let Some(first) = records.first().map(Record::seq) else {
+                continue;
+            };
+            if dropped > 0 || last.is_some_and(|l| first != l + 1) {
+                // A gap: what follows cannot be replayed without a hole.
+                dropped += records.len() as u64;
+                continue;
+            }
+            last = records.last().map(Record::seq);
+            report.wal_records += records.len() as u64;
+            replay.push(records);
+        }
+        report.wal_records_dropped = dropped;
+
+        // The new WAL, written and synced before anything is moved.
+        let wal_id = wal_ids
+            .last()
+            .copied()
+            .unwrap_or(0)
+            .max(old.as_ref().map_or(0, |m| m.next_wal_id.saturating_sub(1)))
+            + 1;
+        let wal_name = FileKind::Wal.file_name(wal_id);
+        let mut bytes =
+            crate::format::encode_wal_header_with_flags(wal_id, wal_flags(options.durability));
+        for records in &replay {
+            bytes.extend(encode_frame(records).map_err(|e| Error::InvalidArgument(e.to_string()))?);
+        }
+        write_file(fs, &dir.join(&wal_name), &bytes)?;
+
+        // Set aside, never delete.
+        let lost = dir.join(LOST_AND_FOUND);
+        fs.create_dir_all(&lost)
+            .map_err(io_error(&lost, "create directory"))?;
+        if has_manifest {
+            let path = dir.join(&manifest_name);
+            let old_bytes = fs.read(&path).map_err(io_error(&path, "read"))?;
+            let copy = unused_name(fs, &lost, &manifest_name);
+            write_file(fs, &copy, &old_bytes)?;
+        }
+        if listing.engine.iter().any(|n| n == MANIFEST_TEMP_FILE_NAME) {
+            set_aside.push((
+                MANIFEST_TEMP_FILE_NAME.to_string(),
+                "an uncommitted manifest".to_string(),
+            ));
+        }
+        for (name, _) in &set_aside {
+            let from = dir.join(name);
+            let to = unused_name(fs, &lost, name);
+            fs.rename(&from, &to).map_err(io_error(&from, "rename"))?;
+        }
+        fs.sync_dir(&lost).map_err(io_error(&lost, "sync"))?;
+
+        let manifest = Manifest {
+            shape: plan.shape(),
+            k: plan.k(),
+            fingerprint_config,
+            retention_ms,
+            generation: old.as_ref().map_or(0, |m| m.generation) + 1,
+            next_segment_id: seg_ids.last().copied().unwrap_or(0).max(
+                old.as_ref()
+                    .map_or(0, |m| m.next_segment_id.saturating_sub(1)),
+            ) + 1,
+            next_wal_id: wal_id + 1,
+            next_seq: max_seq + 1,
+            wal_ids: vec![wal_id],
+            segments: kept.clone(),
+        };
+        commit_manifest(dir, fs, &manifest)?;
+
+        report.kept_segments = kept.iter().map(|m| m.id).collect();
+        report.wal = wal_name;
+        report.set_aside = set_aside;
+        Ok(report)
+    }
+}
+
+/// `dir/name`, or `dir/name.N` for the first N not taken.
+fn unused_name(fs: &dyn FileSystem, dir: &Path, name: &str) -> PathBuf {
+    let taken = |p: &Path| fs.len(p).is_ok();
+    let first = dir.join(name);
+    if !taken(&first) {
+        return first;
+    }
+    (1u64..)
+        .map(|n| dir.join(format!("{name}.{n}")))
+        .find(|p| !taken(p))
+        .unwrap_or(first)
+}
+
+/// Checks segment `id`'s two files in full and builds its manifest record.
+fn check_segment(
+    dir: &Path,
+    fs: &dyn FileSystem,
+    id: u64,
+    plan: &Plan,
+) -> std::result::Result<Candidate, String> {
+    let seg_path = dir.join(FileKind::Segment.file_name(id));
+    let ids_path = dir.join(FileKind::DocMap.file_name(id));
+    let seg_len = fs
+        .len(&seg_path)
+        .map_err(|_| "its segment file is missing".to_string())?;
+    let ids_len = fs
+        .len(&ids_path)
+        .map_err(|_| "its doc map file is missing".to_string())?;
+    let bad = |path: &Path, e| corrupted(path, &e).to_string();
+    let seg_map = fs
+        .map(&seg_path)
+        .map_err(|e| format!("cannot map {}: {e}", seg_path.display()))?;
+    let ids_map = fs
+        .map(&ids_path)
+        .map_err(|e| format!("cannot map {}: {e}", ids_path.display()))?;
+    let tables = SegmentReader::new(seg_map).map_err(|e| bad(&seg_path, e))?;
+    tables.verify().map_err(|e| bad(&seg_path, e))?;
+    let docs = DocMapReader::new(ids_map).map_err(|e| bad(&ids_path, e))?;
+    docs.verify().map_err(|e| bad(&ids_path, e))?;
+    if tables.segment_id() != id || docs.segment_id() != id {
+        return Err(format!(
+            "the files record segment ids {} and {}, not {id}",
+            tables.segment_id(),
+            docs.segment_id()
+        ));
+    }
+    let info = tables.info();
+    let table_plan = Plan::from_shape(info.shape, info.k).map_err(|e| e.to_string())?;
+    if table_plan.k() != plan.k() || table_plan.tables().len() != tables.table_count() {
+        return Err(format!(
+            "its plan (k = {}) is not the index's (k = {})",
+            table_plan.k(),
+            plan.k()
+        ));
+    }
+    let mut meta = SegmentMeta {
+        id,
+        seg_file_len: seg_len,
+        ids_file_len: ids_len,
+        seg_footer_crc: tables.footer_crc(),
+        ids_footer_crc: docs.footer_crc(),
+        min_seq: u64::MAX,
+        min_timestamp: u64::MAX,
+        ..SegmentMeta::default()
+    };
+    let mut last_fp = None;
+    let seen = |seq: u64, timestamp: u64, meta: &mut SegmentMeta| {
+        meta.min_seq = meta.min_seq.min(seq);
+        meta.max_seq = meta.max_seq.max(seq);
+        meta.min_timestamp = meta.min_timestamp.min(timestamp);
+        meta.max_timestamp = meta.max_timestamp.max(timestamp);
+    };
+    for entry in docs.entries() {
+        let entry = entry.map_err(|e| bad(&ids_path, e))?;
+        meta.doc_count += 1;
+        if last_fp != Some(entry.fingerprint) {
+            meta.key_count += 1;
+            last_fp = Some(entry.fingerprint);
+        }
+        seen(entry.seq, entry.timestamp, &mut meta);
+    }
+    for tombstone in docs.tombstones() {
+        let tombstone = tombstone.map_err(|e| bad(&ids_path, e))?;
+        meta.tombstone_count += 1;
+        seen(tombstone.seq, tombstone.timestamp, &mut meta);
+    }
+    if meta.doc_count + meta.tombstone_count == 0 {
+        return Err("it holds no documents and no tombstones".to_string());
+    }
+    if meta.key_count != tables.key_count() {
+        return Err(format!(
+            "its tables hold {} fingerprints; its doc map {}",
+            tables.key_count(),
+            meta.key_count
+        ));
+    }
+    Ok(Candidate { meta })
+}

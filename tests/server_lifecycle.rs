@@ -1,0 +1,246 @@
+//! Stopping `simhashdb serve`: SIGTERM and SIGINT finish the requests in
+//! flight, flush, release the lock and exit 0; SIGKILL under load with
+//! `--sync` loses no acknowledged document.
+#![cfg(feature = "serve")]
+
+mod common;
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use simhashdb::{Index, Options};
+
+use common::http::Client;
+use common::server::Server;
+use common::{Model, Rng, live_docs};
+
+/// Connecting is refused once the server has stopped accepting.
+fn wait_until_refused(server: &Server) {
+    for _ in 0..1000 {
+        if TcpStream::connect_timeout(&server.addr, Duration::from_secs(1)).is_err() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("the server still accepts connections after the signal");
+}
+
+#[test]
+fn sigterm_finishes_the_request_in_flight_then_flushes_and_exits_0() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("index");
+    let mut server = Server::start(&db, &[]);
+    let mut client = server.client();
+    let first = client
+        .post(
+            "/v1/check",
+            json!({"documents": [{"id": 1, "fingerprint": 1}]})
+                .to_string()
+                .as_bytes(),
+        )
+        .expect("check");
+    assert_eq!(first.status, 200);
+
+    // A request whose body has only half arrived when the signal comes.
+    let body = json!({"documents": [
+        {"id": 2, "fingerprint": u64::MAX},
+        {"id": 3, "fingerprint": 0xf0f0_f0f0_f0f0_f0f0u64},
+        {"name": "https://example.com/late", "text": "the last words in flight"},
+    ]})
+    .to_string();
+    let (head, tail) = body.as_bytes().split_at(body.len() / 2);
+    client
+        .send_head(
+            "POST",
+            "/v1/documents",
+            Some("application/json"),
+            body.len(),
+        )
+        .expect("head");
+    client.stream().write_all(head).expect("half the body");
+    server.wait_for_stderr("request started method=POST uri=/v1/documents");
+    server.signal("TERM");
+    server.wait_for_stderr("shutting down");
+    wait_until_refused(&server);
+    client
+        .stream()
+        .write_all(tail)
+        .expect("the rest of the body");
+    let reply = client.read_reply().expect("the answer in flight");
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert_eq!(reply.json()["inserted"], 3);
+
+    let status = server.wait();
+    assert_eq!(status.code(), Some(0), "{}", server.stderr());
+    // The lock is released (a writer opens it), and everything was flushed
+    // to a segment: nothing is left to replay from the write-ahead log.
+    let index = Index::open(&db, Options::default()).expect("open after shutdown");
+    let stats = index.stats();
+    assert_eq!(stats.memtable_docs, 0, "{stats:?}");
+    assert_eq!(stats.segment_docs, 4, "{stats:?}");
+    assert_eq!(index.get(2).expect("get"), Some(u64::MAX));
+    assert_eq!(
+        index
+            .get(simhashdb::fingerprint::fnv1a64(b"https://example.com/late"))
+            .expect("get"),
+        Some(simhashdb::Simhasher::default().fingerprint("the last words in flight"))
+    );
+}
+
+#[test]
+fn sigint_shuts_down_gracefully_too() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("index");
+    let mut server = Server::start(&db, &[]);
+    let mut client = server.client();
+    let reply = client
+        .post(
+            "/v1/documents",
+            json!({"documents": [{"id": 9, "fingerprint": 99}]})
+                .to_string()
+                .as_bytes(),
+        )
+        .expect("insert");
+    assert_eq!(reply.status, 200);
+    // An idle keep-alive connection does not hold the shutdown up.
+    server.signal("INT");
+    assert_eq!(server.wait().code(), Some(0), "{}", server.stderr());
+    assert!(
+        server.stderr().contains("signal=\"SIGINT\""),
+        "{}",
+        server.stderr()
+    );
+    let index = Index::open(&db, Options::default()).expect("open after shutdown");
+    assert_eq!(index.get(9).expect("get"), Some(99));
+    drop(client);
+}
+
+/// Requests each client may send at most; the kill comes long before.
+const MAX_REQUESTS: usize = 20_000;
+
+#[test]
+fn sigkill_under_load_with_sync_loses_no_acknowledged_document() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("index");
+    let mut server = Server::start(&db, &["--sync"]);
+    let acknowledged = Mutex::new(Model::new());
+    let stop = AtomicBool::new(false);
+    let addr = server.addr;
+    let killed = std::thread::scope(|scope| {
+        for c in 0..4u64 {
+            let (acknowledged, stop) = (&acknowledged, &stop);
+            scope.spawn(move || {
+                let mut rng = Rng(c + 100);
+                let mut client = Client::connect(addr).expect("connect");
+                for n in 0..MAX_REQUESTS as u64 {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    // Random fingerprints: every document is new.
+                    let docs: Vec<(u64, u64)> = (0..1 + rng.below(3))
+                        .map(|j| ((c << 32) | (n << 2) | j, rng.next()))
+                        .collect();
+                    let body = json!({"documents": docs
+                        .iter()
+                        .map(|&(id, fp)| json!({"id": id, "fingerprint": fp}))
+                        .collect::<Vec<_>>()});
+                    let path = if n % 2 == 0 {
+                        "/v1/check"
+                    } else {
+                        "/v1/documents"
+                    };
+                    let Ok(reply) = client.post(path, body.to_string().as_bytes()) else {
+                        break; // killed
+                    };
+                    assert_eq!(reply.status, 200, "{}", reply.text());
+                    if path == "/v1/check" {
+                        let answer = reply.json();
+                        for result in answer["results"].as_array().expect("results") {
+                            assert_eq!(result["status"], "new", "{result}");
+                        }
+                    }
+                    let mut model = acknowledged.lock().expect("model");
+                    for (id, fp) in docs {
+                        model.insert(id, (fp, None));
+                    }
+                }
+            });
+        }
+        // Kill once a few hundred documents are acknowledged (bounded).
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while acknowledged.lock().expect("model").len() < 300 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        server.signal("KILL");
+        let status = server.wait();
+        stop.store(true, Ordering::Relaxed);
+        status
+    });
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&killed),
+        Some(9)
+    );
+    let acknowledged = acknowledged.into_inner().expect("model");
+    assert!(
+        acknowledged.len() >= 300,
+        "only {} acknowledged",
+        acknowledged.len()
+    );
+
+    // A restarted server has every acknowledged document.
+    let mut server = Server::start(&db, &["--sync"]);
+    let mut client = server.client();
+    for (id, (fp, _)) in &acknowledged {
+        let reply = client.get(&format!("/v1/documents/{id}")).expect("get");
+        assert_eq!(reply.status, 200, "acknowledged document {id} lost");
+        assert_eq!(reply.json()["fingerprint"], *fp);
+    }
+    drop(client);
+    server.signal("TERM");
+    assert_eq!(server.wait().code(), Some(0));
+    // Nothing else either: every live document was sent by a client
+    // (acknowledged, or in a request the kill cut off).
+    let index = Index::open(&db, Options::default()).expect("reopen");
+    let live = live_docs(&index);
+    for (id, doc) in &acknowledged {
+        assert_eq!(live.get(id), Some(doc));
+    }
+    assert!(live.keys().all(|id| (id >> 32) < 4));
+}
+
+#[test]
+fn a_request_that_never_completes_does_not_hold_the_shutdown_up() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("index");
+    let mut server = Server::start(&db, &["--shutdown-timeout", "1"]);
+    let mut client = server.client();
+    let body = json!({"documents": [{"id": 5, "fingerprint": 5}]}).to_string();
+    client
+        .send_head(
+            "POST",
+            "/v1/documents",
+            Some("application/json"),
+            body.len(),
+        )
+        .expect("head");
+    client
+        .stream()
+        .write_all(&body.as_bytes()[..body.len() / 2])
+        .expect("half the body");
+    server.wait_for_stderr("request started method=POST uri=/v1/documents");
+    server.signal("TERM");
+    assert_eq!(server.wait().code(), Some(0), "{}", server.stderr());
+    assert!(
+        server.stderr().contains("shutdown timeout"),
+        "{}",
+        server.stderr()
+    );
+    // The connection was closed without an answer, and nothing was written.
+    assert!(client.read_reply().is_err());
+    let index = Index::open(&db, Options::default()).expect("open after shutdown");
+    assert_eq!(index.get(5).expect("get"), None);
+}
