@@ -109,17 +109,22 @@ def test_find_all_equals_the_single_node_kernel(spark, k):
     assert any(d == k for _, _, d in expected) and any(d == 0 for _, _, d in expected)
 
 
-def test_a_skewed_prefix_is_split_across_tasks_and_nothing_changes(spark):
+@pytest.mark.parametrize("max_group_rows", [64, 250])
+def test_a_skewed_prefix_is_split_across_tasks_and_nothing_changes(spark, max_group_rows):
     fps = corpus(3, 3)
     df, ids = frame(spark, fps, 4)
     plan = Plan(5, k=3)
     base = sspark._columns(df, "fingerprint", "id")
-    heavy = sspark._heavy_groups(base, plan, len(fps), 64, 0)
-    # The 400 values sharing their top 48 bits form a heavy group in every
-    # table whose prefix lies in those bits.
-    assert len(heavy) >= 1
-    assert max(int(chunks.max()) for _, chunks in heavy.values()) >= 8
-    got = spark_pairs(sspark.find_all(df, k=3, plan=plan, max_group_rows=64, num_partitions=5))
+    heavy = sspark._heavy_groups(base, plan, len(fps), max_group_rows, 0)
+    if max_group_rows == 64:
+        # Every row is counted (the sample would hold 200 rows per 64). The
+        # 400 values sharing their top 48 bits form a heavy group in every
+        # table whose prefix lies in those bits.
+        assert len(heavy) >= 1
+        assert max(int(chunks.max()) for _, chunks in heavy.values()) >= 8
+    got = spark_pairs(
+        sspark.find_all(df, k=3, plan=plan, max_group_rows=max_group_rows, num_partitions=5)
+    )
     assert got == expected_pairs(fps, ids, 3, blocks=5)
 
 
