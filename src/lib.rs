@@ -47,7 +47,9 @@ mod radix;
 pub mod search;
 pub mod verify;
 
-pub use engine::{Doc, Durability, Index, Match, Options, RepairReport, Stats, VerifyReport};
+pub use engine::{
+    Doc, Durability, Index, Match, Options, RepairReport, Stats, VerifyReport, WalTail,
+};
 pub use error::{Error, Result};
 pub use fingerprint::{FingerprintConfig, FingerprintError, Simhasher, Tokenizer, Weighting};
 

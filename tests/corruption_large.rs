@@ -143,7 +143,7 @@ fn damaged_copy(src: &FaultFs, file: &Path, offset: usize, bit: u32) -> FaultFs 
         if path == file {
             bytes[offset] ^= 1 << bit;
         }
-        let mut out = dst.create(&path).unwrap();
+        let mut out = dst.create_new(&path).unwrap();
         out.write_all(&bytes).unwrap();
         out.sync().unwrap();
     }

@@ -54,6 +54,7 @@ fn segment_tables() -> Vec<Vec<u64>> {
 
 fn encode_segment(tables: &[Vec<u64>], block_len: u32) -> Vec<u8> {
     let info = SegmentInfo {
+        index_id: 0,
         segment_id: 9,
         shape: Shape::Flat { blocks: 4 },
         k: 1,
@@ -142,7 +143,7 @@ fn docs() -> (Vec<DocEntry<'static>>, Vec<Tombstone>) {
 }
 
 fn encode_doc_map(docs: &[DocEntry<'_>], tombs: &[Tombstone]) -> Vec<u8> {
-    let mut w = DocMapWriter::new(9);
+    let mut w = DocMapWriter::new(0, 9);
     for d in docs {
         w.push(*d).unwrap();
     }
@@ -208,6 +209,7 @@ fn doc_map_bit_flips() {
 
 fn manifest() -> Manifest {
     Manifest {
+        index_id: 0x5eed_0001,
         shape: Shape::Nested { outer: 4, inner: 4 },
         k: 3,
         fingerprint_config: "v1 tokenizer=words shingle=1 weighting=tf hash=fnv1a64-fmix64"
@@ -280,7 +282,7 @@ fn wal() -> (Vec<u8>, Vec<usize>, Vec<Vec<Record>>) {
             name: Some("https://example.org/".to_owned()),
         }],
     ];
-    let mut bytes = encode_wal_header(7);
+    let mut bytes = encode_wal_header(0, 7);
     let mut ends = vec![bytes.len()];
     for b in &batches {
         bytes.extend(encode_frame(b).unwrap());
@@ -326,6 +328,9 @@ fn wal_bit_flips() {
                 assert_eq!(next_valid, ends[frame + 1] as u64);
             }
             WalEnd::Clean => panic!("bit {bit}: damage not seen"),
+            // A flipped bit fails a checksum; it never leaves a frame whose
+            // checksums match.
+            WalEnd::Unparsable { error } => panic!("bit {bit}: checksums matched: {error}"),
         }
     }
 }

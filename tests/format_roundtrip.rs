@@ -107,6 +107,7 @@ proptest! {
     ) {
         let plan = if nested { Plan::nested(4, 4, 3).unwrap() } else { Plan::new(5, 2).unwrap() };
         let info = SegmentInfo {
+            index_id: 0,
             segment_id: id,
             shape: plan.shape(),
             k: plan.k(),
@@ -170,7 +171,7 @@ proptest! {
                 name: name.as_deref(),
             })
             .collect();
-        let mut writer = DocMapWriter::new(5);
+        let mut writer = DocMapWriter::new(0, 5);
         for e in entries.iter().rev() {
             writer.push(*e).unwrap();
         }
@@ -209,7 +210,7 @@ proptest! {
         batches in prop::collection::vec(prop::collection::vec(record_strategy(), 1..5), 0..6),
         wal_id in any::<u64>(),
     ) {
-        let mut bytes = encode_wal_header(wal_id);
+        let mut bytes = encode_wal_header(0, wal_id);
         let mut ends = vec![bytes.len()];
         for batch in &batches {
             bytes.extend(encode_frame(batch).unwrap());
@@ -302,6 +303,7 @@ fn manifest_strategy() -> impl Strategy<Value = Manifest> {
         prop::collection::btree_map(any::<u64>(), segment, 0..10),
     )
         .prop_map(|(shape, k, config, v, wal_ids, segments)| Manifest {
+            index_id: 0x5eed_0001,
             shape,
             k,
             fingerprint_config: config,
@@ -326,6 +328,7 @@ fn plan_shapes_survive_the_manifest() {
         (Shape::Flat { blocks: 1 }, 0),
     ] {
         let m = Manifest {
+            index_id: 0x5eed_0001,
             shape,
             k,
             fingerprint_config: simhashdb::Simhasher::default().config().to_string(),

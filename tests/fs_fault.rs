@@ -19,7 +19,7 @@ fn names(list: &[&str]) -> Vec<PathBuf> {
 
 /// Creates `path` with `bytes` and syncs its contents (not its name).
 fn write_synced(fs: &dyn FileSystem, path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let mut file = fs.create(path)?;
+    let mut file = fs.create_new(path)?;
     file.write_all(bytes)?;
     file.sync()
 }
@@ -39,7 +39,7 @@ fn behaviour_suite(fs: &dyn FileSystem, root: &Path) -> io::Result<()> {
 
     // Create and append; bytes are visible before any sync or close.
     let wal = dir.join("0.wal");
-    let mut w = fs.create(&wal)?;
+    let mut w = fs.create_new(&wal)?;
     assert_eq!(w.len(), 0);
     w.write_all(b"hello ")?;
     w.write_all(b"world")?;
@@ -70,7 +70,7 @@ fn behaviour_suite(fs: &dyn FileSystem, root: &Path) -> io::Result<()> {
 
     // Writers append: a writer open across a truncation writes at the new end.
     let cut = dir.join("cut");
-    let mut w = fs.create(&cut)?;
+    let mut w = fs.create_new(&cut)?;
     w.write_all(b"abcdef")?;
     fs.truncate(&cut, 2)?;
     w.write_all(b"X")?;
@@ -78,8 +78,11 @@ fn behaviour_suite(fs: &dyn FileSystem, root: &Path) -> io::Result<()> {
     assert_eq!(fs.read(&cut)?, b"abX");
     fs.remove(&cut)?;
 
-    // Create over an existing file truncates it.
-    let mut w = fs.create(&wal)?;
+    // Creating an existing file fails and leaves it as it was.
+    assert_eq!(kind_of(fs.create_new(&wal)), ErrorKind::AlreadyExists);
+    assert_eq!(fs.read(&wal)?, b"hello!\0\0");
+    fs.remove(&wal)?;
+    let mut w = fs.create_new(&wal)?;
     assert_eq!(w.len(), 0);
     w.write_all(b"new")?;
     drop(w);
@@ -116,6 +119,10 @@ fn behaviour_suite(fs: &dyn FileSystem, root: &Path) -> io::Result<()> {
     fs.rename(&tmp, &seg)?;
     assert_eq!(&clone[..], b"segment bytes");
     assert_eq!(fs.read(&seg)?, b"replacement");
+    // An existing file is never recreated: creating it fails and its bytes
+    // stay as they were.
+    assert_eq!(kind_of(fs.create_new(&seg)), ErrorKind::AlreadyExists);
+    assert_eq!(fs.read(&seg)?, b"replacement");
     let mapped = fs.map(&seg)?;
     fs.remove(&seg)?;
     assert_eq!(&mapped[..], b"replacement");
@@ -123,7 +130,7 @@ fn behaviour_suite(fs: &dyn FileSystem, root: &Path) -> io::Result<()> {
 
     // An empty file maps to an empty slice.
     let empty = dir.join("2.seg");
-    drop(fs.create(&empty)?);
+    drop(fs.create_new(&empty)?);
     assert!(fs.map(&empty)?.is_empty());
     assert_eq!(fs.len(&empty)?, 0);
 
@@ -140,7 +147,10 @@ fn behaviour_suite(fs: &dyn FileSystem, root: &Path) -> io::Result<()> {
 
     // Nothing is created inside a missing directory.
     let missing = dir.join("missing");
-    assert_eq!(kind_of(fs.create(&missing.join("a"))), ErrorKind::NotFound);
+    assert_eq!(
+        kind_of(fs.create_new(&missing.join("a"))),
+        ErrorKind::NotFound
+    );
     assert_eq!(kind_of(fs.list(&missing)), ErrorKind::NotFound);
     assert_eq!(kind_of(fs.sync_dir(&missing)), ErrorKind::NotFound);
     assert_eq!(
@@ -151,12 +161,12 @@ fn behaviour_suite(fs: &dyn FileSystem, root: &Path) -> io::Result<()> {
 
     // Files and directories are not mistaken for each other.
     let sub = dir.join("sub");
-    assert_eq!(kind_of(fs.create(&sub)), ErrorKind::IsADirectory);
+    assert_eq!(kind_of(fs.create_new(&sub)), ErrorKind::AlreadyExists);
     assert_eq!(kind_of(fs.remove(&sub)), ErrorKind::IsADirectory);
     assert_eq!(kind_of(fs.truncate(&sub, 0)), ErrorKind::IsADirectory);
     assert_eq!(kind_of(fs.list(&manifest)), ErrorKind::NotADirectory);
     assert_eq!(
-        kind_of(fs.create(&manifest.join("x"))),
+        kind_of(fs.create_new(&manifest.join("x"))),
         ErrorKind::NotADirectory
     );
     assert_eq!(
@@ -188,7 +198,10 @@ fn a_process_handle_dies_with_a_crash_and_a_plain_one_does_not() -> io::Result<(
     // Every call through the dead process's handle fails; nothing it tries
     // reaches the file system.
     assert_eq!(kind_of(process.read(Path::new("/d/a"))), ErrorKind::Other);
-    assert_eq!(kind_of(process.create(Path::new("/d/b"))), ErrorKind::Other);
+    assert_eq!(
+        kind_of(process.create_new(Path::new("/d/b"))),
+        ErrorKind::Other
+    );
     assert_eq!(kind_of(process.remove(Path::new("/d/a"))), ErrorKind::Other);
     assert_eq!(fs.list(Path::new("/d"))?, names(&["a"]));
     // The test's own handle, and a new process's, go on.
@@ -240,7 +253,7 @@ fn with_db() -> io::Result<(FaultFs, PathBuf)> {
 fn unsynced_bytes_are_lost_on_power_loss() -> io::Result<()> {
     let (fs, dir) = with_db()?;
     let wal = dir.join("0.wal");
-    let mut w = fs.create(&wal)?;
+    let mut w = fs.create_new(&wal)?;
     fs.sync_dir(&dir)?;
     w.write_all(b"abc")?;
     w.sync()?;
@@ -250,7 +263,7 @@ fn unsynced_bytes_are_lost_on_power_loss() -> io::Result<()> {
     assert_eq!(fs.read(&wal)?, b"abc");
     // A file whose name is durable but which was never synced comes back empty.
     let never = dir.join("1.wal");
-    let mut w = fs.create(&never)?;
+    let mut w = fs.create_new(&never)?;
     fs.sync_dir(&dir)?;
     w.write_all(b"xyz")?;
     fs.crash(POWER_LOSS);
@@ -278,7 +291,7 @@ fn synced_file_survives_only_with_its_directory_entry() -> io::Result<()> {
 fn directory_sync_does_not_sync_contents() -> io::Result<()> {
     let (fs, dir) = with_db()?;
     let seg = dir.join("1.seg");
-    let mut w = fs.create(&seg)?;
+    let mut w = fs.create_new(&seg)?;
     w.write_all(b"not synced")?;
     fs.sync_dir(&dir)?;
     drop(w);
@@ -385,7 +398,7 @@ fn new_directory_needs_its_parent_synced() -> io::Result<()> {
 fn process_kill_keeps_everything_written() -> io::Result<()> {
     let (fs, dir) = with_db()?;
     let wal = dir.join("0.wal");
-    let mut w = fs.create(&wal)?;
+    let mut w = fs.create_new(&wal)?;
     w.write_all(b"acknowledged, never synced")?;
     write_synced(&fs, &dir.join("tmp"), b"manifest")?;
     fs.rename(&dir.join("tmp"), &dir.join("MANIFEST"))?;
@@ -413,10 +426,10 @@ fn process_kill_keeps_everything_written() -> io::Result<()> {
 fn power_loss_keeping_unsynced_bytes_still_drops_unsynced_names() -> io::Result<()> {
     let (fs, dir) = with_db()?;
     let wal = dir.join("0.wal");
-    let mut w = fs.create(&wal)?;
+    let mut w = fs.create_new(&wal)?;
     fs.sync_dir(&dir)?;
     w.write_all(b"written back by the OS")?;
-    let mut other = fs.create(&dir.join("1.wal"))?;
+    let mut other = fs.create_new(&dir.join("1.wal"))?;
     other.write_all(b"no durable name")?;
     fs.crash(CrashMode::PowerLoss(Unsynced::Kept));
     assert_eq!(fs.read(&wal)?, b"written back by the OS");
@@ -432,7 +445,7 @@ fn torn_length(seed: u64) -> io::Result<usize> {
     fs.create_dir_all(dir)?;
     fs.sync_dir(Path::new("/"))?;
     let wal = dir.join("0.wal");
-    let mut w = fs.create(&wal)?;
+    let mut w = fs.create_new(&wal)?;
     fs.sync_dir(dir)?;
     w.write_all(&[b'S'; 10])?;
     w.sync()?;
@@ -468,7 +481,7 @@ fn torn_tail_keeps_a_prefix_between_synced_and_written() -> io::Result<()> {
 fn failed_sync_loses_its_bytes_even_after_a_later_sync() -> io::Result<()> {
     let (fs, dir) = with_db()?;
     let wal = dir.join("0.wal");
-    let mut w = fs.create(&wal)?;
+    let mut w = fs.create_new(&wal)?;
     fs.sync_dir(&dir)?;
     w.write_all(b"aaaa")?;
     w.sync()?;
@@ -534,21 +547,21 @@ const WORKLOAD: &[Step] = &[
     (Op::CreateDir, |fs, _| fs.create_dir_all(Path::new("/db"))),
     (Op::SyncDir, |fs, _| fs.sync_dir(Path::new("/"))),
     (Op::Create, |fs, s| {
-        s.wal = Some(fs.create(Path::new("/db/0.wal"))?);
+        s.wal = Some(fs.create_new(Path::new("/db/0.wal"))?);
         Ok(())
     }),
     (Op::Write, |_, s| slot(&mut s.wal)?.write_all(b"record-1")),
     (Op::Sync, |_, s| slot(&mut s.wal)?.sync()),
     (Op::SyncDir, |fs, _| fs.sync_dir(Path::new("/db"))),
     (Op::Create, |fs, s| {
-        s.seg = Some(fs.create(Path::new("/db/1.seg"))?);
+        s.seg = Some(fs.create_new(Path::new("/db/1.seg"))?);
         Ok(())
     }),
     (Op::Write, |_, s| slot(&mut s.seg)?.write_all(b"0123456789")),
     (Op::Write, |_, s| slot(&mut s.seg)?.write_all(b"abcdefghij")),
     (Op::Sync, |_, s| slot(&mut s.seg)?.sync()),
     (Op::Create, |fs, s| {
-        s.manifest = Some(fs.create(Path::new("/db/MANIFEST.tmp"))?);
+        s.manifest = Some(fs.create_new(Path::new("/db/MANIFEST.tmp"))?);
         Ok(())
     }),
     (Op::Write, |_, s| {
@@ -698,7 +711,7 @@ fn sticky_faults_fail_every_later_match() -> io::Result<()> {
             .after(1)
             .sticky(),
     );
-    let mut w = fs.create(&dir.join("0.wal"))?;
+    let mut w = fs.create_new(&dir.join("0.wal"))?;
     w.write_all(b"fits")?;
     for _ in 0..3 {
         assert_eq!(
@@ -722,7 +735,7 @@ fn short_writes_store_a_strict_prefix() -> io::Result<()> {
     for seed in 0..32 {
         let fs = FaultFs::with_seed(seed);
         let path = Path::new("/f");
-        let mut w = fs.create(path)?;
+        let mut w = fs.create_new(path)?;
         w.write_all(b"head")?;
         fs.fail_after(0, FaultKind::ShortWrite);
         let err = w.write_all(&buf).expect_err("short write must fail");
@@ -747,7 +760,7 @@ fn injected_errors_have_no_effect() -> io::Result<()> {
     write_synced(&fs, &a, b"contents")?;
 
     fs.fail_after(0, FaultKind::NoSpace);
-    assert!(fs.create(&b).is_err());
+    assert!(fs.create_new(&b).is_err());
     assert_eq!(kind_of(fs.read(&b)), ErrorKind::NotFound);
 
     fs.fail_after(0, FaultKind::Eio);
@@ -808,10 +821,10 @@ fn writing_or_truncating_a_mapped_file_is_a_violation() -> io::Result<()> {
     let mut w = fs.open_append(&seg)?;
     w.write_all(b"!")?;
     fs.truncate(&seg, 3)?;
-    drop(fs.create(&seg)?);
+    // Creating it again is refused: it exists.
+    assert_eq!(kind_of(fs.create_new(&seg)), ErrorKind::AlreadyExists);
     let expected = [
         ViolationKind::WrittenWhileMapped,
-        ViolationKind::TruncatedWhileMapped,
         ViolationKind::TruncatedWhileMapped,
     ];
     let violations = fs.violations();
@@ -830,7 +843,7 @@ fn writing_or_truncating_a_mapped_file_is_a_violation() -> io::Result<()> {
 fn mapping_a_file_still_being_written_is_caught() -> io::Result<()> {
     let (fs, dir) = with_db()?;
     let seg = dir.join("1.seg");
-    let mut w = fs.create(&seg)?;
+    let mut w = fs.create_new(&seg)?;
     w.write_all(b"first block")?;
     let mapped = fs.map(&seg)?;
     w.write_all(b"second block")?;
@@ -904,7 +917,7 @@ proptest! {
             CrashMode::PowerLoss(Unsynced::Scattered),
         ] {
             let fs = FaultFs::with_seed(seed);
-            let mut w = fs.create(path)?;
+            let mut w = fs.create_new(path)?;
             fs.sync_dir(Path::new("/"))?;
             // The model: what reads return, what the disk holds, and how much
             // of the written bytes are known to be on disk.

@@ -235,21 +235,32 @@ fn run(index: Index) -> Index {
     Arc::into_inner(index).unwrap()
 }
 
-fn options(memtable_bytes: usize) -> Options {
+/// `flush_thread` whatever the core count: on real files (or a `FaultFs`
+/// process handle) flushes run on the flush thread, so readers also meet a
+/// memtable being flushed, or on the writing thread; merges on the merge
+/// thread either way.
+fn options(memtable_bytes: usize, flush_thread: bool) -> Options {
     Options {
         plan: Some(Plan::new(6, 3).unwrap()),
         memtable_bytes,
-        // On real files: flushes on the flush thread, whatever the core
-        // count, so readers also meet a memtable being flushed.
-        flush_thread: true,
+        flush_thread,
         ..Options::default()
     }
 }
 
 #[test]
 fn readers_never_miss_an_acknowledged_insert_on_real_files() {
+    readers_on_real_files(true);
+}
+
+#[test]
+fn readers_never_miss_an_acknowledged_insert_on_real_files_without_the_flush_thread() {
+    readers_on_real_files(false);
+}
+
+fn readers_on_real_files(flush_thread: bool) {
     let tmp = tempfile::tempdir().unwrap();
-    let index = run(Index::open(tmp.path(), options(16 << 10)).unwrap());
+    let index = run(Index::open(tmp.path(), options(16 << 10, flush_thread)).unwrap());
     drop(index);
     let index = Index::open_read_only(tmp.path()).unwrap();
     for centre in CENTRES {
@@ -257,13 +268,26 @@ fn readers_never_miss_an_acknowledged_insert_on_real_files() {
     }
 }
 
+/// A plain handle: flushes and merges on the writing thread.
 #[test]
 fn readers_never_miss_an_acknowledged_insert_on_fault_fs() {
+    readers_on_fault_fs(|fs| fs.clone(), false);
+}
+
+/// A process handle: the flush and merge threads over the simulated file
+/// system, which records any file written while mapped.
+#[test]
+fn readers_never_miss_an_acknowledged_insert_on_fault_fs_with_the_threads() {
+    readers_on_fault_fs(FaultFs::process, true);
+    readers_on_fault_fs(FaultFs::process, false);
+}
+
+fn readers_on_fault_fs(handle: fn(&FaultFs) -> FaultFs, flush_thread: bool) {
     let fs = FaultFs::new();
     let dir = Path::new("/index");
     let options = || Options {
-        file_system: Some(Arc::new(fs.clone()) as Arc<dyn FileSystem>),
-        ..options(8 << 10)
+        file_system: Some(Arc::new(handle(&fs)) as Arc<dyn FileSystem>),
+        ..options(8 << 10, flush_thread)
     };
     let index = run(Index::open(dir, options()).unwrap());
     drop(index);

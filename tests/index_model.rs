@@ -60,43 +60,78 @@ fn name(id: u64) -> String {
     format!("https://example.com/doc/{id}")
 }
 
-/// On `fs`, or (`None`) on real files, where flushes and merges run on their
-/// background threads (the flush thread whatever the core count).
-fn options(fs: Option<&FaultFs>, memtable_bytes: usize, fan_in: Option<usize>) -> Options {
+/// Where the index runs, and which threads it has.
+#[derive(Debug, Clone, Copy)]
+enum Threads {
+    /// A plain `FaultFs` handle: flushes and merges on the writing thread.
+    None,
+    /// A `FaultFs` process handle: merges on the merge thread, and flushes
+    /// on the flush thread if `flush_thread`, whatever the core count.
+    FaultFs { flush_thread: bool },
+    /// Real files: the same threads.
+    RealFiles { flush_thread: bool },
+}
+
+fn options(
+    fs: Option<&FaultFs>,
+    threads: Threads,
+    memtable_bytes: usize,
+    fan_in: Option<usize>,
+) -> Options {
+    let (file_system, flush_thread) = match (threads, fs) {
+        (Threads::None, Some(fs)) => (Some(Arc::new(fs.clone()) as Arc<dyn FileSystem>), false),
+        (Threads::FaultFs { flush_thread }, Some(fs)) => (
+            Some(Arc::new(fs.process()) as Arc<dyn FileSystem>),
+            flush_thread,
+        ),
+        (Threads::RealFiles { flush_thread }, None) => (None, flush_thread),
+        other => unreachable!("{other:?}"),
+    };
     Options {
         plan: Some(Plan::new(5, 3).unwrap()),
         memtable_bytes,
-        file_system: fs.map(|fs| Arc::new(fs.clone()) as Arc<dyn FileSystem>),
+        file_system,
         merge_policy: fan_in
             .map(|fan_in| Arc::new(TieredMergePolicy { fan_in }) as Arc<dyn MergePolicy>),
-        flush_thread: true,
+        flush_thread,
         ..Options::default()
     }
 }
 
 fn run(ops: Vec<Op>, memtable_bytes: usize, fan_in: Option<usize>) -> Result<(), TestCaseError> {
-    let fs = FaultFs::with_seed(1);
-    run_on(Some(&fs), Path::new("/index"), ops, memtable_bytes, fan_in)
+    run_with(Threads::None, ops, memtable_bytes, fan_in)
 }
 
-/// [`run`] on real files in a temporary directory.
-fn run_on_real_files(
+/// [`run`] with `threads`, on a `FaultFs` or in a temporary directory.
+fn run_with(
+    threads: Threads,
     ops: Vec<Op>,
     memtable_bytes: usize,
     fan_in: Option<usize>,
 ) -> Result<(), TestCaseError> {
-    let tmp = tempfile::tempdir().unwrap();
-    run_on(None, tmp.path(), ops, memtable_bytes, fan_in)
+    match threads {
+        Threads::RealFiles { .. } => {
+            let tmp = tempfile::tempdir().unwrap();
+            run_on(None, tmp.path(), threads, ops, memtable_bytes, fan_in)
+        }
+        _ => {
+            let fs = FaultFs::with_seed(1);
+            let dir = Path::new("/index");
+            run_on(Some(&fs), dir, threads, ops, memtable_bytes, fan_in)
+        }
+    }
 }
 
 fn run_on(
     fs: Option<&FaultFs>,
     dir: &Path,
+    threads: Threads,
     ops: Vec<Op>,
     memtable_bytes: usize,
     fan_in: Option<usize>,
 ) -> Result<(), TestCaseError> {
-    let mut index = Index::open(dir, options(fs, memtable_bytes, fan_in)).unwrap();
+    let options = |memtable_bytes, fan_in| options(fs, threads, memtable_bytes, fan_in);
+    let mut index = Index::open(dir, options(memtable_bytes, fan_in)).unwrap();
     let mut model: Model = BTreeMap::new();
     for op in ops {
         match op {
@@ -130,13 +165,13 @@ fn run_on(
             Op::Compact => index.compact().unwrap(),
             Op::Reopen => {
                 drop(index);
-                index = Index::open(dir, options(fs, memtable_bytes, fan_in)).unwrap();
+                index = Index::open(dir, options(memtable_bytes, fan_in)).unwrap();
             }
         }
     }
     // Everything, one last time, after a reopen.
     drop(index);
-    let index = Index::open(dir, options(fs, memtable_bytes, fan_in)).unwrap();
+    let index = Index::open(dir, options(memtable_bytes, fan_in)).unwrap();
     for id in 0..24 {
         prop_assert_eq!(index.get(id).unwrap(), model.get(&id).map(|(fp, _)| *fp));
     }
@@ -168,17 +203,49 @@ proptest! {
     }
 }
 
+// The same with the background threads, in both configurations (the flush
+// thread is on by default with more than two cores, off with two), whatever
+// the core count here.
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
-    /// Real files, so flushes run on the flush thread and merges on the
-    /// merge thread: most writes hand a memtable over, and the reads that
-    /// follow often find it still being written (both memtables searched,
-    /// the newer one's versions winning) or a merge running.
+    /// Real files, flushes on the flush thread and merges on the merge
+    /// thread: most writes hand a memtable over, and the reads that follow
+    /// often find it still being written (both memtables searched, the
+    /// newer one's versions winning) or a merge running.
     #[test]
     fn index_equals_model_with_background_flushes_and_merges(
         ops in proptest::collection::vec(op(), 1..80)
     ) {
-        run_on_real_files(ops, 600, Some(2))?;
+        run_with(Threads::RealFiles { flush_thread: true }, ops, 600, Some(2))?;
+    }
+
+    /// Real files, flushes on the writing thread and merges on the merge
+    /// thread.
+    #[test]
+    fn index_equals_model_with_background_merges_only(
+        ops in proptest::collection::vec(op(), 1..80)
+    ) {
+        run_with(Threads::RealFiles { flush_thread: false }, ops, 600, Some(2))?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(150))]
+
+    /// The simulated file system, with the flush and merge threads.
+    #[test]
+    fn index_equals_model_with_background_flushes_and_merges_on_fault_fs(
+        ops in proptest::collection::vec(op(), 1..80)
+    ) {
+        run_with(Threads::FaultFs { flush_thread: true }, ops, 600, Some(2))?;
+    }
+
+    /// The simulated file system, with the merge thread only.
+    #[test]
+    fn index_equals_model_with_background_merges_only_on_fault_fs(
+        ops in proptest::collection::vec(op(), 1..80)
+    ) {
+        run_with(Threads::FaultFs { flush_thread: false }, ops, 600, Some(2))?;
     }
 }

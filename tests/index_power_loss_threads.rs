@@ -35,15 +35,16 @@ fn dir() -> &'static Path {
     Path::new("/index")
 }
 
-/// A new process's view of `fs`.
-fn options(fs: &FaultFs, durability: Durability) -> Options {
+/// A new process's view of `fs`, with flushes on the flush thread or on
+/// the writing thread (merges on the merge thread either way).
+fn options(fs: &FaultFs, durability: Durability, flush_thread: bool) -> Options {
     Options {
         plan: Some(Plan::new(5, 3).unwrap()),
         durability,
         memtable_bytes: 3_000,
         merge_policy: Some(Arc::new(TieredMergePolicy { fan_in: 2 }) as Arc<dyn MergePolicy>),
         file_system: Some(Arc::new(fs.process()) as Arc<dyn FileSystem>),
-        flush_thread: true,
+        flush_thread,
         ..Options::default()
     }
 }
@@ -58,11 +59,12 @@ struct Seen {
 
 /// One cycle: runs the workload of `seed` on a fresh file system, crashes it
 /// in `mode` after a random number of its operations, reopens and checks.
-fn cycle(seed: u64, durability: Durability, mode: CrashMode) -> Seen {
+fn cycle(seed: u64, durability: Durability, flush_thread: bool, mode: CrashMode) -> Seen {
     let fs = FaultFs::with_seed(seed);
     let ops = workload(seed, 150);
     let models = prefix_models(&ops);
-    let index = Index::open(dir(), options(&fs, durability)).unwrap();
+    let options = || options(&fs, durability, flush_thread);
+    let index = Index::open(dir(), options()).unwrap();
     let mut seen = Seen::default();
 
     // A fault-free run of this workload takes a few hundred operations.
@@ -86,9 +88,11 @@ fn cycle(seed: u64, durability: Durability, mode: CrashMode) -> Seen {
     // them already.
     drop(index);
 
-    let ctx = format!("seed {seed}, {mode:?}, {durability:?}, crash after operation {target}");
-    let index = Index::open(dir(), options(&fs, durability))
-        .unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
+    let ctx = format!(
+        "seed {seed}, {mode:?}, {durability:?}, flush thread {flush_thread}, crash after \
+         operation {target}"
+    );
+    let index = Index::open(dir(), options()).unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
     let got = snapshot(&index, 0..ID_SPACE);
     let power_cut_buffered = matches!(
         (mode, durability),
@@ -102,7 +106,7 @@ fn cycle(seed: u64, durability: Durability, mode: CrashMode) -> Seen {
     seen
 }
 
-fn cycles(durability: Durability, seeds: std::ops::Range<u64>) {
+fn cycles(durability: Durability, flush_thread: bool, seeds: std::ops::Range<u64>) {
     let modes = [
         CrashMode::ProcessKill,
         CrashMode::PowerLoss(Unsynced::Lost),
@@ -114,21 +118,33 @@ fn cycles(durability: Durability, seeds: std::ops::Range<u64>) {
     let count = seeds.end - seeds.start;
     for seed in seeds {
         let mode = modes[(seed % modes.len() as u64) as usize];
-        during_flush += usize::from(cycle(seed, durability, mode).during_flush);
+        during_flush += usize::from(cycle(seed, durability, flush_thread, mode).during_flush);
     }
     // Crashes must land inside background flushes, or this tests little.
     assert!(
-        during_flush * 5 >= count as usize,
+        !flush_thread || during_flush * 5 >= count as usize,
         "only {during_flush} of {count} crashes came during a flush"
     );
 }
 
 #[test]
 fn power_cuts_during_background_flushes_keep_a_prefix_when_buffered() {
-    cycles(Durability::Buffered, 0..400);
+    cycles(Durability::Buffered, true, 0..400);
 }
 
 #[test]
 fn power_cuts_during_background_flushes_lose_nothing_synced() {
-    cycles(Durability::Sync, 1_000..1_400);
+    cycles(Durability::Sync, true, 1_000..1_400);
+}
+
+/// Flushes on the writing thread, merges on the merge thread (the default
+/// with two cores or fewer).
+#[test]
+fn power_cuts_during_background_merges_keep_a_prefix_when_buffered() {
+    cycles(Durability::Buffered, false, 2_000..2_200);
+}
+
+#[test]
+fn power_cuts_during_background_merges_lose_nothing_synced() {
+    cycles(Durability::Sync, false, 3_000..3_200);
 }

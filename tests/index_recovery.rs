@@ -90,7 +90,7 @@ fn copy_dir(src: &FaultFs, dir: &Path, mut edit: impl FnMut(&str, &mut Vec<u8>))
         let path = dir.join(&name);
         let mut bytes = src.read(&path).unwrap();
         edit(name.to_str().unwrap(), &mut bytes);
-        let mut file = dst.create(&path).unwrap();
+        let mut file = dst.create_new(&path).unwrap();
         file.write_all(&bytes).unwrap();
         file.sync().unwrap();
     }
@@ -292,9 +292,10 @@ fn check_torn(setup: &TornSetup, cut: u64, zero_tail: bool) {
     assert_eq!(snapshot(&index, 0..ID_SPACE), model, "{ctx}");
 }
 
-/// Writes `bytes` to `path` on `fs`, synced.
+/// Writes `bytes` to `path` on `fs` (replacing the file, if any), synced.
 fn put(fs: &FaultFs, path: &Path, bytes: &[u8]) {
-    let mut file = fs.create(path).unwrap();
+    let _ = fs.remove(path);
+    let mut file = fs.create_new(path).unwrap();
     file.write_all(bytes).unwrap();
     file.sync().unwrap();
 }
@@ -327,7 +328,7 @@ fn a_gap_in_sequence_numbers_between_wals_ends_the_replay() {
     // The first WAL keeps its first frame; the second holds the third.
     put(&fs, &first_path, &bytes[..frames[0].end as usize]);
     let second = manifest.next_wal_id;
-    let mut wal = encode_wal_header_with_flags(second, WAL_UNSYNCED_APPENDS);
+    let mut wal = encode_wal_header_with_flags(manifest.index_id, second, WAL_UNSYNCED_APPENDS);
     wal.extend_from_slice(frame(2));
     put(&fs, &dir().join(FileKind::Wal.file_name(second)), &wal);
     manifest.next_wal_id += 1;
@@ -446,9 +447,16 @@ const SMALL_MEMTABLE: usize = 3_000;
 /// `Buffered` mode after power loss, the state after some prefix of the
 /// operations, no shorter than the last successful flush, sync or compaction.
 /// The failed operation itself may or may not have happened.
-fn crash_at(ops: &[W], models: &[Model], n: u64, mode: CrashMode, durability: Durability) {
+fn crash_at(
+    ops: &[W],
+    models: &[Model],
+    n: u64,
+    mode: CrashMode,
+    durability: Durability,
+    threads: Option<bool>,
+) {
     let fs = FaultFs::with_seed(n);
-    let options = || fault_options(&fs, durability, SMALL_MEMTABLE);
+    let options = || threaded_options(&fs, durability, SMALL_MEMTABLE, threads);
     let index = Index::open(dir(), options()).unwrap();
     fs.inject(Fault::new(FaultKind::Eio).after(n).sticky());
     let progress = perform_until_failure(&index, ops);
@@ -465,7 +473,8 @@ fn crash_at(ops: &[W], models: &[Model], n: u64, mode: CrashMode, durability: Du
     fs.crash(mode);
     drop(index);
 
-    let ctx = format!("{mode:?}, {durability:?}, device dead from operation {n}");
+    let ctx =
+        format!("{mode:?}, {durability:?}, threads {threads:?}, device dead from operation {n}");
     let index = Index::open(dir(), options()).unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
     let got = snapshot(&index, 0..ID_SPACE);
     let power_cut_buffered = matches!(
@@ -506,7 +515,26 @@ fn operations(ops: &[W], durability: Durability) -> u64 {
     fs.op_count() - start
 }
 
-fn crash_everywhere(durability: Durability, seed: u64) {
+/// [`fault_options`], with the background threads if `threads` is
+/// `Some(flush_thread)`: a process handle, merges on the merge thread, and
+/// flushes on the flush thread if `flush_thread`.
+fn threaded_options(
+    fs: &FaultFs,
+    durability: Durability,
+    memtable_bytes: usize,
+    threads: Option<bool>,
+) -> Options {
+    match threads {
+        None => fault_options(fs, durability, memtable_bytes),
+        Some(flush_thread) => Options {
+            file_system: Some(Arc::new(fs.process()) as Arc<dyn FileSystem>),
+            flush_thread,
+            ..fault_options(fs, durability, memtable_bytes)
+        },
+    }
+}
+
+fn crash_everywhere(durability: Durability, seed: u64, threads: Option<bool>) {
     let ops = workload(seed, 60);
     let models = prefix_models(&ops);
     let total = operations(&ops, durability);
@@ -518,7 +546,7 @@ fn crash_everywhere(durability: Durability, seed: u64) {
             CrashMode::PowerLoss(Unsynced::Kept),
             CrashMode::PowerLoss(Unsynced::Torn),
         ] {
-            crash_at(&ops, &models, n, mode, durability);
+            crash_at(&ops, &models, n, mode, durability, threads);
         }
     }
 }
@@ -526,14 +554,25 @@ fn crash_everywhere(durability: Durability, seed: u64) {
 #[test]
 fn power_loss_at_every_operation_loses_nothing_synced() {
     for seed in [1, 11, 21] {
-        crash_everywhere(Durability::Sync, seed);
+        crash_everywhere(Durability::Sync, seed, None);
     }
 }
 
 #[test]
 fn power_loss_at_every_operation_keeps_a_prefix_when_buffered() {
     for seed in [2, 12, 22] {
-        crash_everywhere(Durability::Buffered, seed);
+        crash_everywhere(Durability::Buffered, seed, None);
+    }
+}
+
+/// The same with the background threads: the device dies at the `n`-th
+/// operation of whichever thread makes it (so the failing operation varies
+/// with the schedule), with flushes on the flush thread and without it.
+#[test]
+fn power_loss_at_every_operation_with_the_threads() {
+    for flush_thread in [true, false] {
+        crash_everywhere(Durability::Sync, 31, Some(flush_thread));
+        crash_everywhere(Durability::Buffered, 32, Some(flush_thread));
     }
 }
 

@@ -75,7 +75,7 @@ fn round_trip(probe: u64, damage: (u16, u8), rest: &[u8]) {
         .map(|(&id, (fp, seq, name))| DocEntry { fingerprint: *fp, id, seq: *seq, timestamp: seq * 10, name: name.as_deref() })
         .collect();
     sorted.sort_by_key(|e| (e.fingerprint, e.id));
-    let mut writer = DocMapWriter::new(3);
+    let mut writer = DocMapWriter::new(0, 3);
     for e in &sorted {
         writer.push(*e).unwrap();
     }

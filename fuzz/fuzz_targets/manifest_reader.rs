@@ -55,6 +55,7 @@ fn round_trip(head: &[u8; 6], data: &[u8]) {
         .collect();
     let config: String = data.iter().take(200).map(|&b| char::from(b' ' + b % 94)).collect();
     let manifest = Manifest {
+        index_id: 0x5eed_0001,
         shape: plan.shape(),
         k: plan.k(),
         fingerprint_config: config,

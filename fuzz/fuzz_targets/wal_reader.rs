@@ -43,6 +43,11 @@ fn raw(data: &[u8]) {
             assert!(error.offset < len && next_valid < len);
             assert!(previous_end.is_none_or(|e| e <= next_valid));
         }
+        WalEnd::Unparsable { error } => {
+            // Reported at the frame, right after the last valid one.
+            assert!(error.offset < len);
+            assert!(previous_end.is_none_or(|e| e == error.offset));
+        }
     }
 }
 
@@ -84,7 +89,7 @@ fn records(data: &[u8]) -> Vec<Vec<Record>> {
 
 fn round_trip(cut: u16, damage: (u16, u8), data: &[u8]) {
     let batches = records(data);
-    let mut file = encode_wal_header(7);
+    let mut file = encode_wal_header(0, 7);
     for batch in &batches {
         file.extend_from_slice(&encode_frame(batch).unwrap());
     }

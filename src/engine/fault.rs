@@ -25,7 +25,7 @@
 //! let dir = Path::new("/db");
 //! fs.create_dir_all(dir)?;
 //! fs.sync_dir(Path::new("/"))?;
-//! let mut wal = fs.create(&dir.join("0.wal"))?;
+//! let mut wal = fs.create_new(&dir.join("0.wal"))?;
 //! wal.write_all(b"synced")?;
 //! wal.sync()?;
 //! fs.sync_dir(dir)?;
@@ -68,7 +68,7 @@ use super::fs::{FileSystem, MapLiveness, Mapped, WritableFile};
 pub enum Op {
     /// [`FileSystem::create_dir_all`].
     CreateDir,
-    /// [`FileSystem::create`].
+    /// [`FileSystem::create_new`].
     Create,
     /// [`FileSystem::open_append`].
     OpenAppend,
@@ -252,8 +252,7 @@ pub struct Violation {
 pub enum ViolationKind {
     /// Bytes were written to a file while a mapping of it was alive.
     WrittenWhileMapped,
-    /// A file was truncated, or recreated by [`FileSystem::create`], while a
-    /// mapping of it was alive (on a real system readers would see the bytes
+    /// A file was truncated while a mapping of it was alive (on a real system readers would see the bytes
     /// change or fault with SIGBUS).
     TruncatedWhileMapped,
 }
@@ -419,26 +418,16 @@ impl FileSystem for FaultFs {
         Ok(())
     }
 
-    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+    fn create_new(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
         let mut st = self.live()?;
         st.check(Op::Create)?;
         let path = normalize(path);
         st.require_dir(&parent(&path))?;
-        if st.dirs.contains(&path) {
-            return Err(is_a_directory(&path));
+        if st.dirs.contains(&path) || st.files.contains_key(&path) {
+            return Err(already_exists(&path));
         }
-        let id = match st.files.get(&path) {
-            Some(&id) => {
-                st.note_if_mapped(id, &path, ViolationKind::TruncatedWhileMapped);
-                st.inode(id).set_len(0);
-                id
-            }
-            None => {
-                let id = st.new_inode();
-                st.files.insert(path.clone(), id);
-                id
-            }
-        };
+        let id = st.new_inode();
+        st.files.insert(path.clone(), id);
         Ok(Box::new(st.open(&self.state, id, path)))
     }
 
@@ -1007,6 +996,13 @@ fn not_found(path: &Path) -> io::Error {
     io::Error::new(
         io::ErrorKind::NotFound,
         format!("{}: no such file or directory", path.display()),
+    )
+}
+
+fn already_exists(path: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        format!("{}: the file exists", path.display()),
     )
 }
 

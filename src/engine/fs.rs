@@ -48,13 +48,15 @@ pub trait FileSystem: Send + Sync + fmt::Debug {
     /// own entry was lost are lost with it.
     fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
 
-    /// Creates `path`, or truncates it to zero bytes if it exists, and opens it
-    /// for appending (every write goes to the end of the file). The parent
-    /// directory must exist.
+    /// Creates the new file `path` and opens it for appending (every write
+    /// goes to the end of the file). Fails with
+    /// [`io::ErrorKind::AlreadyExists`] if `path` exists: the engine never
+    /// overwrites or truncates a file by creating it (`O_CREAT | O_EXCL`).
+    /// The parent directory must exist.
     ///
     /// Contents are durable after [`WritableFile::sync`]; the name after
     /// [`sync_dir`](Self::sync_dir) of the parent.
-    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>>;
+    fn create_new(&self, path: &Path) -> io::Result<Box<dyn WritableFile>>;
 
     /// Opens the existing file `path` to append to its end (a WAL after
     /// recovery). Fails with [`io::ErrorKind::NotFound`] if it does not exist.
@@ -109,7 +111,7 @@ pub trait FileSystem: Send + Sync + fmt::Debug {
     }
 }
 
-/// An append-only writer returned by [`FileSystem::create`] and
+/// An append-only writer returned by [`FileSystem::create_new`] and
 /// [`FileSystem::open_append`].
 pub trait WritableFile: Send + fmt::Debug {
     /// Appends all of `buf`. Visible, and survives a process kill, once it
@@ -248,10 +250,11 @@ impl FileSystem for RealFs {
         std::fs::create_dir_all(dir)
     }
 
-    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
-        // O_APPEND cannot be combined with O_TRUNC: truncate separately.
-        let file = OpenOptions::new().append(true).create(true).open(path)?;
-        file.set_len(0)?;
+    fn create_new(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        let file = OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .open(path)?;
         Ok(Box::new(RealFile { file, len: 0 }))
     }
 

@@ -38,8 +38,9 @@ use crate::fingerprint::{FingerprintConfig, FingerprintError, Simhasher};
 use crate::format::{
     DEFAULT_BLOCK_LEN, DocEntry, DocMapReader, DocMapWriter, EncodeError, FileKind, FormatError,
     MANIFEST_TEMP_FILE_NAME, Manifest, Ranges, Record, SegmentInfo, SegmentMeta, SegmentReader,
-    SegmentWriter, SortedDocMapWriter, Tombstone, WAL_UNSYNCED_APPENDS, WalEnd, WalReader,
-    encode_frame, encode_wal_header_with_flags, looks_like_lost_write_back,
+    SegmentWriter, SortedDocMapWriter, Tombstone, WAL_UNSYNCED_APPENDS, WalEnd, WalFrame,
+    WalReader, encode_frame, encode_wal_header_with_flags, holds_whole_frame,
+    looks_like_lost_write_back,
 };
 use crate::plan::Plan;
 
@@ -49,6 +50,7 @@ use super::lock::{DirLock, LockError};
 use super::memtable::{Doc as MemDoc, Memtable, Version};
 use super::policy::{MergePolicy, TieredMergePolicy};
 use super::repair::check_without_manifest;
+use super::schedule::{Hooks, Point};
 
 /// When an acknowledged write is safe.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -130,6 +132,10 @@ pub struct Options {
     /// faster, and the longest waits (backpressure) grew, though a write
     /// that fills the memtable waited less (docs/BENCHMARKS.md).
     pub flush_thread: bool,
+    /// Code run at each point of the commit protocol, for tests that choose
+    /// how the threads interleave ([`crate::engine::schedule`]).
+    #[cfg(feature = "schedule-hooks")]
+    pub schedule: Option<crate::engine::schedule::Schedule>,
     /// Create a new index in a directory that already holds other files.
     /// Default `false`: a new index needs a missing or empty directory, so
     /// that a mistyped path is refused ([`Error::NotEmpty`]) rather than
@@ -155,6 +161,8 @@ impl Default for Options {
             prefault: true,
             small_segment_plans: true,
             flush_thread: std::thread::available_parallelism().is_ok_and(|n| n.get() > 2),
+            #[cfg(feature = "schedule-hooks")]
+            schedule: None,
             create_in_non_empty_dir: false,
         }
     }
@@ -187,12 +195,39 @@ pub struct Doc {
 }
 
 /// What [`Index::verify`] read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct VerifyReport {
     /// Files checked: the manifest, every WAL, every segment and doc map.
     pub files: usize,
     /// Bytes read and checked.
     pub bytes: u64,
+    /// WALs that end in bytes which do not form a valid frame: what a
+    /// crash in the middle of an append leaves, and what damage to the last
+    /// frame looks like. Recovery drops those bytes. In a WAL of a
+    /// [`Durability::Sync`] writer the last batch was acknowledged only if
+    /// its frame was complete; see [`WalTail::complete_frame`].
+    pub wal_tails: Vec<WalTail>,
+}
+
+/// The end of a WAL that recovery drops (docs/FORMAT.md, "WAL torn tail").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalTail {
+    /// The WAL.
+    pub path: PathBuf,
+    /// Where the dropped bytes start.
+    pub offset: u64,
+    /// How many bytes are dropped.
+    pub bytes: u64,
+    /// Whether the WAL's header says its frames were acknowledged before
+    /// being synced ([`Durability::Buffered`]).
+    pub unsynced_appends: bool,
+    /// Whether the dropped bytes hold a whole frame whose header checks
+    /// out and whose payload fails its checksum. An interrupted append
+    /// under a process kill never leaves that (the frame's bytes are written
+    /// in one call); a power cut can, and so can damage to an acknowledged
+    /// last frame. In a `Sync` WAL that was not just through a power cut,
+    /// treat it as a lost acknowledged write.
+    pub complete_frame: bool,
 }
 
 /// A snapshot of the index's shape and size.
@@ -252,6 +287,8 @@ pub struct Index {
 #[derive(Debug)]
 struct Core {
     dir: PathBuf,
+    /// The manifest's index id, written into every new file.
+    index_id: u64,
     fs: Arc<dyn FileSystem>,
     plan: Plan,
     /// [`Options::small_segment_plans`].
@@ -269,6 +306,9 @@ struct Core {
     poisoned: AtomicBool,
     /// What poisoned the index: the first failure's message.
     poison_cause: Mutex<Option<String>>,
+    /// What runs at each schedule point (nothing without the
+    /// `schedule-hooks` feature).
+    hooks: Hooks,
 }
 
 #[derive(Debug)]
@@ -292,7 +332,45 @@ struct Writer {
     /// The WAL (id, file) of the memtable the flush thread was last given,
     /// which `sync()` syncs too (its segment may not be committed yet).
     frozen_wal: Option<(u64, Box<dyn WritableFile>)>,
+    /// The sequence number of the next record logged: one more than the
+    /// last one logged in any WAL (or than the last one recovered), since
+    /// recovery ends at a gap between WALs.
     next_seq: u64,
+}
+
+impl Writer {
+    /// Appends `frame`, the encoding of `records`, to the WAL at `path` (and
+    /// syncs it with [`Durability::Sync`]); then the next sequence number
+    /// follows the records'. Refuses, writing nothing, a frame whose first
+    /// record does not follow the last one logged.
+    fn append(
+        &mut self,
+        frame: &[u8],
+        records: &[Record],
+        durability: Durability,
+        path: &Path,
+    ) -> Result<()> {
+        let first = records.first().map(Record::seq);
+        let last = records.last().map(Record::seq);
+        let contiguous = records.windows(2).all(|w| w[0].seq() + 1 == w[1].seq());
+        if first != Some(self.next_seq) || !contiguous {
+            return Err(Error::Io {
+                path: path.to_path_buf(),
+                op: "write",
+                source: std::io::Error::other(format!(
+                    "a frame of sequence numbers {first:?}..={last:?} would not continue the \
+                     log at {}; nothing was written",
+                    self.next_seq
+                )),
+            });
+        }
+        self.wal.write_all(frame).map_err(io_error(path, "write"))?;
+        if durability == Durability::Sync {
+            self.wal.sync().map_err(io_error(path, "sync"))?;
+        }
+        self.next_seq = last.map_or(self.next_seq, |seq| seq + 1);
+        Ok(())
+    }
 }
 
 impl State {
@@ -338,6 +416,7 @@ impl Flusher {
     /// Starts the thread; after each flush it wakes the merge thread, if
     /// `merge` is its signal.
     fn start(core: Arc<Core>, merge: Option<Arc<MergeShared>>) -> std::io::Result<Flusher> {
+        core.hooks.reach(Point::StartFlushThread)?;
         let shared = Arc::new(FlushShared::default());
         let thread_shared = shared.clone();
         let handle = std::thread::Builder::new()
@@ -353,9 +432,13 @@ impl Flusher {
                         // A job given before shutdown is finished first.
                         match &s.job {
                             Some(job) => job.clone(),
-                            None => return,
+                            None => {
+                                core.hooks.pause(Point::FlushThreadStopped);
+                                return;
+                            }
                         }
                     };
+                    core.hooks.pause(Point::FlushStarted);
                     if !core.poisoned.load(Ordering::Acquire) {
                         // On failure the memtable stays frozen (queries go
                         // on seeing it, its WALs stay named) and later
@@ -427,6 +510,7 @@ struct MergeSignal {
 
 impl Merger {
     fn start(core: Arc<Core>) -> std::io::Result<Merger> {
+        core.hooks.reach(Point::StartMergeThread)?;
         let signal = Arc::new((Mutex::new(MergeSignal::default()), Condvar::new()));
         let progress = Arc::new(Condvar::new());
         let thread_signal = signal.clone();
@@ -442,6 +526,7 @@ impl Merger {
                             s = wake.wait(s).unwrap_or_else(PoisonError::into_inner);
                         }
                         if s.shutdown {
+                            core.hooks.pause(Point::MergeThreadStopped);
                             return;
                         }
                         s.pending = false;
@@ -495,29 +580,40 @@ impl Drop for Index {
         self.stop_prefault.store(true, Ordering::Relaxed);
         // The flush thread first: the flush it finishes wakes the merge
         // thread.
-        if let Some(flusher) = &mut self.flusher {
-            lock(&flusher.shared.slot).shutdown = true;
-            flusher.shared.wake.notify_one();
-            if let Some(handle) = flusher.handle.take() {
-                let _ = handle.join();
-            }
+        drop(self.flusher.take());
+        drop(self.merger.take());
+    }
+}
+
+/// Stops the thread once it has finished the job it was given, if any. (So
+/// an `open` that fails after starting it stops it too.)
+impl Drop for Flusher {
+    fn drop(&mut self) {
+        lock(&self.shared.slot).shutdown = true;
+        self.shared.wake.notify_one();
+        if let Some(handle) = self.handle.take() {
+            // A panic there has already been reported.
+            let _ = handle.join();
         }
-        if let Some(merger) = &mut self.merger {
-            let (signal, wake) = &*merger.signal;
-            lock(signal).shutdown = true;
-            wake.notify_one();
-            if let Some(handle) = merger.handle.take() {
-                // A merge in progress finishes first; a panic there has
-                // already been reported.
-                let _ = handle.join();
-            }
+    }
+}
+
+/// Stops the thread once a merge in progress, if any, has finished.
+impl Drop for Merger {
+    fn drop(&mut self) {
+        let (signal, wake) = &*self.signal;
+        lock(signal).shutdown = true;
+        wake.notify_one();
+        if let Some(handle) = self.handle.take() {
+            // A panic there has already been reported.
+            let _ = handle.join();
         }
     }
 }
 
 /// A live segment: its tables and doc map, mapped.
 #[derive(Debug)]
-struct Segment {
+pub(super) struct Segment {
     meta: SegmentMeta,
     seg_path: PathBuf,
     ids_path: PathBuf,
@@ -533,6 +629,11 @@ struct Segment {
     /// Set when a manifest no longer names the segment: its files are
     /// removed once the last reader drops it.
     obsolete: AtomicBool,
+    /// Whether its contents are known to be sound: it was written by this
+    /// process (from a memtable, or merged from sound segments), or
+    /// [`Segment::verify`] passed. A merge verifies an input that is not,
+    /// so that it never copies damage into a file that hides it.
+    sound: AtomicBool,
     fs: Arc<dyn FileSystem>,
 }
 
@@ -576,6 +677,50 @@ fn named_file_error<'a>(
             reason: "the manifest names this file, but it does not exist".to_string(),
         },
         _ => io_error(path, op)(source),
+    }
+}
+
+/// Reads the header of WAL `wal_id`, whose bytes are `bytes`, and checks
+/// that it names itself: a WAL renamed or copied from elsewhere is refused.
+fn open_wal<'a>(path: &Path, wal_id: u64, index_id: u64, bytes: &'a [u8]) -> Result<WalReader<'a>> {
+    let reader = WalReader::new(bytes).map_err(|e| corrupted(path, &e))?;
+    if reader.index_id() != index_id {
+        return Err(foreign(path, reader.index_id(), index_id));
+    }
+    if reader.wal_id() != wal_id {
+        return Err(Error::Corrupted {
+            path: path.to_path_buf(),
+            offset: 16,
+            reason: format!(
+                "the WAL's header names WAL {}, not {wal_id} as its file name says",
+                reader.wal_id()
+            ),
+        });
+    }
+    Ok(reader)
+}
+
+/// A random id for a new index: keyed hashes of the clock, drawn from the
+/// standard library's per-process random keys.
+pub(super) fn new_index_id() -> u64 {
+    use std::hash::BuildHasher;
+    let state = std::collections::hash_map::RandomState::new();
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    state.hash_one((nanos, std::process::id()))
+}
+
+/// A file whose header names another index than the manifest's.
+pub(super) fn foreign(path: &Path, found: u64, index_id: u64) -> Error {
+    Error::Corrupted {
+        path: path.to_path_buf(),
+        offset: 0,
+        reason: format!(
+            "the file belongs to another index (index id {found:016x}; this index is \
+             {index_id:016x}): it was copied or restored into the wrong directory; put back \
+             this index's own file"
+        ),
     }
 }
 
@@ -715,9 +860,20 @@ impl Index {
             });
         }
 
+        check_manifest_counters(&manifest_path, &manifest)?;
+        let mut manifest = manifest;
+        if !read_only {
+            skip_ids_of_debris(dir, fs.as_ref(), &mut manifest)?;
+        }
         let mut segments = Vec::with_capacity(manifest.segments.len());
         for meta in &manifest.segments {
-            segments.push(Arc::new(Segment::open(dir, &fs, *meta, plan.k())?));
+            segments.push(Arc::new(Segment::open(
+                dir,
+                &fs,
+                *meta,
+                plan.k(),
+                manifest.index_id,
+            )?));
         }
         // Newest first.
         segments.sort_by_key(|s| Reverse(s.meta.max_seq));
@@ -750,7 +906,7 @@ impl Index {
             }
             let path = dir.join(FileKind::Wal.file_name(wal_id));
             let bytes = fs.read(&path).map_err(named_file_error(&path, "read"))?;
-            let reader = WalReader::new(&bytes).map_err(|e| corrupted(&path, &e))?;
+            let reader = open_wal(&path, wal_id, manifest.index_id, &bytes)?;
             last_unsynced = reader.unsynced_appends();
             let (frames, end) = reader.read_all();
             // Sequence numbers run on from one WAL to the next (a WAL is
@@ -760,6 +916,7 @@ impl Index {
             // Buffered WAL's unsynced tail can be cut at a frame boundary,
             // leaving no torn tail to see. Replaying this one would leave a
             // hole, so recovery keeps the prefix before the gap.
+            check_wal_seqs(&path, &frames)?;
             let first_seq = frames
                 .first()
                 .and_then(|frame| frame.records.first())
@@ -795,7 +952,9 @@ impl Index {
                     torn = true;
                     break;
                 }
-                WalEnd::Corrupted { error, .. } => return Err(corrupted(&path, &error)),
+                WalEnd::Corrupted { error, .. } | WalEnd::Unparsable { error } => {
+                    return Err(corrupted(&path, &error));
+                }
             }
         }
 
@@ -827,7 +986,11 @@ impl Index {
                 manifest.wal_ids = vec![wal_id];
                 manifest.generation += 1;
                 let path = dir.join(FileKind::Wal.file_name(wal_id));
-                let mut bytes = encode_wal_header_with_flags(wal_id, wal_flags(options.durability));
+                let mut bytes = encode_wal_header_with_flags(
+                    manifest.index_id,
+                    wal_id,
+                    wal_flags(options.durability),
+                );
                 bytes.extend_from_slice(&logged);
                 write_file(fs.as_ref(), &path, &bytes)?;
                 if let Err(e) = commit_manifest(dir, fs.as_ref(), &manifest) {
@@ -858,6 +1021,7 @@ impl Index {
 
         let core = Arc::new(Core {
             dir: dir.to_path_buf(),
+            index_id: manifest.index_id,
             fs,
             plan,
             small_segment_plans: options.small_segment_plans,
@@ -873,6 +1037,10 @@ impl Index {
             merging: Mutex::new(()),
             poisoned: AtomicBool::new(false),
             poison_cause: Mutex::new(None),
+            #[cfg(feature = "schedule-hooks")]
+            hooks: Hooks::new(options.schedule.clone()),
+            #[cfg(not(feature = "schedule-hooks"))]
+            hooks: Hooks::default(),
         });
         let merger = if !read_only
             && options.merge_thread
@@ -940,23 +1108,31 @@ impl Index {
             u64::try_from(r.as_millis()).unwrap_or(u64::MAX).max(1)
         });
         let manifest = Manifest {
+            index_id: new_index_id(),
             shape: plan.shape(),
             k: plan.k(),
             fingerprint_config: config.to_string(),
             retention_ms,
             generation: 0,
             next_segment_id: 1,
-            next_wal_id: 2,
+            next_wal_id: 1,
             next_seq: 1,
-            wal_ids: vec![1],
+            wal_ids: Vec::new(),
             segments: Vec::new(),
         };
-        new_wal_file(dir, fs, 1, options.durability)?;
+        // A creation interrupted before its manifest was committed may have
+        // left a WAL behind: never create a file over it.
+        let mut manifest = manifest;
+        skip_ids_of_debris(dir, fs, &mut manifest)?;
+        let wal_id = manifest.next_wal_id;
+        manifest.next_wal_id += 1;
+        manifest.wal_ids = vec![wal_id];
+        new_wal_file(dir, fs, manifest.index_id, wal_id, options.durability)?;
         if let Err(e) = commit_manifest(dir, fs, &manifest) {
             // Unless the rename went through, the new WAL holds nothing and
             // nothing names it.
-            if !manifest_names_wal(dir, fs, 1) {
-                let _ = fs.remove(&dir.join(FileKind::Wal.file_name(1)));
+            if !manifest_names_wal(dir, fs, wal_id) {
+                let _ = fs.remove(&dir.join(FileKind::Wal.file_name(wal_id)));
             }
             return Err(e);
         }
@@ -1096,6 +1272,9 @@ impl Index {
         }
         for segment in &state.segments {
             if let Some(entry) = segment.by_id(id)? {
+                if segment.deletes_here(&entry)? {
+                    return Ok(None);
+                }
                 return Ok(self.core.fresh(entry.timestamp).then(|| public_doc(&entry)));
             }
             if segment.tombstone(id)?.is_some() {
@@ -1105,20 +1284,43 @@ impl Index {
         Ok(None)
     }
 
-    /// Calls `f` once for every live document, from a consistent snapshot:
-    /// the memtables' in id order (the one written to, then one being
-    /// flushed), then each segment's in fingerprint order.
-    /// Holds the state's read lock throughout (writers wait for flushes, not
-    /// for this), so keep `f` quick.
+    /// Calls `f` once for every live document, from a consistent snapshot
+    /// taken when the call starts: the memtables' in id order (the one
+    /// written to, then one being flushed), then each segment's in
+    /// fingerprint order.
+    ///
+    /// `f` runs without any lock held: it may query and write to the index
+    /// (what it writes is not part of the walk). The snapshot holds a copy of
+    /// the memtable's versions (up to the memtable's budget; names are
+    /// shared, not copied) and keeps the segments of the walk, and their
+    /// files, alive until it ends.
     pub fn for_each_doc(&self, mut f: impl FnMut(&Doc)) -> Result<()> {
-        let state = read_lock(&self.core.state);
-        for (id, version) in state.memtable.versions().chain(
-            state
-                .frozen
-                .iter()
-                .flat_map(|frozen| frozen.versions())
-                .filter(|(id, _)| state.memtable.version(*id).is_none()),
-        ) {
+        let snapshot = {
+            let state = read_lock(&self.core.state);
+            // Copied: the writing thread changes it in place. The frozen
+            // memtable and the segments never change.
+            let memtable: Vec<(u64, Version)> = state
+                .memtable
+                .versions()
+                .map(|(id, version)| (id, version.clone()))
+                .collect();
+            (memtable, state.frozen.clone(), state.segments.clone())
+        };
+        let (memtable, frozen, segments) = snapshot;
+        self.core.hooks.pause(Point::WalkSnapshotTaken);
+        // `memtable` is sorted by id.
+        let in_memtable = |id: u64| memtable.binary_search_by_key(&id, |(i, _)| *i).is_ok();
+        let in_memtables =
+            |id: u64| in_memtable(id) || frozen.as_ref().is_some_and(|m| m.version(id).is_some());
+        let frozen_versions = frozen
+            .iter()
+            .flat_map(|frozen| frozen.versions())
+            .filter(|&(id, _)| !in_memtable(id));
+        for (id, version) in memtable
+            .iter()
+            .map(|(id, v)| (*id, v))
+            .chain(frozen_versions)
+        {
             if let Version::Live(doc) = version
                 && self.core.fresh(doc.timestamp)
             {
@@ -1130,10 +1332,14 @@ impl Index {
                 });
             }
         }
-        for (s, segment) in state.segments.iter().enumerate() {
+        for (s, segment) in segments.iter().enumerate() {
             for entry in segment.docs.entries() {
                 let entry = entry.map_err(|e| corrupted(&segment.ids_path, &e))?;
-                if self.core.fresh(entry.timestamp) && !shadowed(&state, s, entry.id)? {
+                if self.core.fresh(entry.timestamp)
+                    && !in_memtables(entry.id)
+                    && !in_segments(&segments[..s], entry.id)?
+                    && !segment.deletes_here(&entry)?
+                {
                     f(&public_doc(&entry));
                 }
             }
@@ -1169,6 +1375,7 @@ impl Index {
         let manifest = Manifest::decode(&bytes).map_err(|e| corrupted(&manifest_path, &e))?;
         report.files += 1;
         report.bytes += bytes.len() as u64;
+        check_manifest_counters(&manifest_path, &manifest)?;
         for &wal_id in &manifest.wal_ids {
             let path = self.core.dir.join(FileKind::Wal.file_name(wal_id));
             let bytes = self
@@ -1176,25 +1383,61 @@ impl Index {
                 .fs
                 .read(&path)
                 .map_err(named_file_error(&path, "read"))?;
-            let reader = WalReader::new(&bytes).map_err(|e| corrupted(&path, &e))?;
-            if let (_, WalEnd::Corrupted { error, .. }) = reader.read_all() {
-                return Err(corrupted(&path, &error));
+            let reader = open_wal(&path, wal_id, manifest.index_id, &bytes)?;
+            let unsynced_appends = reader.unsynced_appends();
+            let (frames, end) = reader.read_all();
+            check_wal_seqs(&path, &frames)?;
+            match end {
+                WalEnd::Clean => {}
+                WalEnd::TornTail { offset } => report.wal_tails.push(WalTail {
+                    path: path.clone(),
+                    offset,
+                    bytes: bytes.len() as u64 - offset,
+                    unsynced_appends,
+                    complete_frame: holds_whole_frame(&bytes, offset),
+                }),
+                WalEnd::Corrupted { error, .. } | WalEnd::Unparsable { error } => {
+                    return Err(corrupted(&path, &error));
+                }
             }
             report.files += 1;
             report.bytes += bytes.len() as u64;
         }
-        let state = read_lock(&self.core.state);
-        for segment in &state.segments {
-            segment
-                .tables
-                .verify()
-                .map_err(|e| corrupted(&segment.seg_path, &e))?;
-            segment
-                .docs
-                .verify()
-                .map_err(|e| corrupted(&segment.ids_path, &e))?;
+        // The segments' list, not the lock: queries go on meanwhile (nothing
+        // else changes it while this holds the writer and merge locks).
+        let segments = read_lock(&self.core.state).segments.clone();
+        for segment in &segments {
+            segment.verify()?;
             report.files += 2;
             report.bytes += segment.meta.seg_file_len + segment.meta.ids_file_len;
+        }
+        // Queries take the newest version of an id from the segment with
+        // the highest sequence numbers: the segments' ranges must not
+        // overlap (each flush and merge covers a run of writes of its own).
+        let mut ranges: Vec<&SegmentMeta> = segments
+            .iter()
+            .map(|s| &s.meta)
+            .filter(|m| m.doc_count > 0 || m.tombstone_count > 0)
+            .collect();
+        ranges.sort_by_key(|m| m.min_seq);
+        for pair in ranges.windows(2) {
+            if let [older, newer] = pair
+                && newer.min_seq <= older.max_seq
+            {
+                return Err(Error::Corrupted {
+                    path: manifest_path.clone(),
+                    offset: 0,
+                    reason: format!(
+                        "segments {} and {} hold overlapping sequence numbers ({}..={} and {}..={})",
+                        older.id,
+                        newer.id,
+                        older.min_seq,
+                        older.max_seq,
+                        newer.min_seq,
+                        newer.max_seq
+                    ),
+                });
+            }
         }
         Ok(report)
     }
@@ -1236,7 +1479,10 @@ impl Index {
                 let distance = (found ^ fingerprint).count_ones();
                 for entry in segment.docs.by_fingerprint(found) {
                     let entry = entry.map_err(|e| corrupted(&segment.ids_path, &e))?;
-                    if self.core.fresh(entry.timestamp) && !shadowed(&state, s, entry.id)? {
+                    if self.core.fresh(entry.timestamp)
+                        && !shadowed(&state, s, entry.id)?
+                        && !segment.deletes_here(&entry)?
+                    {
                         matches.push(Match {
                             id: entry.id,
                             fingerprint: found,
@@ -1275,9 +1521,24 @@ impl Index {
     }
 
     /// Merges every segment into one, dropping replaced, deleted and expired
-    /// documents and the tombstones that no longer hide anything.
+    /// documents and the tombstones that no longer hide anything. Every
+    /// segment not written by this process is verified first (as
+    /// [`verify`](Index::verify) does): a damaged one is refused with
+    /// [`Error::Corrupted`] and nothing is written.
     pub fn compact(&self) -> Result<()> {
         let mut writer = self.writer()?;
+        {
+            // Refuse damaged segments before anything is written (a refusal
+            // is not a failed write: the index is not poisoned), even one
+            // that a merge would leave as it is.
+            let _merging = lock(&self.core.merging);
+            let segments: Vec<Arc<Segment>> = read_lock(&self.core.state).segments.clone();
+            for segment in &segments {
+                if !segment.sound.load(Ordering::Acquire) {
+                    segment.verify()?;
+                }
+            }
+        }
         self.flush_locked(&mut writer, true)?;
         // Waits for a background merge in progress.
         let _merging = lock(&self.core.merging);
@@ -1335,26 +1596,28 @@ impl Index {
     }
 
     /// Logs `records` (assigning their sequence numbers), then applies them.
+    ///
+    /// Once the records are logged the write has happened, and its result
+    /// says so: a flush it then starts, or the failure of an earlier
+    /// background flush it then discovers, poisons the index (the next call
+    /// fails, naming the cause) without turning this result into an error.
     fn write(&self, writer: &mut Option<Writer>, mut records: Vec<Record>) -> Result<()> {
         let w = writer.as_mut().ok_or(Error::ReadOnly)?;
-        for record in &mut records {
-            let seq = w.next_seq;
-            w.next_seq += 1;
+        // Numbered from the writer's next sequence number, which moves on
+        // only once the frame is logged: a refused batch (over the frame
+        // limit) takes none, so the next frame, perhaps the first of a new
+        // WAL, continues the sequence. Recovery ends at a gap between WALs
+        // (docs/FORMAT.md, "Several WALs").
+        for (seq, record) in (w.next_seq..).zip(&mut records) {
             match record {
                 Record::Insert { seq: s, .. } | Record::Delete { seq: s, .. } => *s = seq,
             }
         }
         let frame = encode_frame(&records).map_err(|e| Error::InvalidArgument(e.to_string()))?;
         let path = self.wal_path(w);
-        let logged = w
-            .wal
-            .write_all(&frame)
-            .map_err(io_error(&path, "write"))
-            .and_then(|()| match self.durability {
-                Durability::Sync => w.wal.sync().map_err(io_error(&path, "sync")),
-                Durability::Buffered => Ok(()),
-            });
+        let logged = w.append(&frame, &records, self.durability, &path);
         self.core.poison_on_error(logged)?;
+        self.core.hooks.pause(Point::WriteLogged);
         let full = {
             let mut state = write_lock(&self.core.state);
             let memtable = Arc::get_mut(&mut state.memtable)
@@ -1365,7 +1628,8 @@ impl Index {
             state.memtable.approximate_bytes() >= self.memtable_budget
         };
         if full {
-            self.flush_locked(writer, false)?;
+            // A failure has poisoned the index; the next call reports it.
+            let _ = self.flush_locked(writer, false);
         }
         Ok(())
     }
@@ -1376,6 +1640,7 @@ impl Index {
     /// waits for its segment only if `wait`.
     fn flush_locked(&self, writer: &mut Option<Writer>, wait: bool) -> Result<()> {
         let w = writer.as_mut().ok_or(Error::ReadOnly)?;
+        self.core.hooks.pause(Point::FlushWanted);
         if let Some(flusher) = &self.flusher {
             flusher.wait_idle();
             self.core.check_poisoned()?;
@@ -1420,6 +1685,7 @@ impl Index {
         let core = &*self.core;
         let (segment_id, new_wal_id) = core.next_segment_and_wal_ids();
         let new_wal = self.create_wal(new_wal_id)?;
+        core.hooks.pause(Point::HandOverWalCreated);
         // Allocated before the write lock is taken.
         let capacity = read_lock(&core.state).memtable.slots();
         let fresh = Arc::new(Memtable::with_capacity(&core.plan, capacity));
@@ -1438,6 +1704,7 @@ impl Index {
         let old_wal = std::mem::replace(&mut w.wal, new_wal);
         w.frozen_wal = Some((w.wal_id, old_wal));
         w.wal_id = new_wal_id;
+        core.hooks.pause(Point::HandOverCommitted);
         flusher.submit(FlushJob {
             segment_id,
             old_wals,
@@ -1448,7 +1715,13 @@ impl Index {
     /// Creates WAL `wal_id` (its header synced) and opens it for appends.
     fn create_wal(&self, wal_id: u64) -> Result<Box<dyn WritableFile>> {
         let core = &*self.core;
-        new_wal_file(&core.dir, core.fs.as_ref(), wal_id, self.durability)?;
+        new_wal_file(
+            &core.dir,
+            core.fs.as_ref(),
+            core.index_id,
+            wal_id,
+            self.durability,
+        )?;
         let path = core.dir.join(FileKind::Wal.file_name(wal_id));
         core.fs.open_append(&path).map_err(io_error(&path, "open"))
     }
@@ -1463,6 +1736,7 @@ impl Index {
         let m = read_lock(&core.state).memtable.clone();
         let segment = core.write_memtable(&m, segment_id)?;
         drop(m);
+        core.hooks.pause(Point::FlushWritten);
         let new_wal = self.create_wal(new_wal_id)?;
         let capacity = read_lock(&core.state).memtable.slots();
         let fresh = Arc::new(Memtable::with_capacity(&core.plan, capacity));
@@ -1480,6 +1754,7 @@ impl Index {
         )?;
         w.wal = new_wal;
         w.wal_id = new_wal_id;
+        core.hooks.pause(Point::FlushCommitted);
         core.remove_wals(&old_wals);
         Ok(())
     }
@@ -1496,6 +1771,7 @@ impl Core {
         };
         let segment = self.write_memtable(&m, job.segment_id)?;
         drop(m);
+        self.hooks.pause(Point::FlushWritten);
         let meta = segment.meta;
         self.commit(
             |manifest| {
@@ -1507,6 +1783,7 @@ impl Core {
                 state.frozen = None;
             },
         )?;
+        self.hooks.pause(Point::FlushCommitted);
         self.remove_wals(&job.old_wals);
         Ok(())
     }
@@ -1550,7 +1827,7 @@ impl Core {
     /// Writes memtable `m` as segment `segment_id`: its doc map, then its
     /// tables in the plan its size calls for. The caller commits it.
     fn write_memtable(&self, m: &Memtable, segment_id: u64) -> Result<Segment> {
-        let mut docs = DocMapWriter::new(segment_id);
+        let mut docs = DocMapWriter::new(self.index_id, segment_id);
         for (id, version) in m.versions_unordered() {
             match version {
                 Version::Live(doc) => docs
@@ -1654,6 +1931,7 @@ impl Core {
         let mut seg = SegmentWriter::with_writer(
             create_buffered(self.fs.as_ref(), &seg_path)?,
             SegmentInfo {
+                index_id: self.index_id,
                 segment_id,
                 shape: plan.shape(),
                 k: plan.k(),
@@ -1692,7 +1970,9 @@ impl Core {
             seg_footer_crc: tables.footer_crc(),
             ids_footer_crc: docs.footer_crc(),
         };
-        let segment = Segment::open(&self.dir, &self.fs, meta, self.plan.k())?;
+        let segment = Segment::open(&self.dir, &self.fs, meta, self.plan.k(), self.index_id)?;
+        // Built from a memtable or from sound segments.
+        segment.sound.store(true, Ordering::Release);
         // Just written, so in the page cache: map its pages now rather than
         // one fault at a time under queries.
         segment.tables_map.prefault();
@@ -1742,6 +2022,14 @@ impl Core {
             )
         };
         let includes_oldest = run.len() == all;
+        // A merge reads only what it copies, and its output would carry no
+        // trace of semantic damage in an input (a table that disagrees with
+        // its doc map, duplicated records): never launder it.
+        for segment in &run {
+            if !segment.sound.load(Ordering::Acquire) {
+                segment.verify()?;
+            }
+        }
         if run.is_empty()
             || (run.len() == 1
                 && (!includes_oldest
@@ -1761,14 +2049,28 @@ impl Core {
         let mut versions: Vec<(u64, u64)> =
             Vec::with_capacity(usize::try_from(docs_in_run).unwrap_or(0));
         for (s, segment) in (0u64..).zip(&run) {
-            for record in segment.docs.ids() {
-                let (id, position) = record.map_err(|e| corrupted(&segment.ids_path, &e))?;
-                versions.push((id, s << 33 | position as u64));
-            }
+            // An id with both an entry and a tombstone in one doc map: the
+            // newer of the two is its version there, the other is skipped.
+            let mut deleted_here: HashSet<u64> = HashSet::new();
+            let mut tombstones = Vec::new();
             for (i, tombstone) in (0u64..).zip(segment.docs.tombstones()) {
                 let t = tombstone.map_err(|e| corrupted(&segment.ids_path, &e))?;
-                versions.push((t.id, s << 33 | TOMBSTONE | i));
+                match segment.by_id(t.id)? {
+                    Some(entry) if entry.seq > t.seq => continue,
+                    Some(_) => {
+                        deleted_here.insert(t.id);
+                    }
+                    None => {}
+                }
+                tombstones.push((t.id, s << 33 | TOMBSTONE | i));
             }
+            for record in segment.docs.ids() {
+                let (id, position) = record.map_err(|e| corrupted(&segment.ids_path, &e))?;
+                if deleted_here.is_empty() || !deleted_here.contains(&id) {
+                    versions.push((id, s << 33 | position as u64));
+                }
+            }
+            versions.extend(tombstones);
         }
         versions.sort_by_key(|&(id, _)| id);
         // Each id's newest version (the first of its equal ids), in id order:
@@ -1829,6 +2131,7 @@ impl Core {
             let ids_path = self.dir.join(FileKind::DocMap.file_name(segment_id));
             let mut docs = SortedDocMapWriter::new(
                 create_buffered(self.fs.as_ref(), &ids_path)?,
+                self.index_id,
                 segment_id,
                 survivors,
                 tombstones_kept,
@@ -1901,9 +2204,16 @@ impl Core {
             let key_count = live_fingerprints.len() as u64;
             let plan = self.segment_plan(key_count);
             let tables = merged_tables(&run, &plan, live_fingerprints, dropped)?;
-            let level = run.iter().map(|s| s.meta.level).max().unwrap_or(0) + 1;
+            // A level read from the manifest may be anything.
+            let level = run
+                .iter()
+                .map(|s| s.meta.level)
+                .max()
+                .unwrap_or(0)
+                .saturating_add(1);
             Some(self.write_segment(segment_id, level, &plan, key_count, tables, ranges)?)
         };
+        self.hooks.pause(Point::MergeWritten);
         let run_ids: HashSet<u64> = run.iter().map(|s| s.meta.id).collect();
         let meta = merged.as_ref().map(|segment| segment.meta);
         self.commit(
@@ -1922,6 +2232,7 @@ impl Core {
         for segment in run {
             segment.obsolete.store(true, Ordering::Release);
         }
+        self.hooks.pause(Point::MergeCommitted);
         Ok(())
     }
 }
@@ -2047,8 +2358,13 @@ fn shadowed(state: &State, s: usize, id: u64) -> Result<bool> {
     if state.memtables().any(|m| m.version(id).is_some()) {
         return Ok(true);
     }
-    for newer in &state.segments[..s] {
-        if newer.by_id(id)?.is_some() || newer.tombstone(id)?.is_some() {
+    in_segments(&state.segments[..s], id)
+}
+
+/// Whether one of `segments` holds a version or a tombstone of `id`.
+fn in_segments(segments: &[Arc<Segment>], id: u64) -> Result<bool> {
+    for segment in segments {
+        if segment.by_id(id)?.is_some() || segment.tombstone(id)?.is_some() {
             return Ok(true);
         }
     }
@@ -2112,7 +2428,7 @@ impl std::io::Write for FileWriter {
 }
 
 fn create_buffered(fs: &dyn FileSystem, path: &Path) -> Result<BufWriter<FileWriter>> {
-    let file = fs.create(path).map_err(io_error(path, "create"))?;
+    let file = fs.create_new(path).map_err(io_error(path, "create"))?;
     Ok(BufWriter::with_capacity(WRITE_BUFFER, FileWriter(file)))
 }
 
@@ -2133,20 +2449,22 @@ fn encode_error(path: &Path) -> impl FnOnce(EncodeError) -> Error + '_ {
     }
 }
 
-/// Writes and syncs a new file that nothing names yet. If that fails (a
-/// full disk), what was written is removed again: nothing partial stays.
+/// Creates the new file `path` (never over an existing one) holding `bytes`,
+/// synced. If writing fails (a full disk), the file is removed again:
+/// nothing partial stays.
 pub(super) fn write_file(fs: &dyn FileSystem, path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut file = fs.create(path).map_err(io_error(path, "create"))?;
-    let written = file
-        .write_all(bytes)
-        .map_err(io_error(path, "write"))
-        .and_then(|()| file.sync().map_err(io_error(path, "sync")));
+    let file = fs.create_new(path).map_err(io_error(path, "create"))?;
+    let written = write_all_and_sync(file, path, bytes);
     if written.is_err() {
-        drop(file);
         // Best effort: a file left behind is an orphan the next open removes.
         let _ = fs.remove(path);
     }
     written
+}
+
+fn write_all_and_sync(mut file: Box<dyn WritableFile>, path: &Path, bytes: &[u8]) -> Result<()> {
+    file.write_all(bytes).map_err(io_error(path, "write"))?;
+    file.sync().map_err(io_error(path, "sync"))
 }
 
 /// The WAL header flags for a writer with `durability`.
@@ -2161,6 +2479,7 @@ pub(super) fn wal_flags(durability: Durability) -> u32 {
 fn new_wal_file(
     dir: &Path,
     fs: &dyn FileSystem,
+    index_id: u64,
     wal_id: u64,
     durability: Durability,
 ) -> Result<()> {
@@ -2168,7 +2487,7 @@ fn new_wal_file(
     write_file(
         fs,
         &path,
-        &encode_wal_header_with_flags(wal_id, wal_flags(durability)),
+        &encode_wal_header_with_flags(index_id, wal_id, wal_flags(durability)),
     )
 }
 
@@ -2179,7 +2498,23 @@ pub(super) fn commit_manifest(dir: &Path, fs: &dyn FileSystem, manifest: &Manife
         .encode()
         .map_err(|e| Error::InvalidArgument(e.to_string()))?;
     let tmp = dir.join(MANIFEST_TEMP_FILE_NAME);
-    write_file(fs, &tmp, &bytes)?;
+    match fs.create_new(&tmp) {
+        Ok(file) => {
+            if let Err(e) = write_all_and_sync(file, &tmp, &bytes) {
+                // Not committed: the temporary file is debris (best effort).
+                let _ = fs.remove(&tmp);
+                return Err(e);
+            }
+        }
+        // Debris of an interrupted commit: never named by the manifest, so
+        // replacing it loses nothing. Removed first, since no file is ever
+        // created over an existing one.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            fs.remove(&tmp).map_err(io_error(&tmp, "remove"))?;
+            write_file(fs, &tmp, &bytes)?;
+        }
+        Err(e) => return Err(io_error(&tmp, "create")(e)),
+    }
     let path = dir.join(FileKind::Manifest.file_name(0));
     if let Err(e) = fs.rename(&tmp, &path) {
         // Not committed: the temporary file is debris (best effort).
@@ -2196,6 +2531,155 @@ fn manifest_names_wal(dir: &Path, fs: &dyn FileSystem, wal_id: u64) -> bool {
         .ok()
         .and_then(|bytes| Manifest::decode(&bytes).ok())
         .is_some_and(|m| m.wal_ids.contains(&wal_id))
+}
+
+/// Checks that the manifest's counters lie past everything it names: the
+/// next segment id above every segment's, the next WAL id above every WAL's,
+/// the next sequence number above every segment's. A manifest that fails
+/// would make the engine reuse a live file's name or a sequence number, so
+/// it is refused as damage (docs/FORMAT.md, "Manifest file").
+fn check_manifest_counters(path: &Path, manifest: &Manifest) -> Result<()> {
+    let refuse = |reason: String| Error::Corrupted {
+        path: path.to_path_buf(),
+        offset: 0,
+        reason,
+    };
+    for (what, value) in [
+        ("next segment id", manifest.next_segment_id),
+        ("next WAL id", manifest.next_wal_id),
+        ("next sequence number", manifest.next_seq),
+        ("generation", manifest.generation),
+    ] {
+        if value >= COUNTER_LIMIT {
+            return Err(refuse(format!(
+                "the {what} {value} is beyond 2^63, which no index reaches"
+            )));
+        }
+    }
+    for meta in &manifest.segments {
+        if meta.id >= manifest.next_segment_id {
+            return Err(refuse(format!(
+                "the next segment id {} is not above segment {} that the manifest names",
+                manifest.next_segment_id, meta.id
+            )));
+        }
+        if (meta.doc_count > 0 || meta.tombstone_count > 0) && meta.max_seq >= manifest.next_seq {
+            return Err(refuse(format!(
+                "the next sequence number {} is not above segment {}'s largest, {}",
+                manifest.next_seq, meta.id, meta.max_seq
+            )));
+        }
+    }
+    if let Some(&wal_id) = manifest
+        .wal_ids
+        .iter()
+        .find(|&&id| id >= manifest.next_wal_id)
+    {
+        return Err(refuse(format!(
+            "the next WAL id {} is not above WAL {} that the manifest names",
+            manifest.next_wal_id, wal_id
+        )));
+    }
+    Ok(())
+}
+
+/// Ids and sequence numbers stay below this: at a billion a second, 2^63
+/// takes 292 years. A larger counter in a file is damage, and the counters
+/// can never overflow.
+const COUNTER_LIMIT: u64 = 1 << 63;
+
+/// Checks the sequence numbers of a WAL's records: each below
+/// [`COUNTER_LIMIT`], and increasing (every write takes a number above the
+/// last). A WAL that fails has checksum-valid frames written by no writer of
+/// this index, or reordered.
+fn check_wal_seqs(path: &Path, frames: &[WalFrame]) -> Result<()> {
+    let mut last: Option<u64> = None;
+    for frame in frames {
+        for record in &frame.records {
+            let seq = record.seq();
+            if seq >= COUNTER_LIMIT || last.is_some_and(|l| seq <= l) {
+                return Err(Error::Corrupted {
+                    path: path.to_path_buf(),
+                    offset: frame.offset,
+                    reason: format!(
+                        "a record's sequence number {seq} does not follow the previous one ({}) or is beyond 2^63",
+                        last.map_or("none".to_owned(), |l| l.to_string())
+                    ),
+                });
+            }
+            last = Some(seq);
+        }
+    }
+    Ok(())
+}
+
+/// Moves the manifest's next segment and WAL ids past any file in `dir`
+/// that already has them: the debris of a flush or merge interrupted before
+/// its commit (its ids were allocated after the last commit). New files are
+/// created exclusively, so without this such debris would make the next
+/// flush fail; it is removed after recovery (see [`remove_orphans`]).
+fn skip_ids_of_debris(dir: &Path, fs: &dyn FileSystem, manifest: &mut Manifest) -> Result<()> {
+    for path in fs.list(dir).map_err(io_error(dir, "list"))? {
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        // Ids from 2^63 on are never handed out, so files with them never
+        // collide with a new one.
+        match FileKind::parse_file_name(name) {
+            Some((FileKind::Segment | FileKind::DocMap, id))
+                if id >= manifest.next_segment_id && id < COUNTER_LIMIT - 1 =>
+            {
+                manifest.next_segment_id = id + 1;
+            }
+            Some((FileKind::Wal, id)) if id >= manifest.next_wal_id && id < COUNTER_LIMIT - 1 => {
+                manifest.next_wal_id = id + 1;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// A digest of a set of distinct `u64`s: their number and two sums of a
+/// keyed hash. Two sets with equal digests are equal, but for a chance of
+/// about 2^-128 that no file can aim at without the keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SetHash {
+    keys: (u64, u64),
+    count: u64,
+    sums: (u64, u64),
+}
+
+impl SetHash {
+    fn random_keys() -> (u64, u64) {
+        use std::hash::BuildHasher;
+        let state = std::collections::hash_map::RandomState::new();
+        (state.hash_one(1u64), state.hash_one(2u64))
+    }
+
+    fn new(keys: (u64, u64)) -> SetHash {
+        SetHash {
+            keys,
+            count: 0,
+            sums: (0, 0),
+        }
+    }
+
+    fn add(&mut self, x: u64) {
+        let h = fmix64(x ^ self.keys.0);
+        self.count += 1;
+        self.sums.0 = self.sums.0.wrapping_add(h);
+        self.sums.1 = self.sums.1.wrapping_add(fmix64(h ^ self.keys.1));
+    }
+}
+
+/// MurmurHash3's 64-bit finaliser: a bijection that mixes every bit.
+fn fmix64(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^ (x >> 33)
 }
 
 /// Removes files the manifest does not name (left by a crash mid-flush or
@@ -2223,7 +2707,13 @@ impl Segment {
     /// Maps a published segment of an index searched at distance `k`,
     /// refusing files shorter than the manifest says before mapping them,
     /// and checking their footers and the segment's plan.
-    fn open(dir: &Path, fs: &Arc<dyn FileSystem>, meta: SegmentMeta, k: u32) -> Result<Segment> {
+    pub(super) fn open(
+        dir: &Path,
+        fs: &Arc<dyn FileSystem>,
+        meta: SegmentMeta,
+        k: u32,
+        index_id: u64,
+    ) -> Result<Segment> {
         let seg_path = dir.join(FileKind::Segment.file_name(meta.id));
         let ids_path = dir.join(FileKind::DocMap.file_name(meta.id));
         let map = |path: &Path, expected_len: u64| -> Result<Mapped> {
@@ -2253,6 +2743,35 @@ impl Segment {
         if docs.footer_crc() != meta.ids_footer_crc {
             return Err(mismatch(&ids_path, "the footer checksum"));
         }
+        // The files' own headers (whose counts their readers checked against
+        // the files' sizes) against the manifest's record: a count that
+        // sizes an allocation is never taken from the manifest unchecked.
+        let differs = |path: &Path, what: &str, file: u64, recorded: u64| Error::Corrupted {
+            path: path.to_path_buf(),
+            offset: 0,
+            reason: format!("the file's {what} is {file}; the manifest records {recorded}"),
+        };
+        for (path, file) in [(&seg_path, tables.index_id()), (&ids_path, docs.index_id())] {
+            if file != index_id {
+                return Err(foreign(path, file, index_id));
+            }
+        }
+        for (path, what, file, recorded) in [
+            (&seg_path, "segment id", tables.segment_id(), meta.id),
+            (&ids_path, "segment id", docs.segment_id(), meta.id),
+            (&seg_path, "key count", tables.key_count(), meta.key_count),
+            (&ids_path, "entry count", docs.len() as u64, meta.doc_count),
+            (
+                &ids_path,
+                "tombstone count",
+                docs.tombstone_count() as u64,
+                meta.tombstone_count,
+            ),
+        ] {
+            if file != recorded {
+                return Err(differs(path, what, file, recorded));
+            }
+        }
         // Any plan of the index's k answers exactly; segments of one index
         // may differ in their number of tables.
         let info = tables.info();
@@ -2270,7 +2789,110 @@ impl Segment {
             docs,
             docs_map,
             obsolete: AtomicBool::new(false),
+            sound: AtomicBool::new(false),
             fs: fs.clone(),
+        })
+    }
+
+    /// Checks every checksum of both files, then that they agree: every
+    /// table holds, under its permutation, exactly the distinct fingerprints
+    /// of the doc map's entries, and the doc map's sequence numbers and
+    /// timestamps span what the manifest records (queries order segments by
+    /// them). Names the file that is wrong. Marks the segment sound.
+    ///
+    /// The key sets are compared by count and by a sum of a keyed hash of
+    /// each key (keys drawn at random per call, so no file can be crafted to
+    /// pass): O(1) memory, one pass over each table and the doc map.
+    pub(super) fn verify(&self) -> Result<()> {
+        self.tables
+            .verify()
+            .map_err(|e| corrupted(&self.seg_path, &e))?;
+        self.docs
+            .verify()
+            .map_err(|e| corrupted(&self.ids_path, &e))?;
+        let keys = SetHash::random_keys();
+        let mut fingerprints = SetHash::new(keys);
+        let mut last = None;
+        let (mut seq, mut time) = ((u64::MAX, 0u64), (u64::MAX, 0u64));
+        let mut span = |s: u64, t: u64| {
+            seq = (seq.0.min(s), seq.1.max(s));
+            time = (time.0.min(t), time.1.max(t));
+        };
+        for entry in self.docs.entries() {
+            let e = entry.map_err(|e| corrupted(&self.ids_path, &e))?;
+            if last != Some(e.fingerprint) {
+                fingerprints.add(e.fingerprint);
+                last = Some(e.fingerprint);
+            }
+            span(e.seq, e.timestamp);
+        }
+        for tombstone in self.docs.tombstones() {
+            let t = tombstone.map_err(|e| corrupted(&self.ids_path, &e))?;
+            span(t.seq, t.timestamp);
+        }
+        let recorded = (
+            (self.meta.min_seq, self.meta.max_seq),
+            (self.meta.min_timestamp, self.meta.max_timestamp),
+        );
+        if (seq, time) != recorded {
+            return Err(Error::Corrupted {
+                path: self.ids_path.clone(),
+                offset: 0,
+                reason: format!(
+                    "its records span sequence numbers {}..={} and timestamps {}..={}; the manifest records {}..={} and {}..={}",
+                    seq.0,
+                    seq.1,
+                    time.0,
+                    time.1,
+                    recorded.0.0,
+                    recorded.0.1,
+                    recorded.1.0,
+                    recorded.1.1
+                ),
+            });
+        }
+        let mut tables = Vec::with_capacity(self.plan.tables().len());
+        for (t, table) in self.plan.tables().iter().enumerate() {
+            let reader = self
+                .tables
+                .table(t)
+                .map_err(|e| corrupted(&self.seg_path, &e))?;
+            let mut held = SetHash::new(keys);
+            for key in reader.iter() {
+                held.add(table.unpermute(key.map_err(|e| corrupted(&self.seg_path, &e))?));
+            }
+            tables.push(held);
+        }
+        let Some(wrong) = tables.iter().position(|h| *h != fingerprints) else {
+            self.sound.store(true, Ordering::Release);
+            return Ok(());
+        };
+        if tables.iter().all(|h| *h == tables[0]) && tables.len() > 1 {
+            // Every table agrees with the others and none with the doc map.
+            return Err(Error::Corrupted {
+                path: self.ids_path.clone(),
+                offset: 0,
+                reason: format!(
+                    "its entries' {} distinct fingerprints are not the {} keys that all {} tables of its segment hold",
+                    fingerprints.count,
+                    tables[0].count,
+                    tables.len()
+                ),
+            });
+        }
+        Err(Error::Corrupted {
+            path: self.seg_path.clone(),
+            offset: self.tables.table_offset(wrong).unwrap_or(0),
+            reason: format!(
+                "table {wrong} does not hold the doc map's {} distinct fingerprints under its permutation (it holds {} keys{})",
+                fingerprints.count,
+                tables[wrong].count,
+                if tables.contains(&fingerprints) {
+                    ", and other tables agree with the doc map"
+                } else {
+                    ""
+                }
+            ),
         })
     }
 
@@ -2302,6 +2924,17 @@ impl Segment {
         self.docs
             .by_id(id)
             .map_err(|e| corrupted(&self.ids_path, &e))
+    }
+
+    /// Whether this segment's doc map also holds a tombstone of `entry`'s
+    /// id that is newer than it (sequence numbers decide; docs/FORMAT.md,
+    /// "Doc map file"). The engine never writes both for one id, but the
+    /// format allows it.
+    fn deletes_here(&self, entry: &DocEntry<'_>) -> Result<bool> {
+        if self.meta.tombstone_count == 0 {
+            return Ok(false);
+        }
+        Ok(self.tombstone(entry.id)?.is_some_and(|t| t.seq > entry.seq))
     }
 
     fn tombstone(&self, id: u64) -> Result<Option<Tombstone>> {

@@ -9,6 +9,7 @@ pub mod lock;
 mod memtable;
 pub mod policy;
 mod repair;
+pub mod schedule;
 
-pub use index::{Doc, Durability, Index, Match, Options, Stats, VerifyReport};
+pub use index::{Doc, Durability, Index, Match, Options, Stats, VerifyReport, WalTail};
 pub use repair::{LOST_AND_FOUND, RepairReport};

@@ -22,7 +22,10 @@ use crate::format::{
 use crate::plan::Plan;
 
 use super::fs::{FileSystem, RealFs};
-use super::index::{commit_manifest, corrupted, io_error, lock_error, wal_flags, write_file};
+use super::index::{
+    Segment, commit_manifest, corrupted, foreign, io_error, lock_error, new_index_id, wal_flags,
+    write_file,
+};
 use super::lock::{DirLock, LOCK_FILE};
 use super::{Index, Options};
 
@@ -182,7 +185,8 @@ impl Index {
                 Some(DirLock::exclusive(dir).map_err(lock_error)?),
             ),
         };
-        let fs = fs.as_ref();
+        let fs_arc = fs;
+        let fs = fs_arc.as_ref();
         let listing = list(dir, fs).ok_or_else(|| Error::Io {
             path: dir.to_path_buf(),
             op: "list",
@@ -244,6 +248,13 @@ impl Index {
                 _ => {}
             }
         }
+        // The index's id: the manifest's, else the one most of the files
+        // name (a file copied in from another index is the odd one out),
+        // else a new one.
+        let index_id = match &old {
+            Some(m) => m.index_id,
+            None => most_named_index_id(dir, fs, &seg_ids, &wal_ids).unwrap_or_else(new_index_id),
+        };
         if old.is_none() {
             // Settings given by the caller: a k the segments contradict
             // would set every segment aside. Refuse before moving anything.
@@ -271,7 +282,7 @@ impl Index {
         for &id in &seg_ids {
             let seg = FileKind::Segment.file_name(id);
             let ids = FileKind::DocMap.file_name(id);
-            let checked = check_segment(dir, fs, id, &plan).map(|mut c| {
+            let checked = check_segment(dir, &fs_arc, id, &plan, index_id).map(|mut c| {
                 if let Some(named) = old
                     .as_ref()
                     .and_then(|m| m.segments.iter().find(|s| s.id == id))
@@ -328,6 +339,9 @@ impl Index {
                 Err(e) => format!("unreadable: {e}"),
                 Ok(bytes) => match WalReader::new(&bytes) {
                     Err(e) => corrupted(&path, &e).to_string(),
+                    Ok(reader) if reader.index_id() != index_id => {
+                        foreign(&path, reader.index_id(), index_id).to_string()
+                    }
                     Ok(reader) => {
                         let (valid, end) = reader.read_all();
                         let count = valid.len();
@@ -341,6 +355,11 @@ impl Index {
                             WalEnd::Clean => format!("{count} valid frame(s) read"),
                             WalEnd::TornTail { offset } => format!(
                                 "{count} valid frame(s) read; a torn tail at byte {offset} dropped"
+                            ),
+                            WalEnd::Unparsable { error } => format!(
+                                "{count} valid frame(s) read; a frame whose checksums match \
+                                 but which does not parse at byte {}, the rest dropped: {error}",
+                                error.offset
                             ),
                             WalEnd::Corrupted { error, .. } => format!(
                                 "{count} valid frame(s) read; damaged from byte {}, the rest \
@@ -384,8 +403,11 @@ impl Index {
             .max(old.as_ref().map_or(0, |m| m.next_wal_id.saturating_sub(1)))
             + 1;
         let wal_name = FileKind::Wal.file_name(wal_id);
-        let mut bytes =
-            crate::format::encode_wal_header_with_flags(wal_id, wal_flags(options.durability));
+        let mut bytes = crate::format::encode_wal_header_with_flags(
+            index_id,
+            wal_id,
+            wal_flags(options.durability),
+        );
         for records in &replay {
             bytes.extend(encode_frame(records).map_err(|e| Error::InvalidArgument(e.to_string()))?);
         }
@@ -415,6 +437,7 @@ impl Index {
         fs.sync_dir(&lost).map_err(io_error(&lost, "sync"))?;
 
         let manifest = Manifest {
+            index_id,
             shape: plan.shape(),
             k: plan.k(),
             fingerprint_config,
@@ -454,10 +477,12 @@ fn unused_name(fs: &dyn FileSystem, dir: &Path, name: &str) -> PathBuf {
 /// Checks segment `id`'s two files in full and builds its manifest record.
 fn check_segment(
     dir: &Path,
-    fs: &dyn FileSystem,
+    fs_arc: &Arc<dyn FileSystem>,
     id: u64,
     plan: &Plan,
+    index_id: u64,
 ) -> std::result::Result<Candidate, String> {
+    let fs = fs_arc.as_ref();
     let seg_path = dir.join(FileKind::Segment.file_name(id));
     let ids_path = dir.join(FileKind::DocMap.file_name(id));
     let seg_len = fs
@@ -534,5 +559,36 @@ fn check_segment(
             meta.key_count
         ));
     }
+    // The full check of an open index's segment: the files name this index,
+    // and every table holds the doc map's key set.
+    let segment =
+        Segment::open(dir, fs_arc, meta, plan.k(), index_id).map_err(|e| e.to_string())?;
+    segment.verify().map_err(|e| e.to_string())?;
     Ok(Candidate { meta })
+}
+
+/// The index id that most of the segment and WAL files in `dir` name in
+/// their headers, if any can be read.
+fn most_named_index_id(
+    dir: &Path,
+    fs: &dyn FileSystem,
+    seg_ids: &BTreeSet<u64>,
+    wal_ids: &BTreeSet<u64>,
+) -> Option<u64> {
+    let mut votes: std::collections::BTreeMap<u64, usize> = std::collections::BTreeMap::new();
+    for &id in seg_ids {
+        let path = dir.join(FileKind::Segment.file_name(id));
+        if let Some(reader) = fs.map(&path).ok().and_then(|m| SegmentReader::new(m).ok()) {
+            *votes.entry(reader.index_id()).or_default() += 1;
+        }
+    }
+    for &id in wal_ids {
+        let path = dir.join(FileKind::Wal.file_name(id));
+        if let Ok(bytes) = fs.read(&path)
+            && let Ok(reader) = WalReader::new(&bytes)
+        {
+            *votes.entry(reader.index_id()).or_default() += 1;
+        }
+    }
+    votes.into_iter().max_by_key(|&(_, n)| n).map(|(id, _)| id)
 }

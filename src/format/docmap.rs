@@ -15,8 +15,8 @@ use super::container::{Container, ContainerWriter};
 use super::{EncodeError, FileKind, FormatError, FormatErrorKind, MAX_NAME_LEN};
 
 const FILE: FileKind = FileKind::DocMap;
-/// Magic, version, segment id, entry count, tombstone count, CRC.
-const HEADER_LEN: usize = 40;
+/// Magic, version, segment id, entry count, tombstone count, index id, CRC.
+const HEADER_LEN: usize = 48;
 const ENTRY_LEN: usize = 48;
 const ID_LEN: usize = 16;
 const TOMBSTONE_LEN: usize = 28;
@@ -67,6 +67,7 @@ struct PendingEntry {
 /// the tombstones (the engine resolves upserts before writing a segment).
 #[derive(Debug, Default)]
 pub struct DocMapWriter {
+    index_id: u64,
     segment_id: u64,
     entries: Vec<PendingEntry>,
     names: Vec<u8>,
@@ -105,9 +106,10 @@ impl Ranges {
 }
 
 impl DocMapWriter {
-    /// A writer for the doc map of segment `segment_id`.
-    pub fn new(segment_id: u64) -> Self {
+    /// A writer for the doc map of segment `segment_id` of index `index_id`.
+    pub fn new(index_id: u64, segment_id: u64) -> Self {
         DocMapWriter {
+            index_id,
             segment_id,
             ..DocMapWriter::default()
         }
@@ -191,6 +193,7 @@ impl DocMapWriter {
         self.tombstones.sort_unstable();
         let mut w = SortedDocMapWriter::new(
             out,
+            self.index_id,
             self.segment_id,
             to_u64(self.entries.len()),
             to_u64(self.tombstones.len()),
@@ -272,9 +275,11 @@ pub struct SortedDocMapWriter<W: Write> {
 
 impl<W: Write> SortedDocMapWriter<W> {
     /// Writes the header of a doc map of `entry_count` documents and
-    /// `tombstone_count` tombstones for segment `segment_id`.
+    /// `tombstone_count` tombstones for segment `segment_id` of index
+    /// `index_id`.
     pub fn new(
         out: W,
+        index_id: u64,
         segment_id: u64,
         entry_count: u64,
         tombstone_count: u64,
@@ -290,6 +295,7 @@ impl<W: Write> SortedDocMapWriter<W> {
         header.extend_from_slice(&segment_id.to_le_bytes());
         header.extend_from_slice(&entry_count.to_le_bytes());
         header.extend_from_slice(&tombstone_count.to_le_bytes());
+        header.extend_from_slice(&index_id.to_le_bytes());
         Ok(SortedDocMapWriter {
             container: ContainerWriter::new(out, FILE, &header)?,
             entry_count,
@@ -697,6 +703,7 @@ pub struct DocMapReader<D> {
     data: D,
     container: Container,
     layout: Layout,
+    index_id: u64,
     segment_id: u64,
 }
 
@@ -708,6 +715,7 @@ impl<D: AsRef<[u8]>> DocMapReader<D> {
         let field = |at| u64_at(header, at).unwrap_or_default();
         let segment_id = field(12);
         let (entry_count, tombstone_count) = (field(20), field(28));
+        let index_id = field(36);
         if container.section_count() != SECTIONS {
             return Err(FormatError::malformed(
                 FILE,
@@ -764,6 +772,7 @@ impl<D: AsRef<[u8]>> DocMapReader<D> {
             data,
             container,
             layout,
+            index_id,
             segment_id,
         })
     }
@@ -783,6 +792,11 @@ impl<D: AsRef<[u8]>> DocMapReader<D> {
             entry_count: l.entry_count,
             tombstone_count: l.tombstone_count,
         }
+    }
+
+    /// The index this doc map belongs to.
+    pub fn index_id(&self) -> u64 {
+        self.index_id
     }
 
     /// The segment this doc map belongs to.
@@ -1095,7 +1109,7 @@ mod tests {
     }
 
     fn build(docs: &[DocEntry<'_>], tombs: &[Tombstone]) -> Vec<u8> {
-        let mut w = DocMapWriter::new(77);
+        let mut w = DocMapWriter::new(0, 77);
         for d in docs {
             w.push(*d).unwrap();
         }
@@ -1145,7 +1159,7 @@ mod tests {
     #[test]
     fn ranges_span_entries_and_tombstones() {
         let (docs, tombs) = sample();
-        let mut w = DocMapWriter::new(1);
+        let mut w = DocMapWriter::new(0, 1);
         assert_eq!(w.ranges(), None);
         for d in &docs {
             w.push(*d).unwrap();
@@ -1185,14 +1199,14 @@ mod tests {
 
     #[test]
     fn duplicates_and_long_names_are_refused() {
-        let mut w = DocMapWriter::new(1);
+        let mut w = DocMapWriter::new(0, 1);
         w.push(doc(1, 5, None)).unwrap();
         w.push(doc(2, 5, None)).unwrap();
         assert!(matches!(
             w.finish(),
             Err(EncodeError::DuplicateId { id: 5 })
         ));
-        let mut w = DocMapWriter::new(1);
+        let mut w = DocMapWriter::new(0, 1);
         let t = Tombstone {
             id: 4,
             seq: 1,
@@ -1205,7 +1219,7 @@ mod tests {
             Err(EncodeError::DuplicateId { id: 4 })
         ));
         let long = "x".repeat(MAX_NAME_LEN + 1);
-        let mut w = DocMapWriter::new(1);
+        let mut w = DocMapWriter::new(0, 1);
         assert!(matches!(
             w.push(doc(1, 1, Some(&long))),
             Err(EncodeError::NameTooLong { .. })
@@ -1227,7 +1241,7 @@ mod tests {
     #[test]
     fn sorted_writer_streams_the_same_file() {
         let (docs, ids, tombs) = sample_in_file_order();
-        let mut w = SortedDocMapWriter::new(Vec::new(), 77, 6, 2).unwrap();
+        let mut w = SortedDocMapWriter::new(Vec::new(), 0, 77, 6, 2).unwrap();
         for (d, expected) in docs.iter().zip(0u32..) {
             assert_eq!(w.push(*d).unwrap(), expected);
         }
@@ -1250,7 +1264,7 @@ mod tests {
     #[test]
     fn sorted_writer_refuses_what_would_not_be_a_valid_file() {
         let (docs, ids, tombs) = sample_in_file_order();
-        let writer = || SortedDocMapWriter::new(Vec::new(), 1, 6, 2).unwrap();
+        let writer = || SortedDocMapWriter::new(Vec::new(), 0, 1, 6, 2).unwrap();
         let with_entries = || {
             let mut w = writer();
             for d in &docs {
@@ -1313,7 +1327,13 @@ mod tests {
         w.push(docs[0]).unwrap();
         assert!(invalid(w.finish()));
         // More documents than a doc map can hold.
-        assert!(invalid(SortedDocMapWriter::new(Vec::new(), 1, 1 << 32, 0)));
+        assert!(invalid(SortedDocMapWriter::new(
+            Vec::new(),
+            0,
+            1,
+            1 << 32,
+            0
+        )));
     }
 
     #[test]

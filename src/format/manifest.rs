@@ -10,7 +10,7 @@ use crate::plan::Shape;
 
 const FILE: FileKind = FileKind::Manifest;
 /// Fixed fields before the variable parts.
-const FIXED_LEN: usize = 80;
+const FIXED_LEN: usize = 88;
 const SEGMENT_LEN: usize = 96;
 /// Longest fingerprint configuration line accepted.
 pub const MAX_CONFIG_LEN: usize = 4096;
@@ -49,6 +49,10 @@ pub struct SegmentMeta {
 /// The contents of the `MANIFEST` file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Manifest {
+    /// The index's id, drawn at random when it was created and written into
+    /// every file of the index: a file copied in from another index is
+    /// refused.
+    pub index_id: u64,
     /// The plan's block structure.
     pub shape: Shape,
     /// The plan's distance.
@@ -113,6 +117,7 @@ impl Manifest {
         for v in [config.len() as u32, wal_count, segment_count, 0] {
             out.extend_from_slice(&v.to_le_bytes());
         }
+        out.extend_from_slice(&self.index_id.to_le_bytes());
         out.extend_from_slice(config);
         for id in &self.wal_ids {
             out.extend_from_slice(&id.to_le_bytes());
@@ -206,6 +211,7 @@ impl Manifest {
                 "the manifest's reserved field is not zero",
             ));
         }
+        let index_id = c.u64()?;
         let expected = config_len
             .checked_add(wal_count.saturating_mul(8))
             .and_then(|n| n.checked_add(segment_count.checked_mul(SEGMENT_LEN)?));
@@ -290,6 +296,7 @@ impl Manifest {
             ));
         }
         Ok(Manifest {
+            index_id,
             shape,
             k,
             fingerprint_config: config,
@@ -317,6 +324,7 @@ mod tests {
 
     fn sample() -> Manifest {
         Manifest {
+            index_id: 0x5eed_0001,
             shape: Shape::Flat { blocks: 6 },
             k: 3,
             fingerprint_config: "v1 tokenizer=words shingle=1 weighting=tf hash=fnv1a64-fmix64"
@@ -370,6 +378,7 @@ mod tests {
         let bytes = m.encode().unwrap();
         assert_eq!(Manifest::decode(&bytes).unwrap(), m);
         let empty = Manifest {
+            index_id: 0x5eed_0001,
             wal_ids: vec![],
             segments: vec![],
             fingerprint_config: String::new(),
@@ -404,6 +413,7 @@ mod tests {
     #[test]
     fn bad_values_are_refused() {
         let m = Manifest {
+            index_id: 0x5eed_0001,
             fingerprint_config: "two\nlines".to_owned(),
             ..sample()
         };
@@ -411,6 +421,7 @@ mod tests {
         // The encoder refuses an id listed twice; the decoder must too, so
         // write one by hand: WAL ids 1, 2 turned into 1, 1, checksum fixed.
         let m = Manifest {
+            index_id: 0x5eed_0001,
             wal_ids: vec![1, 2],
             ..sample()
         };

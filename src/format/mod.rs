@@ -25,6 +25,7 @@
 //!
 //! let keys: Vec<u64> = (0..1000u64).map(|i| i * 0x0123_4567_89ab).collect();
 //! let info = SegmentInfo {
+//!     index_id: 1,
 //!     segment_id: 7,
 //!     shape: Shape::Flat { blocks: 4 },
 //!     k: 3,
@@ -66,13 +67,13 @@ pub use segment::{SegmentInfo, SegmentReader, SegmentWriter};
 pub use table::{DEFAULT_BLOCK_LEN, MAX_BLOCK_LEN, TableReader, TableWriter};
 pub use wal::{
     Record, WAL_UNSYNCED_APPENDS, WalEnd, WalFrame, WalReader, encode_frame, encode_wal_header,
-    encode_wal_header_with_flags, looks_like_lost_write_back,
+    encode_wal_header_with_flags, holds_whole_frame, looks_like_lost_write_back,
 };
 
 /// The format version this build writes and reads, for every file kind.
 ///
 /// See docs/FORMAT.md#versions.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Longest document name, in bytes, that the WAL and the doc map accept.
 pub const MAX_NAME_LEN: usize = 64 * 1024;
@@ -260,6 +261,13 @@ impl fmt::Display for FormatError {
                  program wrote into it",
                 show_magic(got),
                 show_magic(expected)
+            ),
+            FormatErrorKind::UnsupportedVersion { expected, got } if got < expected => write!(
+                f,
+                "{file} has format version {got}, which this build no longer reads (it reads \
+                 version {expected}; docs/FORMAT.md, \"Versions\"); rebuild the index: with \
+                 the build that wrote it, read its documents (`Index::for_each_doc`) and insert \
+                 them into a new index"
             ),
             FormatErrorKind::UnsupportedVersion { expected, got } => write!(
                 f,
@@ -450,5 +458,20 @@ mod tests {
         );
         assert!(e.to_string().contains("version 2"));
         assert!(!e.is_corruption());
+        // A file of an older version: say how to move its data over.
+        let e = FormatError::new(
+            FileKind::Manifest,
+            8,
+            FormatErrorKind::UnsupportedVersion {
+                expected: 2,
+                got: 1,
+            },
+        );
+        let s = e.to_string();
+        assert!(
+            s.contains("version 1") && s.contains("no longer reads"),
+            "{s}"
+        );
+        assert!(s.contains("for_each_doc") && s.contains("new index"), "{s}");
     }
 }

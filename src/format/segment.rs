@@ -12,12 +12,16 @@ use super::{EncodeError, FileKind, FormatError};
 use crate::plan::Shape;
 
 const FILE: FileKind = FileKind::Segment;
-/// Magic, version, table count, segment id, key count, shape (4 bytes), CRC.
-const HEADER_LEN: usize = 40;
+/// Magic, version, table count, segment id, key count, shape (4 bytes),
+/// index id, CRC.
+const HEADER_LEN: usize = 48;
 
 /// What a segment's header records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SegmentInfo {
+    /// The id of the index the segment belongs to (written at its creation;
+    /// a file copied in from another index is refused).
+    pub index_id: u64,
     /// The segment's id (also its file name).
     pub segment_id: u64,
     /// The plan's block structure (each count at most 255).
@@ -92,6 +96,7 @@ impl<W: Write> SegmentWriter<W> {
         header.extend_from_slice(&info.segment_id.to_le_bytes());
         header.extend_from_slice(&info.key_count.to_le_bytes());
         header.extend_from_slice(&encode_shape(info.shape, info.k)?);
+        header.extend_from_slice(&info.index_id.to_le_bytes());
         Ok(SegmentWriter {
             container: ContainerWriter::new(out, FILE, &header)?,
             info,
@@ -197,6 +202,7 @@ impl<D: AsRef<[u8]>> SegmentReader<D> {
             ));
         }
         let info = SegmentInfo {
+            index_id: field(36),
             segment_id: field(16),
             shape,
             k,
@@ -213,6 +219,11 @@ impl<D: AsRef<[u8]>> SegmentReader<D> {
     /// Everything the header records.
     pub fn info(&self) -> SegmentInfo {
         self.info
+    }
+
+    /// The id of the index the segment belongs to.
+    pub fn index_id(&self) -> u64 {
+        self.info.index_id
     }
 
     /// The segment's id.
@@ -251,6 +262,11 @@ impl<D: AsRef<[u8]>> SegmentReader<D> {
         Ok(table)
     }
 
+    /// Where table `i`'s section starts in the file.
+    pub fn table_offset(&self, i: usize) -> Result<u64, FormatError> {
+        Ok(self.container.section(self.data.as_ref(), i)?.offset)
+    }
+
     /// Checks every checksum: each table section's, then each table's index
     /// and blocks (decoding every key).
     pub fn verify(&self) -> Result<(), FormatError> {
@@ -280,6 +296,7 @@ mod tests {
 
     fn info(tables: u32, keys: u64) -> SegmentInfo {
         SegmentInfo {
+            index_id: 0,
             segment_id: 42,
             shape: Shape::Nested { outer: 4, inner: 4 },
             k: 3,
@@ -372,12 +389,12 @@ mod tests {
     #[test]
     fn version_and_magic_errors_come_first() {
         let mut bytes = build(&sample());
-        bytes[8] = 2;
+        bytes[8] = 3;
         assert_eq!(
             SegmentReader::new(&bytes[..]).unwrap_err().kind,
             FormatErrorKind::UnsupportedVersion {
-                expected: 1,
-                got: 2
+                expected: 2,
+                got: 3
             }
         );
         bytes[0] = b'X';

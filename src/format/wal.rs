@@ -9,8 +9,8 @@ use super::bytes::{Cursor, check_crc, check_magic_and_version, crc32, to_u64, u3
 use super::{EncodeError, FileKind, FormatError, FormatErrorKind, MAX_NAME_LEN};
 
 const FILE: FileKind = FileKind::Wal;
-/// Magic, version, flags, WAL id, CRC.
-pub const WAL_HEADER_LEN: usize = 28;
+/// Magic, version, flags, WAL id, index id, CRC.
+pub const WAL_HEADER_LEN: usize = 36;
 /// Payload length, payload CRC32, and the CRC32 of those 8 bytes.
 pub const FRAME_HEADER_LEN: usize = 12;
 /// The largest payload a frame may have (256 MiB).
@@ -56,9 +56,9 @@ impl Record {
     }
 }
 
-/// The header that starts WAL file `wal_id`.
-pub fn encode_wal_header(wal_id: u64) -> Vec<u8> {
-    encode_wal_header_with_flags(wal_id, 0)
+/// The header that starts WAL file `wal_id` of index `index_id`.
+pub fn encode_wal_header(index_id: u64, wal_id: u64) -> Vec<u8> {
+    encode_wal_header_with_flags(index_id, wal_id, 0)
 }
 
 /// Header flag: frames of this WAL are acknowledged before they are synced
@@ -67,12 +67,13 @@ pub fn encode_wal_header(wal_id: u64) -> Vec<u8> {
 pub const WAL_UNSYNCED_APPENDS: u32 = 1;
 
 /// A WAL header with `flags` (0 or [`WAL_UNSYNCED_APPENDS`]).
-pub fn encode_wal_header_with_flags(wal_id: u64, flags: u32) -> Vec<u8> {
+pub fn encode_wal_header_with_flags(index_id: u64, wal_id: u64, flags: u32) -> Vec<u8> {
     let mut out = Vec::with_capacity(WAL_HEADER_LEN);
     out.extend_from_slice(&FILE.magic());
     out.extend_from_slice(&super::FORMAT_VERSION.to_le_bytes());
     out.extend_from_slice(&flags.to_le_bytes());
     out.extend_from_slice(&wal_id.to_le_bytes());
+    out.extend_from_slice(&index_id.to_le_bytes());
     let crc = crc32(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
@@ -232,6 +233,15 @@ pub enum WalEnd {
         /// Where the torn frame starts (the length to truncate to).
         offset: u64,
     },
+    /// The frame at `error.offset` has matching checksums, but its payload
+    /// does not parse (`error.kind` says why). An interrupted append cannot leave that (the payload
+    /// CRC says its bytes are the ones written), so it is damage wherever it
+    /// lies, the last frame included: a file written by a faulty writer or
+    /// crafted. Nothing after it is read. Report it; never drop it silently.
+    Unparsable {
+        /// What is wrong with the payload.
+        error: FormatError,
+    },
     /// The frame at `error.offset` is invalid, but a valid frame follows
     /// it: acknowledged data was damaged. Report it; never drop it silently.
     Corrupted {
@@ -268,6 +278,19 @@ pub fn looks_like_lost_write_back(bytes: &[u8], from: u64, to: u64) -> bool {
             && bytes
                 .get(start..q)
                 .is_some_and(|run| run.iter().all(|&b| b == 0))
+    })
+}
+
+/// Whether the bytes of a WAL from `offset` on hold a whole frame: a frame
+/// header whose own CRC matches, followed by all the payload it declares.
+/// Said of a torn tail ([`WalEnd::TornTail`]), it means the payload failed
+/// its checksum although every byte of it is there.
+pub fn holds_whole_frame(bytes: &[u8], offset: u64) -> bool {
+    usize::try_from(offset).is_ok_and(|at| {
+        frame_header_at(bytes, at).is_some_and(|(len, _)| {
+            at.checked_add(FRAME_HEADER_LEN + len)
+                .is_some_and(|end| end <= bytes.len())
+        })
     })
 }
 
@@ -335,7 +358,7 @@ fn frame_at(bytes: &[u8], at: usize) -> Result<(&[u8], usize), FormatError> {
 /// ```
 /// use simhashdb::format::{Record, WalEnd, WalReader, encode_frame, encode_wal_header};
 ///
-/// let mut wal = encode_wal_header(1);
+/// let mut wal = encode_wal_header(0, 1);
 /// let batch = [Record::Delete { seq: 1, id: 9, timestamp: 0 }];
 /// wal.extend(encode_frame(&batch)?);
 /// wal.extend(&encode_frame(&batch)?[..5]); // a crash mid-append
@@ -350,6 +373,7 @@ fn frame_at(bytes: &[u8], at: usize) -> Result<(&[u8], usize), FormatError> {
 pub struct WalReader<'a> {
     bytes: &'a [u8],
     wal_id: u64,
+    index_id: u64,
     flags: u32,
     pos: usize,
     end: Option<WalEnd>,
@@ -370,8 +394,8 @@ impl<'a> WalReader<'a> {
                 },
             )
         })?;
-        let covered = header.get(..24).unwrap_or_default();
-        check_crc(FILE, 0, covered, u32_at(header, 24).unwrap_or_default())?;
+        let covered = header.get(..32).unwrap_or_default();
+        check_crc(FILE, 0, covered, u32_at(header, 32).unwrap_or_default())?;
         let flags = u32_at(header, 12).unwrap_or_default();
         if flags & !WAL_UNSYNCED_APPENDS != 0 {
             return Err(FormatError::malformed(
@@ -383,6 +407,7 @@ impl<'a> WalReader<'a> {
         Ok(WalReader {
             bytes,
             wal_id: u64_at(header, 16).unwrap_or_default(),
+            index_id: u64_at(header, 24).unwrap_or_default(),
             flags,
             pos: WAL_HEADER_LEN,
             end: None,
@@ -392,6 +417,11 @@ impl<'a> WalReader<'a> {
     /// The id recorded in the header.
     pub fn wal_id(&self) -> u64 {
         self.wal_id
+    }
+
+    /// The id of the index the header says the WAL belongs to.
+    pub fn index_id(&self) -> u64 {
+        self.index_id
     }
 
     /// Whether the header says frames were acknowledged before being synced
@@ -436,9 +466,20 @@ impl Iterator for WalReader<'_> {
             self.end = Some(WalEnd::Clean);
             return None;
         }
-        let frame = frame_at(self.bytes, at).and_then(|(payload, end)| {
-            decode_payload(payload, to_u64(at + FRAME_HEADER_LEN)).map(|records| (records, end))
-        });
+        let frame = match frame_at(self.bytes, at) {
+            Ok((payload, end)) => match decode_payload(payload, to_u64(at + FRAME_HEADER_LEN)) {
+                Ok(records) => Ok((records, end)),
+                Err(mut error) => {
+                    // Both checksums matched: damage, not a torn append. The
+                    // frame is the bad structure (the parse may have failed
+                    // at its very end).
+                    error.offset = to_u64(at);
+                    self.end = Some(WalEnd::Unparsable { error });
+                    return None;
+                }
+            },
+            Err(error) => Err(error),
+        };
         match frame {
             Ok((records, end)) => {
                 self.pos = end;
@@ -515,7 +556,7 @@ mod tests {
     }
 
     fn wal(batches: &[Vec<Record>]) -> (Vec<u8>, Vec<usize>) {
-        let mut bytes = encode_wal_header(3);
+        let mut bytes = encode_wal_header(0, 3);
         let mut ends = vec![bytes.len()];
         for b in batches {
             encode_frame_into(&mut bytes, b).unwrap();
@@ -639,13 +680,13 @@ mod tests {
 
     #[test]
     fn header_flags_round_trip_and_unknown_bits_are_refused() {
-        let plain = encode_wal_header(5);
+        let plain = encode_wal_header(0, 5);
         assert!(!WalReader::new(&plain).unwrap().unsynced_appends());
-        let buffered = encode_wal_header_with_flags(5, WAL_UNSYNCED_APPENDS);
+        let buffered = encode_wal_header_with_flags(0, 5, WAL_UNSYNCED_APPENDS);
         let reader = WalReader::new(&buffered).unwrap();
         assert!(reader.unsynced_appends());
         assert_eq!(reader.wal_id(), 5);
-        let unknown = encode_wal_header_with_flags(5, 2);
+        let unknown = encode_wal_header_with_flags(0, 5, 2);
         assert!(WalReader::new(&unknown).is_err());
     }
 

@@ -9,6 +9,7 @@ use simhashdb::{Index, Match, hamming};
 
 pub mod cli;
 pub mod http;
+pub mod schedule;
 pub mod server;
 pub mod workload;
 
