@@ -84,6 +84,42 @@ pub fn find_all(fingerprints: &[u64], plan: &Plan) -> Vec<(usize, usize)> {
         .collect()
 }
 
+/// The pairs of [`find_all`] that table `t` of `plan` reports: those within
+/// `k` that share table `t`'s prefix and no earlier table's
+/// ([`Plan::first_table_sharing`]), sorted. [`find_all`]'s answer is the
+/// union of these over the tables, without overlap, so a job that partitions
+/// the fingerprints by (table, leading bits of the permuted fingerprint), as
+/// a cluster does, searches each part with this and needs no global
+/// de-duplication: a part must hold every fingerprint sharing its prefix.
+///
+/// # Panics
+///
+/// If `t` is not a table of `plan`, or `fingerprints` holds more than
+/// `u32::MAX` values.
+pub fn find_all_in_table(fingerprints: &[u64], plan: &Plan, t: usize) -> Vec<(usize, usize)> {
+    assert!(t < plan.tables().len(), "the plan has no table {t}");
+    assert!(
+        u32::try_from(fingerprints.len()).is_ok(),
+        "find_all_in_table handles at most u32::MAX fingerprints"
+    );
+    if fingerprints.len() < 2 {
+        return Vec::new();
+    }
+    let mut entries: Vec<Entry> = vec![0; fingerprints.len()];
+    let search = TableSearch {
+        plan,
+        t,
+        table: &plan.tables()[t],
+        fingerprints,
+    };
+    let mut pairs: Vec<Pair> = search.run(&mut entries).concat();
+    radix_sort(&mut pairs);
+    pairs
+        .into_iter()
+        .map(|p| ((p >> 32) as usize, (p & u64::from(u32::MAX)) as usize))
+        .collect()
+}
+
 /// Connected components (of two or more positions) of the graph whose edges
 /// are the pairs within the plan's distance `k`. Each cluster lists its
 /// positions in ascending order; clusters are ordered by their first position.

@@ -1,7 +1,7 @@
 //! `find_all`, `clusters` and `PermutedTables::query` against brute-force scans.
 
 use proptest::prelude::*;
-use simhashdb::batch::{clusters, find_all};
+use simhashdb::batch::{clusters, find_all, find_all_in_table};
 use simhashdb::hamming;
 use simhashdb::plan::Plan;
 use simhashdb::search::{Hit, PermutedTables};
@@ -138,6 +138,38 @@ proptest! {
     #[test]
     fn find_all_equals_brute_force(fps in arb_fingerprints(), plan in arb_plan()) {
         prop_assert_eq!(find_all(&fps, &plan), brute_pairs(&fps, plan.k()));
+    }
+
+    /// The partitioned search a cluster job runs: each table's fingerprints
+    /// split into parts by some leading bits of the table's prefix (here the
+    /// top `key_bits`), each part searched alone; the union over tables and
+    /// parts is the exact answer, with no pair reported twice.
+    #[test]
+    fn find_all_in_table_over_prefix_parts_equals_brute_force(
+        fps in arb_fingerprints(),
+        plan in arb_plan(),
+        key_bits in 1u32..=8,
+    ) {
+        let mut found: Vec<(usize, usize)> = Vec::new();
+        for (t, table) in plan.tables().iter().enumerate() {
+            let bits = key_bits.min(table.prefix_bits());
+            let mut parts: std::collections::BTreeMap<u64, Vec<usize>> = Default::default();
+            for (i, &fp) in fps.iter().enumerate() {
+                parts.entry(table.permute(fp) >> (64 - bits)).or_default().push(i);
+            }
+            for members in parts.values() {
+                let part: Vec<u64> = members.iter().map(|&i| fps[i]).collect();
+                for (a, b) in find_all_in_table(&part, &plan, t) {
+                    let (i, j) = (members[a], members[b]);
+                    found.push((i.min(j), i.max(j)));
+                }
+            }
+        }
+        found.sort_unstable();
+        let reported = found.len();
+        found.dedup();
+        prop_assert_eq!(reported, found.len(), "a pair was reported twice");
+        prop_assert_eq!(found, brute_pairs(&fps, plan.k()));
     }
 
     #[test]

@@ -4,6 +4,10 @@
 - ``hamming(a, b)``: the distance between two fingerprints.
 - ``find_all`` / ``clusters``: every near-duplicate pair, or cluster, of a
   numpy array of fingerprints, in memory.
+- ``Plan``: the block split and its permuted tables (``permute``,
+  ``find_all_in_table``), for jobs that partition fingerprints themselves.
+- ``simhashdb.spark`` (``pip install 'simhashdb[spark]'``): ``find_all`` and
+  ``clusters`` over a Spark DataFrame.
 - ``Index``: a persistent, crash-safe index of documents (id, fingerprint,
   name) that answers "which documents lie within k bits of this one?".
 
@@ -27,6 +31,7 @@ from ._simhashdb import (
     Doc,
     Index,
     Match,
+    Plan,
     Simhasher,
     clusters,
     doc_id,
@@ -39,6 +44,7 @@ __all__ = [
     "hamming",
     "find_all",
     "clusters",
+    "Plan",
     "doc_id",
     "Index",
     "Match",

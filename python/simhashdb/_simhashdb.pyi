@@ -36,6 +36,39 @@ def clusters(
     its cluster (connected components of ``find_all``'s pairs); a fingerprint
     without near-duplicates is labelled with its own position."""
 
+class Plan:
+    """How the 64 bits are split into permuted tables, and the largest
+    distance k it answers exactly: ``Plan(blocks, k=3)``,
+    ``Plan.nested(outer, inner, k=3)`` or ``Plan.auto(expected_n, k=3)``.
+    Compares by shape and k; pickles."""
+
+    def __init__(self, blocks: int, k: int = 3) -> None: ...
+    @staticmethod
+    def nested(outer: int, inner: int, k: int = 3) -> "Plan":
+        """The two-level split (``Plan.nested(4, 4, 3)``: the paper's 16 tables)."""
+    @staticmethod
+    def auto(expected_n: int, k: int = 3) -> "Plan":
+        """The cost model's choice for about ``expected_n`` fingerprints."""
+    @property
+    def k(self) -> int:
+        """The largest distance the plan answers exactly."""
+    @property
+    def table_count(self) -> int:
+        """The number of permuted tables."""
+    @property
+    def shape(self) -> tuple:
+        """``("flat", blocks)`` or ``("nested", outer, inner)``."""
+    def prefix_bits(self, table: int) -> int:
+        """How many leading bits of a permuted fingerprint form the table's prefix."""
+    def permute(self, fingerprints: _U64Array, table: int) -> npt.NDArray[np.uint64]:
+        """The fingerprints with their bits in the table's order (prefix first)."""
+    def find_all_in_table(self, fingerprints: _U64Array, table: int) -> npt.NDArray[np.int64]:
+        """The pairs (i, j), i < j, the table reports: within k, sharing its
+        prefix and no earlier table's. The union over tables is ``find_all``'s
+        answer, without overlap."""
+    def __eq__(self, other: object) -> bool: ...
+    def __reduce__(self) -> tuple: ...
+
 class Simhasher:
     """Computes 64-bit simhash fingerprints of texts.
 

@@ -25,7 +25,7 @@ fn plan_for(n: usize, k: u32, blocks: Option<&Bound<'_, PyAny>>) -> PyResult<Pla
 }
 
 /// The fingerprints argument of `find_all` and `clusters`, checked.
-fn batch_input<'py>(fingerprints: &Bound<'py, PyAny>) -> PyResult<U64s<'py>> {
+pub fn batch_input<'py>(fingerprints: &Bound<'py, PyAny>) -> PyResult<U64s<'py>> {
     let fps = u64s_arg(fingerprints, "fingerprints")?;
     let n = fps.as_slice().len();
     if u32::try_from(n).is_err() {

@@ -9,6 +9,7 @@ mod batch;
 mod errors;
 mod hasher;
 mod index;
+mod plan;
 mod records;
 
 use pyo3::prelude::*;
@@ -26,6 +27,8 @@ mod _simhashdb {
     use crate::hasher::PySimhasher;
     #[pymodule_export]
     use crate::index::PyIndex;
+    #[pymodule_export]
+    use crate::plan::PyPlan;
     #[pymodule_export]
     use crate::records::{PyDoc, PyMatch};
 

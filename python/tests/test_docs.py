@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_readme_python_quick_start_runs_and_says_what_it_shows(tmp_path, monkeypatch):
     readme = (ROOT / "README.md").read_text()
     # The quick start is the README's one Python block that imports the
-    # package (another shows a standard-library client of the HTTP service).
+    # package (another shows a standard-library client of the HTTP service,
+    # another simhashdb.spark, run by test_spark.py).
     blocks = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "import simhashdb" in b]
     assert len(blocks) == 1
     monkeypatch.chdir(tmp_path)

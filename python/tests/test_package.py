@@ -39,7 +39,7 @@ def test_the_stubs_describe_every_public_name_and_member():
     names, members = stub_names()
     exported = {n for n in public(_simhashdb) if n != "_baselines"}
     assert exported == names
-    for cls in ("Simhasher", "Index", "Match", "Doc"):
+    for cls in ("Simhasher", "Index", "Match", "Doc", "Plan"):
         runtime = set(public(getattr(_simhashdb, cls)))
         assert runtime == {m for m in members[cls] if not m.startswith("_")}, cls
 

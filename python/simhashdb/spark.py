@@ -1,0 +1,438 @@
+"""simhashdb.spark: every near-duplicate pair, and the clusters, of a Spark
+DataFrame of fingerprints, with simhashdb's kernel searching each part.
+
+Install with ``pip install 'simhashdb[spark]'`` (pyspark >= 4.0, pyarrow).
+
+- ``find_all(df, fingerprint_col="fingerprint", id_col="id", k=3)``:
+  a DataFrame ``[id_a, id_b, distance]`` of every pair of rows whose
+  fingerprints differ in at most k bits, exactly (none missed, none twice),
+  ``id_a < id_b``.
+- ``clusters(df, ...)``: a DataFrame ``[id, cluster]``, one row per input row,
+  where ``cluster`` is the smallest id of the row's connected component
+  (the single-node ``simhashdb.clusters``, labelled by ids).
+
+The fingerprint column is a ``LongType`` holding the fingerprint's 64 bits
+(Spark has no unsigned type: a fingerprint ``fp`` is stored as
+``numpy.uint64(fp).view(numpy.int64)``); ids are longs and should be unique.
+
+The job is the batch algorithm of Manku, Jain and Das Sarma (WWW 2007): each
+fingerprint goes to one group per table of the plan, keyed by (table, the
+table's prefix of its permuted bits); groups are shuffled to partitions, and
+each partition's rows of each table are searched by the Rust kernel
+(``Plan.find_all_in_table``) over Arrow batches. A pair is reported only by
+the first table whose prefix it shares, so no global de-duplication is
+needed. A group larger than ``max_group_rows`` (a skewed prefix: thousands of
+near-identical pages) is split into ``b`` chunks by a hash of the row, and
+each pair of chunks is searched by its own task, so no executor holds more
+than about ``max_group_rows`` rows of it. Clusters are the connected
+components of the pairs, computed with DataFrame operations (the
+large-star / small-star algorithm of Kiveris et al., SoCC 2014), over one
+representative per distinct fingerprint so exact duplicates cost no pairs.
+docs/SCALING.md describes the design and its costs.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterator, Optional
+
+import numpy as np
+
+try:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+except ImportError as error:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "simhashdb.spark needs pyspark (>= 4.0) and pyarrow: "
+        "pip install 'simhashdb[spark]'"
+    ) from error
+
+from ._simhashdb import Plan
+
+__all__ = ["find_all", "clusters", "plan_for"]
+
+#: Groups (rows sharing one table's prefix) larger than this are split.
+MAX_GROUP_ROWS = 250_000
+
+#: Rows of the exploded input (one per fingerprint and table) per partition
+#: when ``num_partitions`` is not given.
+ROWS_PER_PARTITION = 4_000_000
+
+#: The skew sample holds about this many rows of a group of
+#: ``max_group_rows`` rows.
+_SAMPLE_ROWS_PER_GROUP = 200
+
+PAIRS_SCHEMA = "id_a long, id_b long, distance int"
+_EXPLODED_SCHEMA = "id long, fp long, t int, key long, lo int, hi int, chunk int"
+_OUTPUT_BATCH = 1 << 20
+
+
+def plan_for(n: int, k: int = 3, plan: Optional[Plan] = None) -> Plan:
+    """The plan a job over ``n`` fingerprints uses: ``plan`` if given (its k
+    must be ``k``), else the cost model's choice ``Plan.auto(n, k)``."""
+    if plan is None:
+        return Plan.auto(max(int(n), 1), k)
+    if not isinstance(plan, Plan):
+        raise TypeError(f"plan must be a simhashdb.Plan, got {type(plan).__name__}")
+    if plan.k != k:
+        raise ValueError(f"plan answers distance {plan.k}, but k is {k}")
+    return plan
+
+
+def _columns(df: DataFrame, fingerprint_col: str, id_col: str) -> DataFrame:
+    """``[id, fp]`` of ``df``, with the column types checked."""
+    if not isinstance(df, DataFrame):
+        raise TypeError(f"df must be a pyspark DataFrame, got {type(df).__name__}")
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    for what, name in (("fingerprint_col", fingerprint_col), ("id_col", id_col)):
+        if name not in fields:
+            raise ValueError(
+                f"{what} {name!r} is not a column of the DataFrame "
+                f"(columns: {', '.join(fields) or 'none'})"
+            )
+    if not isinstance(fields[fingerprint_col], T.LongType):
+        raise TypeError(
+            f"fingerprint column {fingerprint_col!r} must be LongType (the 64 bits "
+            f"of each fingerprint), got {fields[fingerprint_col].simpleString()}"
+        )
+    if not isinstance(fields[id_col], (T.LongType, T.IntegerType, T.ShortType, T.ByteType)):
+        raise TypeError(
+            f"id column {id_col!r} must be an integer type (LongType), "
+            f"got {fields[id_col].simpleString()}"
+        )
+    return df.select(
+        F.col(id_col).cast("long").alias("id"), F.col(fingerprint_col).alias("fp")
+    )
+
+
+def _prefix_keys(plan: Plan, fps: np.ndarray, t: int) -> np.ndarray:
+    """Table t's prefix of each fingerprint's permuted bits, as int64."""
+    permuted = plan.permute(fps, t)
+    bits = plan.prefix_bits(t)
+    if bits < 64:
+        permuted = permuted >> np.uint64(64 - bits)
+    return permuted.view(np.int64)
+
+
+def _heavy_groups(
+    base: DataFrame, plan: Plan, n: int, max_group_rows: int, seed: int
+) -> dict:
+    """``{table: (sorted keys, chunk counts)}`` of the groups estimated to
+    hold more than ``max_group_rows`` rows, from a sample of the input
+    collected to the driver (about 200 rows per group of that size)."""
+    if n <= max_group_rows:
+        return {}
+    fraction = min(1.0, _SAMPLE_ROWS_PER_GROUP / max_group_rows)
+    sample = base.select("fp")
+    if fraction < 1.0:
+        sample = sample.sample(fraction=fraction, seed=seed)
+    fps = sample.toArrow().column("fp").to_numpy().view(np.uint64)
+    heavy = {}
+    for t in range(plan.table_count):
+        keys, counts = np.unique(_prefix_keys(plan, fps, t), return_counts=True)
+        estimated = counts / fraction
+        big = estimated > max_group_rows
+        if big.any():
+            # Tasks hold two chunks: about max_group_rows rows.
+            chunks = np.ceil(2 * estimated[big] / max_group_rows).astype(np.int64)
+            heavy[t] = (keys[big], chunks)
+    return heavy
+
+
+def _exploder(plan: Plan, heavy: dict, fingerprint_col: str):
+    """The mapInArrow function sending each row to its group of each table:
+    a heavy group's row, in chunk c of b, goes to the b tasks (min(c, x),
+    max(c, x)) for x in 0..b-1."""
+
+    def explode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            fp_column = batch.column("fp")
+            if fp_column.null_count:
+                ids = batch.column("id").to_numpy(zero_copy_only=False)
+                first = int(np.flatnonzero(fp_column.is_null().to_numpy(zero_copy_only=False))[0])
+                raise ValueError(
+                    f"fingerprint column {fingerprint_col!r} is null for id {ids[first]}"
+                )
+            ids = batch.column("id").to_numpy(zero_copy_only=False)
+            signed = fp_column.to_numpy()
+            fps = signed.view(np.uint64)
+            for t in range(plan.table_count):
+                keys = _prefix_keys(plan, fps, t)
+                zeros = np.zeros(len(fps), dtype=np.int32)
+                columns = [ids, signed, np.full(len(fps), t, dtype=np.int32), keys, zeros, zeros, zeros]
+                if t in heavy:
+                    columns = _split_heavy(columns, *heavy[t])
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array(c) for c in columns],
+                    names=["id", "fp", "t", "key", "lo", "hi", "chunk"],
+                )
+
+    return explode
+
+
+def _split_heavy(columns, heavy_keys: np.ndarray, chunks: np.ndarray):
+    """Replicates the rows of heavy groups to their chunk-pair tasks."""
+    ids, signed, ts, keys, lo, hi, chunk = columns
+    where = np.searchsorted(heavy_keys, keys)
+    where = np.minimum(where, len(heavy_keys) - 1)
+    is_heavy = heavy_keys[where] == keys
+    if not is_heavy.any():
+        return columns
+    light = ~is_heavy
+    out = [[c[light]] for c in columns]
+    rows = np.flatnonzero(is_heavy)
+    b = chunks[where[rows]]
+    # The chunk of a row: a hash of (id, fingerprint), so it does not depend
+    # on the order or batching of the input.
+    mixed = (ids[rows].view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) ^ signed[rows].view(
+        np.uint64
+    )
+    mixed ^= mixed >> np.uint64(29)
+    mixed *= np.uint64(0xBF58476D1CE4E5B9)
+    mixed ^= mixed >> np.uint64(32)
+    c = (mixed % b.astype(np.uint64)).astype(np.int32)
+    reps = b.astype(np.int64)
+    row_of = np.repeat(rows, reps)
+    # x runs over 0..b-1 for each row.
+    starts = np.cumsum(reps) - reps
+    x = (np.arange(int(reps.sum())) - np.repeat(starts, reps)).astype(np.int32)
+    c_rep = np.repeat(c, reps)
+    out[0].append(ids[row_of])
+    out[1].append(signed[row_of])
+    out[2].append(ts[row_of])
+    out[3].append(keys[row_of])
+    out[4].append(np.minimum(c_rep, x))
+    out[5].append(np.maximum(c_rep, x))
+    out[6].append(c_rep)
+    return [np.concatenate(parts) for parts in out]
+
+
+def _popcount(x: np.ndarray) -> np.ndarray:
+    if hasattr(np, "bitwise_count"):
+        return np.bitwise_count(x).astype(np.int32)
+    bytes_ = x.view(np.uint8).reshape(-1, 8)
+    return np.unpackbits(bytes_, axis=1).sum(axis=1).astype(np.int32)
+
+
+def _searcher(plan: Plan):
+    """The mapInArrow function searching a partition: its rows of each
+    (table, lo, hi) task, each with ``Plan.find_all_in_table``."""
+
+    def search(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        table = pa.Table.from_batches(list(batches), schema=_exploded_arrow_schema())
+        if table.num_rows < 2:
+            return
+        cols = {name: table.column(name).to_numpy() for name in table.column_names}
+        order = np.lexsort((cols["hi"], cols["lo"], cols["t"]))
+        task = np.stack([cols["t"][order], cols["lo"][order], cols["hi"][order]])
+        bounds = np.flatnonzero(np.any(task[:, 1:] != task[:, :-1], axis=0)) + 1
+        bounds = np.concatenate(([0], bounds, [len(order)]))
+        found = []
+        pending = 0
+        for s, e in zip(bounds[:-1], bounds[1:]):
+            if e - s < 2:
+                continue
+            rows = order[s:e]
+            t, lo, hi = (int(v) for v in task[:, s])
+            fps = np.ascontiguousarray(cols["fp"][rows]).view(np.uint64)
+            pairs = plan.find_all_in_table(fps, t)
+            if lo != hi:
+                chunk = cols["chunk"][rows]
+                pairs = pairs[chunk[pairs[:, 0]] != chunk[pairs[:, 1]]]
+            if len(pairs) == 0:
+                continue
+            a = cols["id"][rows[pairs[:, 0]]]
+            b = cols["id"][rows[pairs[:, 1]]]
+            distance = _popcount(fps[pairs[:, 0]] ^ fps[pairs[:, 1]])
+            found.append((np.minimum(a, b), np.maximum(a, b), distance))
+            pending += len(pairs)
+            if pending >= _OUTPUT_BATCH:
+                yield _pairs_batch(found)
+                found, pending = [], 0
+        if found:
+            yield _pairs_batch(found)
+
+    return search
+
+
+def _exploded_arrow_schema() -> pa.Schema:
+    return pa.schema(
+        [
+            ("id", pa.int64()),
+            ("fp", pa.int64()),
+            ("t", pa.int32()),
+            ("key", pa.int64()),
+            ("lo", pa.int32()),
+            ("hi", pa.int32()),
+            ("chunk", pa.int32()),
+        ]
+    )
+
+
+def _pairs_batch(found) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(
+        [pa.array(np.concatenate([f[i] for f in found])) for i in range(3)],
+        names=["id_a", "id_b", "distance"],
+    )
+
+
+def find_all(
+    df: DataFrame,
+    fingerprint_col: str = "fingerprint",
+    id_col: str = "id",
+    k: int = 3,
+    *,
+    plan: Optional[Plan] = None,
+    max_group_rows: int = MAX_GROUP_ROWS,
+    num_partitions: Optional[int] = None,
+    seed: int = 0,
+) -> DataFrame:
+    """Every pair of rows of ``df`` whose fingerprints differ in at most k
+    bits, exactly, as a DataFrame ``[id_a long, id_b long, distance int]``
+    with ``id_a < id_b``; rows with identical fingerprints are a pair.
+
+    plan: the block split (a ``simhashdb.Plan`` with this k); by default
+    ``Plan.auto`` for the row count. max_group_rows: groups (rows sharing one
+    table's prefix) estimated larger than this, from a sample, are split
+    across tasks. num_partitions: partitions of the shuffle; by default
+    enough for about 4 M rows per partition (each row goes to every table),
+    and at least ``spark.sql.shuffle.partitions``.
+
+    Runs one job to count the rows (and, above ``max_group_rows`` rows, one
+    to sample them); the result is lazy, like any DataFrame.
+    """
+    return _find_all(
+        _columns(df, fingerprint_col, id_col),
+        fingerprint_col,
+        k,
+        plan,
+        max_group_rows,
+        num_partitions,
+        seed,
+    )
+
+
+def _find_all(base, fingerprint_col, k, plan, max_group_rows, num_partitions, seed):
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise ValueError(f"k must be a non-negative int, got {k!r}")
+    if isinstance(max_group_rows, bool) or not isinstance(max_group_rows, int) or max_group_rows < 2:
+        raise ValueError(f"max_group_rows must be an int >= 2, got {max_group_rows!r}")
+    n = base.count()
+    plan = plan_for(n, k, plan)
+    heavy = _heavy_groups(base, plan, n, max_group_rows, seed)
+    spark = base.sparkSession
+    if num_partitions is None:
+        default = int(spark.conf.get("spark.sql.shuffle.partitions"))
+        num_partitions = max(default, math.ceil(n * plan.table_count / ROWS_PER_PARTITION))
+    exploded = base.mapInArrow(_exploder(plan, heavy, fingerprint_col), _EXPLODED_SCHEMA)
+    return exploded.repartition(num_partitions, "t", "key", "lo", "hi").mapInArrow(
+        _searcher(plan), PAIRS_SCHEMA
+    )
+
+
+def clusters(
+    df: DataFrame,
+    fingerprint_col: str = "fingerprint",
+    id_col: str = "id",
+    k: int = 3,
+    *,
+    plan: Optional[Plan] = None,
+    max_group_rows: int = MAX_GROUP_ROWS,
+    num_partitions: Optional[int] = None,
+    seed: int = 0,
+    max_rounds: int = 200,
+) -> DataFrame:
+    """The connected components of ``find_all``'s pairs, as a DataFrame
+    ``[id long, cluster long]`` with one row per row of ``df``: ``cluster``
+    is the smallest id of the row's component (its own id when it has no
+    near-duplicate), so ``cluster == id`` keeps one row of each cluster.
+
+    Arguments as for ``find_all``. Rows with identical fingerprints join
+    their cluster directly (find_all runs over one row per distinct
+    fingerprint). The components take a few rounds of DataFrame operations
+    (O(log^2 n) by the algorithm's bound), each checkpointed
+    (``SparkContext.setCheckpointDir`` if set, else a local checkpoint);
+    more than ``max_rounds`` is an error.
+    """
+    base = _columns(df, fingerprint_col, id_col)
+    representatives = base.groupBy("fp").agg(F.min("id").alias("id"))
+    edges = _find_all(
+        representatives, fingerprint_col, k, plan, max_group_rows, num_partitions, seed
+    ).select(F.col("id_a").alias("u"), F.col("id_b").alias("v"))
+    labels = _components(edges, max_rounds)
+    return (
+        base.join(representatives.withColumnRenamed("id", "rep"), on="fp")
+        .join(labels, F.col("rep") == F.col("node"), "left")
+        .select("id", F.coalesce(F.col("label"), F.col("rep")).alias("cluster"))
+    )
+
+
+def _checkpoint(df: DataFrame) -> DataFrame:
+    if df.sparkSession.sparkContext.getCheckpointDir() is not None:
+        return df.checkpoint(eager=True)
+    return df.localCheckpoint(eager=True)
+
+
+def _large_star(e: DataFrame) -> DataFrame:
+    """Each node u links every larger neighbour to the smallest of u and
+    its neighbours."""
+    both = e.unionByName(e.select(F.col("v").alias("u"), F.col("u").alias("v")))
+    smallest = both.groupBy("u").agg(F.least(F.min("v"), F.first("u")).alias("m"))
+    return (
+        both.where(F.col("v") > F.col("u"))
+        .join(smallest, "u")
+        .select(F.least("v", "m").alias("u"), F.greatest("v", "m").alias("v"))
+        .distinct()
+    )
+
+
+def _small_star(e: DataFrame) -> DataFrame:
+    """Each node v links itself and its smaller neighbours to the smallest of
+    them."""
+    smallest = e.groupBy("v").agg(F.min("u").alias("m"))
+    neighbours = e.join(smallest, "v").select(F.col("u").alias("y"), "m")
+    selves = smallest.select(F.col("v").alias("y"), "m")
+    return (
+        neighbours.unionByName(selves)
+        .where(F.col("y") != F.col("m"))
+        .select(F.least("y", "m").alias("u"), F.greatest("y", "m").alias("v"))
+        .distinct()
+    )
+
+
+def _is_star_forest(e: DataFrame) -> bool:
+    """Whether every node is a leaf with one (smaller) centre, or a centre
+    that is no one's leaf: then each component is a star around its
+    smallest node."""
+    roles = e.select(F.col("v").alias("node"), F.lit(1).alias("leaf")).unionByName(
+        e.select(F.col("u").alias("node"), F.lit(0).alias("leaf"))
+    )
+    bad = (
+        roles.groupBy("node")
+        .agg(F.sum("leaf").alias("leaf"), F.count(F.lit(1)).alias("roles"))
+        .where((F.col("leaf") > 1) | ((F.col("leaf") == 1) & (F.col("roles") > 1)))
+    )
+    return bad.isEmpty()
+
+
+def _components(edges: DataFrame, max_rounds: int) -> DataFrame:
+    """``[node, label]`` for every node of ``edges`` (``[u, v]``): the
+    smallest node of its connected component (large-star / small-star)."""
+    e = _checkpoint(
+        edges.select(F.least("u", "v").alias("u"), F.greatest("u", "v").alias("v"))
+        .where(F.col("u") != F.col("v"))
+        .distinct()
+    )
+    rounds = 0
+    while not _is_star_forest(e):
+        rounds += 1
+        if rounds > max_rounds:
+            raise RuntimeError(
+                f"connected components did not converge in {max_rounds} rounds"
+            )
+        e = _checkpoint(_small_star(_large_star(e)))
+    return e.select(F.col("v").alias("node"), F.col("u").alias("label")).unionByName(
+        e.select(F.col("u").alias("node"), F.col("u").alias("label")).distinct()
+    )

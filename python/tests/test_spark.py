@@ -1,0 +1,203 @@
+"""simhashdb.spark in Spark local mode against the single-node find_all and
+clusters: exact duplicates, planted pairs at distance exactly k, a skewed
+prefix (split across tasks), and long chains of near-duplicates.
+
+Needs pyspark, pyarrow and Java; .ci/test installs them and sets
+SIMHASHDB_REQUIRE_SPARK=1, which turns a missing one into a failure rather
+than a skip."""
+
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import flip_bits
+
+import simhashdb
+
+if os.environ.get("SIMHASHDB_REQUIRE_SPARK") != "1":
+    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install './python[spark]')")
+    pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install './python[spark]')")
+    if shutil.which("java") is None:
+        pytest.skip("Spark needs Java (17), and java is not on PATH", allow_module_level=True)
+
+from pyspark.sql import SparkSession  # noqa: E402
+
+from simhashdb import Plan  # noqa: E402
+from simhashdb import spark as sspark  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def spark():
+    # Python workers run this interpreter, which has simhashdb installed.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("simhashdb-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.default.parallelism", "2")
+        .config("spark.driver.memory", "1g")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def corpus(seed: int, k: int) -> np.ndarray:
+    """Random fingerprints, exact duplicates, pairs at distance exactly k
+    (and k + 1, which must not be found), a skewed prefix (400 values that
+    differ only in their 16 lowest bits) and a chain of near-duplicates
+    whose ends are far apart."""
+    rng = np.random.default_rng(seed)
+    fps = [int(x) for x in rng.integers(0, 2**64, size=1500, dtype=np.uint64)]
+    for _ in range(60):
+        fps.append(fps[int(rng.integers(len(fps)))])
+    for _ in range(60):
+        base = int(rng.integers(0, 2**64, dtype=np.uint64))
+        fps += [base, flip_bits(rng, base, k), flip_bits(rng, base, k + 1)]
+    dense = 0x0F0F_F0F0_3C3C_0000
+    fps += [dense | int(x) for x in rng.integers(0, 1 << 16, size=400)]
+    fps += [fps[-1]] * 5
+    # A chain: each link flips k fresh bits, so the ends are far apart.
+    link = int(rng.integers(0, 2**64, dtype=np.uint64))
+    bits = [int(b) for b in rng.permutation(64)]
+    for step in range(64 // max(k, 1)):
+        for b in bits[step * k : (step + 1) * k]:
+            link ^= 1 << b
+        fps.append(link)
+    return np.array(fps, dtype=np.uint64)
+
+
+def frame(spark, fps: np.ndarray, seed: int):
+    """A DataFrame [id, fingerprint] with shuffled, partly negative ids."""
+    rng = np.random.default_rng(seed)
+    ids = (rng.permutation(len(fps)).astype(np.int64) - 700) * 7919
+    rows = list(zip(ids.tolist(), fps.view(np.int64).tolist()))
+    return spark.createDataFrame(rows, "id long, fingerprint long").repartition(3), ids
+
+
+def expected_pairs(fps, ids, k, blocks=None):
+    pairs = simhashdb.find_all(fps, k=k, blocks=blocks)
+    out = set()
+    for i, j in pairs.tolist():
+        a, b = int(ids[i]), int(ids[j])
+        out.add((min(a, b), max(a, b), simhashdb.hamming(fps[i], fps[j])))
+    return out
+
+
+def spark_pairs(result):
+    rows = [(r.id_a, r.id_b, r.distance) for r in result.collect()]
+    assert len(rows) == len(set(rows)), "a pair was reported twice"
+    return set(rows)
+
+
+@pytest.mark.parametrize("k", [3, 0])
+def test_find_all_equals_the_single_node_kernel(spark, k):
+    fps = corpus(1, k)
+    df, ids = frame(spark, fps, 2)
+    result = sspark.find_all(df, k=k)
+    assert result.columns == ["id_a", "id_b", "distance"]
+    got = spark_pairs(result)
+    expected = expected_pairs(fps, ids, k)
+    assert got == expected
+    assert any(d == k for _, _, d in expected) and any(d == 0 for _, _, d in expected)
+
+
+@pytest.mark.parametrize("max_group_rows", [64, 250])
+def test_a_skewed_prefix_is_split_across_tasks_and_nothing_changes(spark, max_group_rows):
+    fps = corpus(3, 3)
+    df, ids = frame(spark, fps, 4)
+    plan = Plan(5, k=3)
+    base = sspark._columns(df, "fingerprint", "id")
+    heavy = sspark._heavy_groups(base, plan, len(fps), max_group_rows, 0)
+    if max_group_rows == 64:
+        # Every row is counted (the sample would hold 200 rows per 64). The
+        # 400 values sharing their top 48 bits form a heavy group in every
+        # table whose prefix lies in those bits.
+        assert len(heavy) >= 1
+        assert max(int(chunks.max()) for _, chunks in heavy.values()) >= 8
+    got = spark_pairs(
+        sspark.find_all(df, k=3, plan=plan, max_group_rows=max_group_rows, num_partitions=5)
+    )
+    assert got == expected_pairs(fps, ids, 3, blocks=5)
+
+
+def test_find_all_with_a_nested_plan_and_custom_columns(spark):
+    fps = corpus(5, 3)
+    df, ids = frame(spark, fps, 6)
+    df = df.withColumnRenamed("id", "doc").withColumnRenamed("fingerprint", "fp64")
+    plan = Plan.nested(4, 4, 3)
+    got = spark_pairs(sspark.find_all(df, "fp64", "doc", k=3, plan=plan, max_group_rows=100))
+    assert got == expected_pairs(fps, ids, 3)
+
+
+def test_clusters_equal_the_single_node_clusters(spark):
+    fps = corpus(7, 3)
+    df, ids = frame(spark, fps, 8)
+    result = sspark.clusters(df, k=3, max_group_rows=64)
+    assert result.columns == ["id", "cluster"]
+    got = {r.id: r.cluster for r in result.collect()}
+    assert len(got) == len(fps)
+    labels = simhashdb.clusters(fps, k=3)
+    smallest = {}
+    for position, label in enumerate(labels.tolist()):
+        smallest[label] = min(smallest.get(label, ids[position]), ids[position])
+    expected = {int(ids[p]): int(smallest[label]) for p, label in enumerate(labels.tolist())}
+    assert got == expected
+    # The chain is one cluster although its ends are far apart.
+    chain = list(range(len(fps) - 21, len(fps)))
+    assert len({got[int(ids[p])] for p in chain}) == 1
+    assert simhashdb.hamming(fps[chain[0]], fps[chain[-1]]) > 3
+
+
+def test_bad_columns_are_refused_with_their_names(spark):
+    df = spark.createDataFrame([(1, "x")], "id long, fingerprint string")
+    with pytest.raises(TypeError, match="'fingerprint' must be LongType"):
+        sspark.find_all(df)
+    with pytest.raises(ValueError, match="'fp' is not a column"):
+        sspark.find_all(df, fingerprint_col="fp")
+    good = spark.createDataFrame([(1, 5)], "id long, fingerprint long")
+    with pytest.raises(ValueError, match="plan answers distance 3, but k is 2"):
+        sspark.find_all(good, k=2, plan=Plan(4, k=3))
+    nulls = spark.createDataFrame([(1, 5), (2, None)], "id long, fingerprint long")
+    with pytest.raises(Exception, match="null for id 2"):
+        sspark.find_all(nulls).collect()
+
+
+def test_no_rows_and_one_row_give_no_pairs(spark):
+    empty = spark.createDataFrame([], "id long, fingerprint long")
+    assert sspark.find_all(empty).count() == 0
+    assert sspark.clusters(empty).count() == 0
+    one = spark.createDataFrame([(9, -1)], "id long, fingerprint long")
+    assert sspark.find_all(one).count() == 0
+    assert [(r.id, r.cluster) for r in sspark.clusters(one).collect()] == [(9, 9)]
+
+
+def test_the_readme_spark_example_says_what_it_shows(spark):
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "sspark" in b]
+    assert len(block) == 1
+    scope = {"spark": spark}
+    exec(compile(block[0], "README.md", "exec"), scope)
+    df = scope["df"]
+    assert [tuple(r) for r in sspark.find_all(df, k=3).collect()] == [(1, 2, 1)]
+    assert sorted(tuple(r) for r in sspark.clusters(df, k=3).collect()) == [(1, 1), (2, 1), (3, 3)]
+
+
+@pytest.mark.slow
+def test_a_million_fingerprints_with_a_heavy_prefix(spark):
+    rng = np.random.default_rng(11)
+    fps = rng.integers(0, 2**64, size=1_000_000, dtype=np.uint64)
+    fps[:200_000] = np.uint64(0x1234_5678_9A00_0000) | rng.integers(0, 1 << 24, size=200_000, dtype=np.uint64)
+    ids = np.arange(len(fps), dtype=np.int64)
+    import pyarrow as pa
+
+    df = spark.createDataFrame(pa.table({"id": ids, "fingerprint": fps.view(np.int64)}))
+    got = spark_pairs(sspark.find_all(df, k=3, max_group_rows=50_000))
+    assert got == expected_pairs(fps, ids, 3)
