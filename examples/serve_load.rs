@@ -14,6 +14,8 @@
 //! server does with clients elsewhere. The server's CPU time per document is
 //! printed too.
 
+#[allow(dead_code)]
+mod common;
 #[path = "../tests/common/http.rs"]
 #[allow(dead_code)]
 mod http;
@@ -59,24 +61,6 @@ fn loadavg() -> String {
         .take(3)
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-/// User + system CPU seconds of process `pid` (Linux).
-fn cpu_seconds(pid: u32) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return f64::NAN;
-    };
-    let fields: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
-    match (ticks(11), ticks(12)) {
-        (Some(user), Some(system)) => (user + system) / 100.0,
-        _ => f64::NAN,
-    }
 }
 
 fn percentile(sorted: &[u32], p: f64) -> f64 {
@@ -309,9 +293,9 @@ fn main() {
         (7, 1, 1000),
         (8, 4, 1000),
     ] {
-        let cpu0 = cpu_seconds(pid);
+        let cpu0 = common::cpu_seconds_of(&pid.to_string());
         let figures = over_http(server.addr, phase, conns, batch, seconds);
-        let cpu = cpu_seconds(pid) - cpu0;
+        let cpu = common::cpu_seconds_of(&pid.to_string()) - cpu0;
         let label = format!("HTTP, {conns} connection(s), {batch} doc(s) per request");
         figures.print(&label, Some(cpu));
         rows.push((label, figures));

@@ -3,7 +3,13 @@
 
 /// User + system CPU seconds of this process so far (Linux).
 pub fn cpu_seconds() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+    cpu_seconds_of("self")
+}
+
+/// User + system CPU seconds of process `pid` (a number, or `self`) so far
+/// (Linux).
+pub fn cpu_seconds_of(pid: &str) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return f64::NAN;
     };
     let fields: Vec<&str> = stat
@@ -19,7 +25,6 @@ pub fn cpu_seconds() -> f64 {
     }
 }
 
-/// Bytes this process has passed to write(2) so far (Linux).
 pub fn written_bytes() -> f64 {
     std::fs::read_to_string("/proc/self/io")
         .ok()
