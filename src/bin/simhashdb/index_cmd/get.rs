@@ -1,0 +1,44 @@
+//! `simhashdb get`: stored documents by name or id.
+
+use serde_json::json;
+
+use super::{Db, Which, json_line, print_then_report_missing};
+use crate::error::CliError;
+use crate::input::escape_field;
+
+#[derive(clap::Args, Debug)]
+pub struct GetArgs {
+    #[command(flatten)]
+    db: Db,
+    #[command(flatten)]
+    which: Which,
+    /// Print one JSON object per document.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `get`: prints `ID<TAB>FINGERPRINT<TAB>TIMESTAMP_MS<TAB>NAME` per document.
+pub fn get(args: &GetArgs) -> Result<(), CliError> {
+    let index = args.db.read_only()?;
+    let mut text = String::new();
+    let mut missing = Vec::new();
+    for (id, label) in args.which.ids() {
+        match index.get_doc(id)? {
+            Some(doc) if args.json => text.push_str(&json_line(&json!({
+                "id": doc.id,
+                "fingerprint": doc.fingerprint,
+                "name": doc.name,
+                "timestamp_ms": doc.timestamp_ms,
+            }))),
+            Some(doc) => text.push_str(&format!(
+                "{}\t{}\t{}\t{}\n",
+                doc.id,
+                doc.fingerprint,
+                doc.timestamp_ms,
+                escape_field(doc.name.as_deref().unwrap_or(""))
+            )),
+            None => missing.push(label),
+        }
+    }
+    print_then_report_missing(&text, &missing)
+}
