@@ -1,6 +1,7 @@
 //! The persistent index: files, policy, recovery. Bytes on disk are
 //! `crate::format`'s business; this module decides which files exist and when.
 
+#[cfg(feature = "fault-injection")]
 pub mod fault;
 pub mod fs;
 mod index;
