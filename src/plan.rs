@@ -473,6 +473,15 @@ impl Plan {
     }
 }
 
+/// With the `serde` feature: a plan serializes as its [`Display`](fmt::Display)
+/// form (`"6 blocks, k = 3, 20 tables"`), as `simhashdb stats` prints it.
+#[cfg(feature = "serde")]
+impl serde::Serialize for Plan {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
 impl fmt::Display for Plan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(

@@ -170,6 +170,7 @@ impl Default for Options {
 
 /// A document found by a query.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Match {
     /// The document id.
     pub id: u64,
@@ -183,6 +184,7 @@ pub struct Match {
 
 /// A live document, as [`Index::get_doc`] and [`Index::for_each_doc`] return it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Doc {
     /// The document id.
     pub id: u64,
@@ -196,6 +198,7 @@ pub struct Doc {
 
 /// What [`Index::verify`] read.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct VerifyReport {
     /// Files checked: the manifest, every WAL, every segment and doc map.
     pub files: usize,
@@ -211,6 +214,7 @@ pub struct VerifyReport {
 
 /// The end of a WAL that recovery drops (docs/FORMAT.md, "WAL torn tail").
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct WalTail {
     /// The WAL.
     pub path: PathBuf,
@@ -232,6 +236,7 @@ pub struct WalTail {
 
 /// A snapshot of the index's shape and size.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Stats {
     /// The plan.
     pub plan: Plan,

@@ -98,6 +98,14 @@ fn json_line(value: &serde_json::Value) -> String {
     format!("{value}\n")
 }
 
+/// The library's result types (`Match`, `Doc`) as JSON values, through their
+/// `Serialize` (the `serde` feature). An object's keys come out sorted, as
+/// for the objects built here with `json!`.
+fn to_json(value: &impl serde::Serialize) -> Result<serde_json::Value, CliError> {
+    serde_json::to_value(value)
+        .map_err(|e| CliError::Failure(format!("cannot write JSON output: {e}")))
+}
+
 // ---------------------------------------------------------------- create
 
 #[derive(clap::Args, Debug)]
@@ -349,21 +357,10 @@ pub fn query(args: &QueryArgs) -> Result<(), CliError> {
     let k = args.distance.unwrap_or(index.plan().k());
     let matches = index.query(fingerprint, k)?;
     let text = if args.json {
-        let list: Vec<serde_json::Value> = matches
-            .iter()
-            .map(|m| {
-                json!({
-                    "id": m.id,
-                    "name": m.name,
-                    "fingerprint": m.fingerprint,
-                    "distance": m.distance,
-                })
-            })
-            .collect();
         json_line(&json!({
             "fingerprint": fingerprint,
             "distance": k,
-            "matches": list,
+            "matches": to_json(&matches)?,
         }))
     } else {
         matches
@@ -629,7 +626,7 @@ pub fn stats(args: &StatsArgs) -> Result<(), CliError> {
     let total_bytes = dir_bytes(&args.db.db)?;
     let text = if args.json {
         json_line(&json!({
-            "plan": s.plan.to_string(),
+            "plan": &s.plan,
             "k": s.plan.k(),
             "tables": s.plan.tables().len(),
             "fingerprint_config": s.fingerprint_config,
@@ -810,12 +807,7 @@ pub fn get(args: &GetArgs) -> Result<(), CliError> {
     let mut missing = Vec::new();
     for (id, label) in args.which.ids() {
         match index.get_doc(id)? {
-            Some(doc) if args.json => text.push_str(&json_line(&json!({
-                "id": doc.id,
-                "fingerprint": doc.fingerprint,
-                "name": doc.name,
-                "timestamp_ms": doc.timestamp_ms,
-            }))),
+            Some(doc) if args.json => text.push_str(&json_line(&to_json(&doc)?)),
             Some(doc) => text.push_str(&format!(
                 "{}\t{}\t{}\t{}\n",
                 doc.id,
