@@ -65,7 +65,12 @@ pub enum Durability {
 }
 
 /// How to open or create an index.
+///
+/// Outside the crate, start from [`Options::new`] (or `Options::default()`)
+/// and chain the setters, or set the public fields one by one: the struct is
+/// `#[non_exhaustive]`, so that adding a field is not a breaking change.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Options {
     /// The table plan. `None`: an existing index keeps its recorded plan; a
     /// new one gets `Plan::auto(expected_n, k)`. `Some`: must equal the

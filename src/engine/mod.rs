@@ -8,6 +8,7 @@ mod index;
 mod keys;
 pub mod lock;
 mod memtable;
+mod options_builder;
 pub mod policy;
 mod repair;
 pub mod schedule;

@@ -163,13 +163,11 @@ pub fn create(args: &CreateArgs) -> Result<(), CliError> {
     // Checked before anything is created.
     let plan = simhashdb::plan::Plan::auto(args.expected_n, args.distance)
         .map_err(|e| CliError::Input(format!("--distance {}: {e}", args.distance)))?;
-    let options = Options {
-        plan: Some(plan),
-        fingerprint: Some(hasher.config()),
-        retention: args.retention,
-        create_in_non_empty_dir: args.force,
-        ..Options::default()
-    };
+    let mut options = Options::new()
+        .plan(plan)
+        .fingerprint(hasher.config())
+        .create_in_non_empty_dir(args.force);
+    options.retention = args.retention;
     let index = Index::open(&args.db.db, options)?;
     let stats = index.stats();
     print(&format!(
@@ -277,10 +275,7 @@ pub fn add(args: &AddArgs) -> Result<(), CliError> {
         .len();
 
     // The recorded configuration is checked again under the lock.
-    let options = Options {
-        fingerprint: Some(config),
-        ..Options::default()
-    };
+    let options = Options::new().fingerprint(config);
     let index = Index::open(&args.db.db, options)?;
     let mut rest = batch.into_iter().peekable();
     while rest.peek().is_some() {
@@ -695,14 +690,11 @@ pub struct CheckArgs {
 /// for each, atomically inserts it and prints `new`, or prints
 /// `dup<TAB>NAME<TAB>DISTANCE` of the nearest existing document.
 pub fn check(args: &CheckArgs) -> Result<(), CliError> {
-    let options = Options {
-        durability: if args.sync {
-            Durability::Sync
-        } else {
-            Durability::Buffered
-        },
-        ..Options::default()
-    };
+    let options = Options::new().durability(if args.sync {
+        Durability::Sync
+    } else {
+        Durability::Buffered
+    });
     // Checked before the index is opened (or created).
     let plan_k = recorded_settings(&args.db.db)?.map_or(options.k, |m| m.k);
     let k = args.distance.unwrap_or(plan_k);
@@ -892,12 +884,8 @@ pub fn repair(args: &RepairArgs) -> Result<(), CliError> {
     let hasher = args.fingerprint.hasher()?;
     let plan = simhashdb::plan::Plan::auto(args.expected_n, args.distance)
         .map_err(|e| CliError::Input(format!("--distance {}: {e}", args.distance)))?;
-    let options = Options {
-        plan: Some(plan),
-        fingerprint: Some(hasher.config()),
-        retention: args.retention,
-        ..Options::default()
-    };
+    let mut options = Options::new().plan(plan).fingerprint(hasher.config());
+    options.retention = args.retention;
     let report = Index::repair(&args.db.db, options)?;
     let mut text = format!(
         "settings from: {}\nkept: {} segment(s){}; {} WAL record(s) in {}\n",
