@@ -56,7 +56,7 @@ pub mod search;
 pub use recheck as verify;
 
 pub use engine::{
-    Doc, Durability, Index, Match, Options, RepairReport, Stats, VerifyReport, WalTail,
+    Doc, Docs, Durability, Index, Match, Options, RepairReport, Stats, VerifyReport, WalTail,
 };
 pub use error::{Error, Result};
 pub use fingerprint::{FingerprintConfig, FingerprintError, Simhasher, Tokenizer, Weighting};
