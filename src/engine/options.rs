@@ -101,9 +101,9 @@ pub struct Options {
     pub schedule: Option<crate::engine::schedule::Schedule>,
     /// Create a new index in a directory that already holds other files.
     /// Default `false`: a new index needs a missing or empty directory, so
-    /// that a mistyped path is refused ([`Error::NotEmpty`]) rather than
+    /// that a mistyped path is refused ([`Error::NotEmpty`](crate::Error::NotEmpty)) rather than
     /// turned into an index. Engine files without a manifest are refused
-    /// either way ([`Error::ManifestMissing`]).
+    /// either way ([`Error::ManifestMissing`](crate::Error::ManifestMissing)).
     pub create_in_non_empty_dir: bool,
 }
 

@@ -19,7 +19,7 @@ pub struct Match {
     pub name: Option<String>,
 }
 
-/// A live document, as [`Index::get_doc`] and [`Index::for_each_doc`] return it.
+/// A live document, as [`Index::get_doc`](crate::Index::get_doc) and [`Index::for_each_doc`](crate::Index::for_each_doc) return it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Doc {
@@ -33,7 +33,7 @@ pub struct Doc {
     pub timestamp_ms: u64,
 }
 
-/// What [`Index::verify`] read.
+/// What [`Index::verify`](crate::Index::verify) read.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct VerifyReport {
@@ -44,7 +44,7 @@ pub struct VerifyReport {
     /// WALs that end in bytes which do not form a valid frame: what a
     /// crash in the middle of an append leaves, and what damage to the last
     /// frame looks like. Recovery drops those bytes. In a WAL of a
-    /// [`Durability::Sync`] writer the last batch was acknowledged only if
+    /// [`Durability::Sync`](crate::Durability::Sync) writer the last batch was acknowledged only if
     /// its frame was complete; see [`WalTail::complete_frame`].
     pub wal_tails: Vec<WalTail>,
 }
@@ -60,7 +60,7 @@ pub struct WalTail {
     /// How many bytes are dropped.
     pub bytes: u64,
     /// Whether the WAL's header says its frames were acknowledged before
-    /// being synced ([`Durability::Buffered`]).
+    /// being synced ([`Durability::Buffered`](crate::Durability::Buffered)).
     pub unsynced_appends: bool,
     /// Whether the dropped bytes hold a whole frame whose header checks
     /// out and whose payload fails its checksum. An interrupted append
