@@ -34,16 +34,15 @@ use simhashdb::format::{WalEnd, WalReader};
 use simhashdb::plan::Plan;
 use simhashdb::{Durability, Error, Index, Options};
 
-// Set field by field: `Options` gains fields without a breaking change.
-#[allow(clippy::field_reassign_with_default)]
 fn options(fs: &FaultFs, durability: Durability) -> Options {
-    let mut o = Options::default();
-    o.plan = Some(Plan::new(5, 3).unwrap());
-    o.durability = durability;
-    o.memtable_bytes = 2_000;
-    o.file_system = Some(Arc::new(fs.clone()) as Arc<dyn FileSystem>);
-    o.merge_policy = Some(Arc::new(TieredMergePolicy { fan_in: 2 }) as Arc<dyn MergePolicy>);
-    o
+    Options::new()
+        .plan(Plan::new(5, 3).unwrap())
+        .durability(durability)
+        .memtable_bytes(2_000)
+        .file_system(Arc::new(fs.clone()) as Arc<dyn FileSystem>)
+        .merge_policy(Some(
+            Arc::new(TieredMergePolicy { fan_in: 2 }) as Arc<dyn MergePolicy>
+        ))
 }
 
 fn assert_queries(index: &Index, model: &Model, ctx: &str) {
@@ -298,10 +297,7 @@ fn scattered_sweep(durability: Durability) -> (u64, u64) {
             .collect()
     };
     let models = prefix_models(&ops);
-    let options = |fs: &FaultFs| Options {
-        memtable_bytes: 1 << 20,
-        ..options(fs, durability)
-    };
+    let options = |fs: &FaultFs| options(fs, durability).memtable_bytes(1 << 20);
     let total = {
         let fs = FaultFs::new();
         let index = Index::open(dir(), options(&fs)).unwrap();

@@ -13,13 +13,11 @@ use simhashdb::plan::Plan;
 use simhashdb::{Index, Options};
 
 fn options(merge_thread: bool) -> Options {
-    Options {
-        plan: Some(Plan::new(5, 3).unwrap()),
-        memtable_bytes: 24 << 10,
-        merge_policy: Some(Arc::new(TieredMergePolicy { fan_in: 3 })),
-        merge_thread,
-        ..Options::default()
-    }
+    Options::new()
+        .plan(Plan::new(5, 3).unwrap())
+        .memtable_bytes(24 << 10)
+        .merge_policy(Some(Arc::new(TieredMergePolicy { fan_in: 3 })))
+        .merge_thread(merge_thread)
 }
 
 /// Near a few centres, so queries have matches.
@@ -104,13 +102,11 @@ fn most_segments_seen(max_segments: usize) -> usize {
     let dir = tempfile::tempdir().unwrap();
     let index = Index::open(
         dir.path(),
-        Options {
-            plan: Some(Plan::new(5, 3).unwrap()),
-            memtable_bytes: 1,
-            merge_policy: Some(Arc::new(SlowMergeAll)),
-            max_segments,
-            ..Options::default()
-        },
+        Options::new()
+            .plan(Plan::new(5, 3).unwrap())
+            .memtable_bytes(1)
+            .merge_policy(Some(Arc::new(SlowMergeAll)))
+            .max_segments(max_segments),
     )
     .unwrap();
     let mut most = 0;
