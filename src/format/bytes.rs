@@ -197,7 +197,7 @@ pub(crate) fn check_magic_and_version(bytes: &[u8], file: FileKind) -> Result<()
             },
         )
     })?;
-    if version != super::FORMAT_VERSION {
+    if !(super::OLDEST_READ_VERSION..=super::FORMAT_VERSION).contains(&version) {
         return Err(FormatError::new(
             file,
             8,
