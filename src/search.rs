@@ -3,14 +3,14 @@
 //! [`probe`] is the one search loop over sorted permuted tables, whatever holds
 //! them ([`SortedTables`]): the in-memory [`PermutedTables`] here and the
 //! engine's segments. In every table it looks at the runs of keys whose prefix
-//! is within the plan's radius of the query's ([`Table::probe_ranges`]; only
+//! is within the plan's radius of the query's ([`Table::probe_ranges`](crate::plan::Table::probe_ranges); only
 //! the query's own prefix when the plan does not probe) and reports each
 //! candidate that [`Plan::reports`]: within distance `k`, from the first table
 //! whose prefix reaches it, so results need no deduplication.
 
 use std::fmt;
 
-use crate::plan::{Plan, Table};
+use crate::plan::Plan;
 
 /// A fingerprint found by a query, with its distance from the query.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -58,12 +58,17 @@ pub fn check_distance(plan: &Plan, k: u32) -> Result<(), DistanceError> {
 pub trait SortedTables {
     /// What reading a table can fail with.
     type Error;
+    /// One opened table.
+    type Table<'a>
+    where
+        Self: 'a;
 
-    /// Calls `visit` with every key of table `t` in `lo..=hi`, ascending.
+    /// Opens table `t` (plan order) for probing.
+    fn table(&self, t: usize) -> Result<Self::Table<'_>, Self::Error>;
+
+    /// Calls `visit` with every key of `table` in `lo..=hi`, ascending.
     fn keys_in(
-        &self,
-        t: usize,
-        table: &Table,
+        table: &Self::Table<'_>,
         lo: u64,
         hi: u64,
         visit: impl FnMut(u64),
@@ -83,15 +88,16 @@ pub fn probe<S: SortedTables>(
 ) -> Result<(), S::Error> {
     debug_assert!(k <= plan.k());
     for (t, table) in plan.tables().iter().enumerate() {
+        let keys = tables.table(t)?;
         let q = table.permute(fp);
         for (lo, hi) in table.probe_ranges(q) {
-            tables.keys_in(t, table, lo, hi, |key| {
-                let diff = key ^ q;
-                if diff.count_ones() <= k {
+            S::keys_in(&keys, lo, hi, |key| {
+                let distance = (key ^ q).count_ones();
+                if distance <= k {
                     let fingerprint = table.unpermute(key);
                     if plan.reports(t, fingerprint ^ fp, k) {
                         found(Hit {
-                            distance: diff.count_ones(),
+                            distance,
                             fingerprint,
                         });
                     }
@@ -189,20 +195,23 @@ impl PermutedTables {
 
 impl SortedTables for PermutedTables {
     type Error = std::convert::Infallible;
+    /// The keys, the directory and its width.
+    type Table<'a> = (&'a [u64], &'a [u32], u32);
+
+    fn table(&self, t: usize) -> Result<Self::Table<'_>, Self::Error> {
+        Ok((&self.tables[t], &self.directories[t], self.directory_bits))
+    }
 
     #[inline]
     fn keys_in(
-        &self,
-        t: usize,
-        _table: &Table,
+        &(keys, directory, bits): &Self::Table<'_>,
         lo: u64,
         hi: u64,
         mut visit: impl FnMut(u64),
     ) -> Result<(), Self::Error> {
-        let (keys, directory) = (&self.tables[t], &self.directories[t]);
         // Keys in [lo, hi] lie between the directory entries of lo and hi.
-        let from = directory[top_bits(lo, self.directory_bits)] as usize;
-        let to = directory[top_bits(hi, self.directory_bits) + 1] as usize;
+        let from = directory[top_bits(lo, bits)] as usize;
+        let to = directory[top_bits(hi, bits) + 1] as usize;
         let run = &keys[from..to];
         let start = from + run.partition_point(|&key| key < lo);
         for &key in keys[start..to].iter().take_while(|&&key| key <= hi) {

@@ -43,6 +43,7 @@ use crate::format::{
     looks_like_lost_write_back,
 };
 use crate::plan::Plan;
+use crate::search::{self, SortedTables};
 
 use super::fs::{FileSystem, Mapped, RealFs, WritableFile};
 use super::keys::{sort_keys, sort_keys_with};
@@ -1445,12 +1446,7 @@ impl Index {
     /// Every live document within distance `k` of `fingerprint`, sorted by
     /// (distance, id). `k` above the plan's `k` is refused.
     pub fn query(&self, fingerprint: u64, k: u32) -> Result<Vec<Match>> {
-        if k > self.core.plan.k() {
-            return Err(Error::DistanceTooLarge {
-                requested: k,
-                plan_k: self.core.plan.k(),
-            });
-        }
+        search::check_distance(&self.core.plan, k)?;
         let state = read_lock(&self.core.state);
         let mut matches = Vec::new();
         let frozen = state.frozen.iter().flat_map(|frozen| {
@@ -2703,6 +2699,32 @@ fn remove_orphans(dir: &Path, fs: &dyn FileSystem, manifest: &Manifest) {
     }
 }
 
+impl SortedTables for Segment {
+    type Error = Error;
+    type Table<'a> = (crate::format::TableReader<'a>, &'a Path);
+
+    fn table(&self, t: usize) -> Result<Self::Table<'_>> {
+        let reader = self
+            .tables
+            .table(t)
+            .map_err(|e| corrupted(&self.seg_path, &e))?;
+        Ok((reader, &self.seg_path))
+    }
+
+    #[inline]
+    fn keys_in(
+        (reader, path): &Self::Table<'_>,
+        lo: u64,
+        hi: u64,
+        mut visit: impl FnMut(u64),
+    ) -> Result<()> {
+        for key in reader.range(lo, hi) {
+            visit(key.map_err(|e| corrupted(path, &e))?);
+        }
+        Ok(())
+    }
+}
+
 impl Segment {
     /// Maps a published segment of an index searched at distance `k`,
     /// refusing files shorter than the manifest says before mapping them,
@@ -2896,27 +2918,11 @@ impl Segment {
         })
     }
 
-    /// Distinct fingerprints of this segment within `k` of `fp`, each once.
+    /// Distinct fingerprints of this segment within `k` of `fp`, each once
+    /// (the search of [`search::probe`] over this segment's tables).
     fn matching_fingerprints(&self, fp: u64, k: u32) -> Result<Vec<u64>> {
-        let plan = &self.plan;
         let mut out = Vec::new();
-        for (t, table) in plan.tables().iter().enumerate() {
-            let reader = self
-                .tables
-                .table(t)
-                .map_err(|e| corrupted(&self.seg_path, &e))?;
-            let q = table.permute(fp);
-            let (lo, hi) = table.prefix_range(q);
-            for key in reader.range(lo, hi) {
-                let key = key.map_err(|e| corrupted(&self.seg_path, &e))?;
-                if (key ^ q).count_ones() <= k {
-                    let found = table.unpermute(key);
-                    if plan.first_table_sharing(t, found ^ fp) {
-                        out.push(found);
-                    }
-                }
-            }
-        }
+        search::probe(&self.plan, self, fp, k, |hit| out.push(hit.fingerprint))?;
         Ok(out)
     }
 
