@@ -239,12 +239,12 @@ fn options(plan: Plan, small_segment_plans: bool) -> Options {
 
 /// Through the index: the memtable, a flushed segment, several segments in
 /// different plans (small segments get their own), their merge, and a
-/// reopen, for the plans `Plan::auto` now gives at k = 3 and k = 8 and a
-/// hand-made one.
+/// reopen, for the 2-table plan a space budget gives at k = 3, the plan
+/// `Plan::auto` gives at k = 8 and a hand-made one.
 #[test]
 fn probed_index_plans_answer_like_brute_force_through_flush_merge_and_reopen() {
     for plan in [
-        Plan::auto(10_000_000, 3).unwrap(),
+        Plan::choose(10_000_000, 3, Budget::Space(2)).unwrap(),
         Plan::auto(10_000_000, 8).unwrap(),
         Plan::probed(3, 1, 5).unwrap(),
     ] {

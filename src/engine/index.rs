@@ -42,7 +42,7 @@ use crate::format::{
     WalReader, encode_frame, encode_wal_header_with_flags, holds_whole_frame,
     looks_like_lost_write_back,
 };
-use crate::plan::Plan;
+use crate::plan::{Budget, Plan};
 use crate::search::{self, SortedTables};
 
 use super::fs::{FileSystem, Mapped, RealFs, WritableFile};
@@ -1866,12 +1866,19 @@ impl Core {
 
     /// The plan of a new segment of `keys` distinct fingerprints: with
     /// [`Options::small_segment_plans`], the plan the cost model prefers for
-    /// that many (`Plan::auto`) when it has fewer tables than the index's;
+    /// that many (`Plan::auto`; `Budget::Unprobed` when the index's plan does
+    /// not probe) when it has fewer tables than the index's;
     /// else the index's. A flush of the default
     /// memtable gets 4 tables instead of 10 (docs/ARCHITECTURE.md, "Small
     /// segments have fewer tables").
     fn segment_plan(&self, keys: u64) -> Plan {
-        match Plan::auto(keys, self.plan.k()) {
+        // An index whose plan does not probe keeps its segments unprobed too.
+        let budget = if self.plan.radius() == 0 {
+            Budget::Unprobed
+        } else {
+            Budget::default()
+        };
+        match Plan::choose(keys, self.plan.k(), budget) {
             Ok(small)
                 if self.small_segment_plans && small.tables().len() < self.plan.tables().len() =>
             {
@@ -1934,7 +1941,7 @@ impl Core {
                 table_count: plan.tables().len() as u32,
                 key_count,
             },
-            DEFAULT_BLOCK_LEN,
+            block_len(plan),
         )
         .map_err(encode_error(&seg_path))?;
         let mut keys = Vec::new();
@@ -2698,6 +2705,22 @@ fn remove_orphans(dir: &Path, fs: &dyn FileSystem, manifest: &Manifest) {
         }
     }
 }
+
+/// Keys per table block in a new segment of `plan`. A probe decodes its
+/// block from the start up to the probed prefix, so a plan that probes many
+/// prefix values per query gets shorter blocks (a larger block index: 16
+/// bytes per block) to halve what each probe decodes. docs/BENCHMARKS.md,
+/// "Probed plans".
+fn block_len(plan: &Plan) -> u32 {
+    if plan.radius() > 0 {
+        PROBED_BLOCK_LEN
+    } else {
+        DEFAULT_BLOCK_LEN
+    }
+}
+
+/// Keys per table block of a probed plan's segment.
+const PROBED_BLOCK_LEN: u32 = 32;
 
 impl SortedTables for Segment {
     type Error = Error;

@@ -401,12 +401,20 @@ mod tests {
     #[test]
     fn version_and_magic_errors_come_first() {
         let mut bytes = build(&sample());
-        bytes[8] = 3;
+        bytes[8] = 4;
         assert_eq!(
             SegmentReader::new(&bytes[..]).unwrap_err().kind,
             FormatErrorKind::UnsupportedVersion {
-                expected: 2,
-                got: 3
+                expected: 3,
+                got: 4
+            }
+        );
+        bytes[8] = 1;
+        assert_eq!(
+            SegmentReader::new(&bytes[..]).unwrap_err().kind,
+            FormatErrorKind::UnsupportedVersion {
+                expected: 3,
+                got: 1
             }
         );
         bytes[0] = b'X';

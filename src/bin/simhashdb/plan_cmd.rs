@@ -21,7 +21,7 @@ pub struct Args {
     #[arg(long, value_name = "TABLES", conflicts_with_all = ["max_cost", "unprobed"])]
     max_tables: Option<usize>,
     /// Choose within a latency budget: the fewest tables whose expected cost
-    /// per query (candidates + 16 per probe) is at most this [default: the
+    /// per query (candidates + 32 per probe) is at most this [default: the
     /// default budget, as `create` uses].
     #[arg(long, value_name = "COST", conflicts_with = "unprobed")]
     max_cost: Option<f64>,
@@ -98,7 +98,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     let _ = writeln!(
         text,
         "Probes: prefix values looked up per query (each table at every prefix within the radius \
-         of the query's). Cost: candidates + 16 per probe. Sizes estimate the delta-compressed \
+         of the query's). Cost: candidates + 32 per probe. Sizes estimate the delta-compressed \
          tables only, not the document map.{}",
         if args.all {
             ""
