@@ -198,7 +198,7 @@ fn plan_lists_probed_alternatives_and_follows_a_budget() {
     assert!(unprobed.starts_with("* 10 blocks 45 0 "), "{unprobed}");
     let two = chosen_line(&["plan", "--n", "10000000", "-d", "3", "--max-tables", "2"]);
     assert!(two.starts_with("* 2 blocks, radius 1 2 1 32 66 "), "{two}");
-    let out = run(&["plan", "-d", "3", "--max-cost", "-1"], b"");
+    let out = run(&["plan", "-d", "3", "--max-cost", "0"], b"");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--max-cost"));
 }
