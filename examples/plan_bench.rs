@@ -19,6 +19,9 @@
 //! and the matches found (equal for every plan of one K: each is exact).
 //! The directory is removed before the next plan, so the run needs the disk
 //! of one index at a time.
+// Options is set field by field, not by a struct expression, so that it can
+// become #[non_exhaustive] without breaking this file.
+#![allow(clippy::field_reassign_with_default)]
 
 use std::time::Instant;
 

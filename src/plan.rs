@@ -444,7 +444,11 @@ impl Plan {
             return Plan::new(blocks, k);
         }
         if blocks == 0 || blocks > 64 {
-            return Err(PlanError::BadBlocks { blocks, k, bits: 64 });
+            return Err(PlanError::BadBlocks {
+                blocks,
+                k,
+                bits: 64,
+            });
         }
         let c = probed_prefix_blocks(blocks, radius, k);
         if c == 0 {
@@ -505,7 +509,11 @@ impl Plan {
             Shape::Nested { outer, inner } => Plan::nested(outer, inner, k),
             Shape::Probed { blocks, radius } if radius > 0 => Plan::probed(blocks, radius, k),
             // A radius of 0 is a flat shape; recorded shapes never say this.
-            Shape::Probed { blocks, .. } => Err(PlanError::BadBlocks { blocks, k, bits: 64 }),
+            Shape::Probed { blocks, .. } => Err(PlanError::BadBlocks {
+                blocks,
+                k,
+                bits: 64,
+            }),
         }
     }
 
@@ -532,11 +540,7 @@ impl Plan {
     /// ([`Plan::nested`]) of at most [`MAX_AUTO_TABLES`] tables, and unless
     /// the budget is [`Budget::Unprobed`], probed ones ([`Plan::probed`]) of
     /// at most [`MAX_AUTO_TABLES`] tables and [`MAX_AUTO_PROBES`] probes.
-    pub fn alternatives(
-        expected_n: u64,
-        k: u32,
-        budget: Budget,
-    ) -> Result<PlanChoice, PlanError> {
+    pub fn alternatives(expected_n: u64, k: u32, budget: Budget) -> Result<PlanChoice, PlanError> {
         check_k(k)?;
         let mut shapes: Vec<Shape> = Vec::new();
         for blocks in k + 1..=64 {
@@ -588,25 +592,26 @@ impl Plan {
                 .then(a.expected_cost.total_cmp(&b.expected_cost))
         };
         let position = |c: &PlanCost| costs.iter().position(|x| x == c);
-        let within = match budget {
-            Budget::Unprobed => costs
-                .iter()
-                .filter(|c| c.expected_candidates <= CANDIDATE_BUDGET)
-                .min_by(fewest_tables_then_cost),
-            Budget::Latency(max_cost) => costs
-                .iter()
-                .filter(|c| c.expected_cost <= max_cost)
-                .min_by(fewest_tables_then_cost),
-            Budget::Space(max_tables) => costs
-                .iter()
-                .filter(|c| c.tables <= max_tables)
-                .min_by(|a, b| {
-                    a.expected_cost
-                        .total_cmp(&b.expected_cost)
-                        .then(a.tables.cmp(&b.tables))
-                }),
-        }
-        .and_then(position);
+        let within =
+            match budget {
+                Budget::Unprobed => costs
+                    .iter()
+                    .filter(|c| c.expected_candidates <= CANDIDATE_BUDGET)
+                    .min_by(fewest_tables_then_cost),
+                Budget::Latency(max_cost) => costs
+                    .iter()
+                    .filter(|c| c.expected_cost <= max_cost)
+                    .min_by(fewest_tables_then_cost),
+                Budget::Space(max_tables) => costs
+                    .iter()
+                    .filter(|c| c.tables <= max_tables)
+                    .min_by(|a, b| {
+                        a.expected_cost
+                            .total_cmp(&b.expected_cost)
+                            .then(a.tables.cmp(&b.tables))
+                    }),
+            }
+            .and_then(position);
         let chosen = match within {
             Some(i) => i,
             None => {
@@ -1002,7 +1007,13 @@ mod tests {
         assert!(eight.tables().len() <= 5 && eight.radius() > 0, "{eight}");
         // The space budget reaches 2 tables at k = 3.
         let two = Plan::choose(10_000_000, 3, Budget::Space(2)).unwrap();
-        assert_eq!(two.shape(), Shape::Probed { blocks: 2, radius: 1 });
+        assert_eq!(
+            two.shape(),
+            Shape::Probed {
+                blocks: 2,
+                radius: 1
+            }
+        );
         assert_eq!(two.probes_per_query(), 66);
         assert_eq!(
             Plan::choose(10_000_000, 8, Budget::Unprobed)
@@ -1109,10 +1120,26 @@ mod tests {
         // Radius 0 is the permuted plan.
         assert_eq!(Plan::probed(5, 0, 3).unwrap(), Plan::new(5, 3).unwrap());
         assert_eq!(
-            Plan::from_shape(Shape::Probed { blocks: 2, radius: 1 }, 3).unwrap(),
+            Plan::from_shape(
+                Shape::Probed {
+                    blocks: 2,
+                    radius: 1
+                },
+                3
+            )
+            .unwrap(),
             Plan::probed(2, 1, 3).unwrap()
         );
-        assert!(Plan::from_shape(Shape::Probed { blocks: 2, radius: 0 }, 3).is_err());
+        assert!(
+            Plan::from_shape(
+                Shape::Probed {
+                    blocks: 2,
+                    radius: 0
+                },
+                3
+            )
+            .is_err()
+        );
         assert!(matches!(
             Plan::probed(2, 1, 4),
             Err(PlanError::RadiusTooSmall { .. })
@@ -1125,7 +1152,12 @@ mod tests {
             Plan::probed(0, 1, 1),
             Err(PlanError::BadBlocks { .. })
         ));
-        assert!(Plan::probed(2, 1, 4).unwrap_err().to_string().contains("radius + 1"));
+        assert!(
+            Plan::probed(2, 1, 4)
+                .unwrap_err()
+                .to_string()
+                .contains("radius + 1")
+        );
     }
 
     #[test]
@@ -1135,7 +1167,11 @@ mod tests {
         for t in p.tables() {
             let pq = t.permute(q);
             let ranges: Vec<(u64, u64)> = t.probe_ranges(pq).collect();
-            assert_eq!(ranges[0], t.prefix_range(pq), "the query's own prefix first");
+            assert_eq!(
+                ranges[0],
+                t.prefix_range(pq),
+                "the query's own prefix first"
+            );
             let mut starts: Vec<u64> = ranges.iter().map(|r| r.0).collect();
             starts.sort_unstable();
             starts.dedup();
@@ -1165,7 +1201,8 @@ mod tests {
             Just(Plan::nested(3, 5, 2).unwrap()),
             (1u32..10)
                 .prop_flat_map(|k| (Just(k), 1u32..=3, 1u32..=k.min(6)))
-                .prop_filter_map("an exact probed plan", |(k, r, m)| Plan::probed(m, r, k).ok()),
+                .prop_filter_map("an exact probed plan", |(k, r, m)| Plan::probed(m, r, k)
+                    .ok()),
         ]
     }
 

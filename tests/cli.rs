@@ -182,7 +182,11 @@ fn plan_marks_the_choice() {
 fn plan_lists_probed_alternatives_and_follows_a_budget() {
     let chosen_line = |args: &[&str]| {
         let out = run(args, b"");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let text = stdout(&out);
         let chosen: Vec<String> = text
             .lines()
@@ -193,7 +197,10 @@ fn plan_lists_probed_alternatives_and_follows_a_budget() {
         chosen[0].split_whitespace().collect::<Vec<_>>().join(" ")
     };
     let eight = chosen_line(&["plan", "--n", "10000000", "-d", "8"]);
-    assert!(eight.starts_with("* 3 blocks, radius 2 3 2 21-22 718 "), "{eight}");
+    assert!(
+        eight.starts_with("* 3 blocks, radius 2 3 2 21-22 718 "),
+        "{eight}"
+    );
     let unprobed = chosen_line(&["plan", "--n", "10000000", "-d", "8", "--unprobed"]);
     assert!(unprobed.starts_with("* 10 blocks 45 0 "), "{unprobed}");
     let two = chosen_line(&["plan", "--n", "10000000", "-d", "3", "--max-tables", "2"]);
@@ -211,7 +218,11 @@ fn create_at_distance_eight_gets_a_probed_plan_of_few_tables() {
     let db = dir.path().join("db");
     let db_arg = db.to_str().unwrap();
     let out = run(&["create", "--db", db_arg, "-d", "8"], b"");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(stdout(&out).contains("radius"), "{}", stdout(&out));
     let out = run(&["stats", "--db", db_arg, "--json"], b"");
     assert!(out.status.success());

@@ -4,6 +4,9 @@
 //! packed into one block or spread over all of them (the worst case for a
 //! probed prefix), in memory and through an [`Index`] (memtable, segments,
 //! merges, reopen).
+// Options is set field by field, not by a struct expression, so that it can
+// become #[non_exhaustive] without breaking this file.
+#![allow(clippy::field_reassign_with_default)]
 
 mod common;
 
@@ -160,7 +163,11 @@ fn every_choosable_plan_finds_distance_k_and_never_k_plus_one_in_memory() {
             fps.extend((0..50).map(|i| mix(seed * 1000 + i)));
             let tables = PermutedTables::new(&fps, plan);
             let hits = tables.query(centre, k).unwrap();
-            assert_eq!(hits, brute_hits(&fps, centre, k), "plan {plan}, seed {seed}");
+            assert_eq!(
+                hits,
+                brute_hits(&fps, centre, k),
+                "plan {plan}, seed {seed}"
+            );
             let found: BTreeSet<u64> = hits.iter().map(|h| h.fingerprint).collect();
             assert!(
                 fps[..at_k].iter().all(|fp| found.contains(fp)),

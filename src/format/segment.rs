@@ -430,7 +430,13 @@ mod tests {
             (Shape::Flat { blocks: 6 }, 3),
             (Shape::Nested { outer: 4, inner: 5 }, 3),
             (Shape::Flat { blocks: 1 }, 0),
-            (Shape::Probed { blocks: 2, radius: 1 }, 3),
+            (
+                Shape::Probed {
+                    blocks: 2,
+                    radius: 1,
+                },
+                3,
+            ),
         ] {
             assert_eq!(
                 decode_shape(encode_shape(shape, k).unwrap(), 3),
