@@ -65,16 +65,39 @@ pub const DEFAULT_LATENCY_BUDGET: f64 = 1024.0;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PlanError {
     /// Distances above 63 cannot be indexed (every pair of fingerprints is within 64).
-    DistanceTooLarge { k: u32 },
+    DistanceTooLarge {
+        /// The distance asked for.
+        k: u32,
+    },
     /// The number of blocks must exceed `k` and be at most the number of bits to split.
-    BadBlocks { blocks: u32, k: u32, bits: u32 },
+    BadBlocks {
+        /// The number of blocks asked for.
+        blocks: u32,
+        /// The distance the plan is for.
+        k: u32,
+        /// The number of bits to split.
+        bits: u32,
+    },
     /// The plan would need more than [`MAX_TABLES`] tables.
-    TooManyTables { tables: u128 },
+    TooManyTables {
+        /// The number of tables the plan would need.
+        tables: u128,
+    },
     /// With `blocks` blocks, probing radius `radius` cannot cover distance `k`:
     /// exactness needs `blocks × (radius + 1) > k`.
-    RadiusTooSmall { blocks: u32, radius: u32, k: u32 },
+    RadiusTooSmall {
+        /// The number of blocks asked for.
+        blocks: u32,
+        /// The probing radius asked for.
+        radius: u32,
+        /// The distance the plan is for.
+        k: u32,
+    },
     /// The plan would probe more than [`MAX_PROBES`] prefix values per query.
-    TooManyProbes { probes: u128 },
+    TooManyProbes {
+        /// The prefix values the plan would probe per query.
+        probes: u128,
+    },
 }
 
 impl fmt::Display for PlanError {
@@ -116,14 +139,28 @@ impl std::error::Error for PlanError {}
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Shape {
     /// `blocks` blocks over all 64 bits; one table per choice of `blocks - k` of them.
-    Flat { blocks: u32 },
+    Flat {
+        /// The number of blocks.
+        blocks: u32,
+    },
     /// `outer` blocks over 64 bits, then `inner` sub-blocks over the bits left
     /// after the chosen outer blocks.
-    Nested { outer: u32, inner: u32 },
+    Nested {
+        /// The number of outer blocks (over all 64 bits).
+        outer: u32,
+        /// The number of sub-blocks the bits left after the chosen outer
+        /// blocks are split into.
+        inner: u32,
+    },
     /// `blocks` blocks over 64 bits; one table per choice of the most blocks
     /// that stay exact when each table is probed at every prefix within
     /// `radius` (at least 1) of the query's ([`Plan::probed`]).
-    Probed { blocks: u32, radius: u32 },
+    Probed {
+        /// The number of blocks.
+        blocks: u32,
+        /// The probing radius (at least 1).
+        radius: u32,
+    },
 }
 
 impl fmt::Display for Shape {
@@ -723,6 +760,15 @@ impl Plan {
         diff.count_ones() <= k
             && self.tables[t].prefix_within(diff, r)
             && !self.tables[..t].iter().any(|e| e.prefix_within(diff, r))
+    }
+}
+
+/// With the `serde` feature: a plan serializes as its [`Display`](fmt::Display)
+/// form (`"6 blocks, k = 3, 20 tables"`), as `simhashdb stats` prints it.
+#[cfg(feature = "serde")]
+impl serde::Serialize for Plan {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
     }
 }
 
