@@ -39,7 +39,8 @@ def clusters(
 class Plan:
     """How the 64 bits are split into permuted tables, and the largest
     distance k it answers exactly: ``Plan(blocks, k=3)``,
-    ``Plan.nested(outer, inner, k=3)`` or ``Plan.auto(expected_n, k=3)``.
+    ``Plan.nested(outer, inner, k=3)``, ``Plan.probed(blocks, radius, k=3)``
+    or ``Plan.auto(expected_n, k=3)``.
     Compares by shape and k; pickles."""
 
     def __init__(self, blocks: int, k: int = 3) -> None: ...
@@ -47,8 +48,13 @@ class Plan:
     def nested(outer: int, inner: int, k: int = 3) -> "Plan":
         """The two-level split (``Plan.nested(4, 4, 3)``: the paper's 16 tables)."""
     @staticmethod
+    def probed(blocks: int, radius: int, k: int = 3) -> "Plan":
+        """Tables probed at every prefix within ``radius`` of the query's
+        (multi-index hashing); not for ``find_all_in_table``."""
+    @staticmethod
     def auto(expected_n: int, k: int = 3) -> "Plan":
-        """The cost model's choice for about ``expected_n`` fingerprints."""
+        """The cost model's choice without probing for about ``expected_n``
+        fingerprints (what ``find_all`` uses)."""
     @property
     def k(self) -> int:
         """The largest distance the plan answers exactly."""
@@ -57,7 +63,7 @@ class Plan:
         """The number of permuted tables."""
     @property
     def shape(self) -> tuple:
-        """``("flat", blocks)`` or ``("nested", outer, inner)``."""
+        """``("flat", blocks)``, ``("nested", outer, inner)`` or ``("probed", blocks, radius)``."""
     def prefix_bits(self, table: int) -> int:
         """How many leading bits of a permuted fingerprint form the table's prefix."""
     def permute(self, fingerprints: _U64Array, table: int) -> npt.NDArray[np.uint64]:

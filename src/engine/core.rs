@@ -21,7 +21,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
 use crate::format::{FileKind, Manifest};
-use crate::plan::Plan;
+use crate::plan::{Budget, Plan};
 
 use super::compaction::policy::MergePolicy;
 use super::files::commit_manifest;
@@ -144,12 +144,19 @@ impl Core {
 
     /// The plan of a new segment of `keys` distinct fingerprints: with
     /// [`Options::small_segment_plans`], the plan the cost model prefers for
-    /// that many (`Plan::auto`) when it has fewer tables than the index's;
+    /// that many (`Plan::auto`; `Budget::Unprobed` when the index's plan does
+    /// not probe) when it has fewer tables than the index's;
     /// else the index's. A flush of the default
     /// memtable gets 4 tables instead of 10 (docs/ARCHITECTURE.md, "Small
     /// segments have fewer tables").
     pub(super) fn segment_plan(&self, keys: u64) -> Plan {
-        match Plan::auto(keys, self.plan.k()) {
+        // An index whose plan does not probe keeps its segments unprobed too.
+        let budget = if self.plan.radius() == 0 {
+            Budget::Unprobed
+        } else {
+            Budget::default()
+        };
+        match Plan::choose(keys, self.plan.k(), budget) {
             Ok(small)
                 if self.small_segment_plans && small.tables().len() < self.plan.tables().len() =>
             {

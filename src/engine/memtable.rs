@@ -201,18 +201,14 @@ impl Memtable {
     /// each once, with its id.
     pub(crate) fn matching(&self, fp: u64, k: u32) -> Vec<(u64, &Doc)> {
         let mut out = Vec::new();
-        for (t, (table, chains)) in self.blocks.tables().iter().zip(&self.chains).enumerate() {
+        for (t, chains) in self.chains.iter().enumerate() {
             let mut pos = chains.heads[chains.bucket(fp)];
             while pos != NONE {
                 if let Some((id, Version::Live(doc))) = &self.slots[pos as usize] {
-                    let diff = doc.fingerprint ^ fp;
-                    // A bucket holds other blocks too; `shares_prefix` checks
-                    // the whole block, and `first_table_sharing` reports a
-                    // match in one table only.
-                    if diff.count_ones() <= k
-                        && table.shares_prefix(diff)
-                        && self.blocks.first_table_sharing(t, diff)
-                    {
+                    // A bucket holds other blocks too: the search rule
+                    // checks the whole block, and reports a match in one
+                    // table only.
+                    if self.blocks.reports(t, doc.fingerprint ^ fp, k) {
                         out.push((*id, doc));
                     }
                 }

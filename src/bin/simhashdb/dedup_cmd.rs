@@ -6,7 +6,7 @@ use std::io::Write as _;
 use serde_json::json;
 use simhashdb::batch::{clusters, find_all};
 use simhashdb::hamming;
-use simhashdb::plan::Plan;
+use simhashdb::plan::{Budget, Plan};
 use simhashdb::recheck::{JaccardRule, ShingleSet};
 
 use crate::docs::{Blank, FingerprintArgs, ReadArgs, collect_inputs, read_documents};
@@ -76,7 +76,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
 
     let fps: Vec<u64> = docs.iter().map(|d| d.fingerprint).collect();
     // The plan only changes the speed, never the answer; size it for the input.
-    let plan = Plan::auto(fps.len() as u64, args.distance).unwrap_or(plan);
+    let plan = Plan::choose(fps.len() as u64, args.distance, Budget::Unprobed).unwrap_or(plan);
     let spinner = progress::spinner("searching");
     let groups: Vec<Vec<usize>> = match args.verify {
         None => clusters(&fps, &plan),

@@ -624,6 +624,7 @@ pub fn stats(args: &StatsArgs) -> Result<(), CliError> {
             "plan": &s.plan,
             "k": s.plan.k(),
             "tables": s.plan.tables().len(),
+            "radius": s.plan.radius(),
             "fingerprint_config": s.fingerprint_config,
             "documents": live,
             "segments": s.segments,
