@@ -16,7 +16,7 @@ use serde_json::json;
 use super::Server;
 use super::api::{
     ByName, CheckRequest, CheckResult, DocOut, Document, DocumentIn, InsertRequest, MatchOut,
-    QueryIn, QueryRequest, parse_decimal,
+    QueryIn, QueryRequest, Resolved, parse_decimal,
 };
 use super::error::ApiError;
 use super::metrics::bump;
@@ -159,11 +159,21 @@ impl Server {
 
     /// Every document resolved, or the first bad one's error: a request is
     /// checked whole before anything is written.
-    fn resolve(&self, docs: Vec<DocumentIn>) -> Result<Vec<Document>, ApiError> {
+    fn resolve(&self, docs: Vec<DocumentIn>) -> Result<Vec<Resolved>, ApiError> {
         self.check_count("documents", docs.len())?;
         docs.into_iter()
             .enumerate()
             .map(|(i, d)| d.resolve(i, &self.hasher))
+            .collect()
+    }
+
+    /// Like [`Server::resolve`], refusing blank texts (an insert cannot
+    /// skip a document it was asked to store).
+    fn resolve_non_blank(&self, docs: Vec<DocumentIn>) -> Result<Vec<Document>, ApiError> {
+        self.check_count("documents", docs.len())?;
+        docs.into_iter()
+            .enumerate()
+            .map(|(i, d)| d.resolve(i, &self.hasher)?.non_blank(i))
             .collect()
     }
 
@@ -186,9 +196,22 @@ fn check_documents(
     let docs = s.resolve(documents)?;
     let mut out = Vec::with_capacity(docs.len() * 64 + 16);
     out.extend_from_slice(b"{\"results\":[");
-    let (mut new, mut duplicate) = (0, 0);
+    let (mut new, mut duplicate, mut blank) = (0, 0, 0);
     let mut failure = None;
     for (i, doc) in docs.into_iter().enumerate() {
+        let doc = match doc {
+            Resolved::Document(doc) => doc,
+            Resolved::Blank { id } => {
+                blank += 1;
+                if i > 0 {
+                    out.push(b',');
+                }
+                serde_json::to_writer(&mut out, &CheckResult::Blank { id }).map_err(|e| {
+                    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+                })?;
+                continue;
+            }
+        };
         let (id, fingerprint) = (doc.id, doc.fingerprint);
         let answer = match s.index.insert_if_new_named(id, fingerprint, doc.name, k) {
             Ok(answer) => answer,
@@ -220,6 +243,7 @@ fn check_documents(
     }
     bump(&s.metrics.checked_new, new);
     bump(&s.metrics.checked_duplicate, duplicate);
+    bump(&s.metrics.checked_blank, blank);
     if let Some(e) = failure {
         return Err(ApiError::from_write(e));
     }
@@ -258,7 +282,7 @@ pub async fn insert(
     let sync = req.sync;
     let documents = req.documents;
     let n = write(&server, sync, move |s| {
-        let docs = s.resolve(documents)?;
+        let docs = s.resolve_non_blank(documents)?;
         let n = docs.len();
         s.index
             .insert_batch(docs.into_iter().map(|d| (d.id, d.fingerprint, d.name)))

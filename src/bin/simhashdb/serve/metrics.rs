@@ -61,6 +61,7 @@ pub struct Metrics {
     endpoints: [EndpointMetrics; ENDPOINTS.len()],
     pub checked_new: AtomicU64,
     pub checked_duplicate: AtomicU64,
+    pub checked_blank: AtomicU64,
     pub inserted: AtomicU64,
     pub deleted: AtomicU64,
     pub queries: AtomicU64,
@@ -165,6 +166,11 @@ impl Metrics {
             out,
             "simhashdb_checked_documents_total{{result=\"duplicate\"}} {}",
             get(&self.checked_duplicate)
+        );
+        let _ = writeln!(
+            out,
+            "simhashdb_checked_documents_total{{result=\"blank\"}} {}",
+            get(&self.checked_blank)
         );
         let counters = [
             (
