@@ -208,8 +208,10 @@ class Index:
         """Syncs the write-ahead log to the device."""
     def compact(self) -> None:
         """Merges every segment into one."""
-    def verify(self) -> dict[str, int]:
-        """Checks every checksum; returns {"files": n, "bytes": n}."""
+    def verify(self) -> dict[str, Any]:
+        """Checks every checksum; returns {"files": n, "bytes": n,
+        "wal_tails": [{"path", "offset", "bytes", "unsynced_appends",
+        "complete_frame"}, ...]}: each WAL end that recovery drops."""
     def stats(self) -> dict[str, Any]:
         """Shape and size of the index."""
     def __len__(self) -> int: ...

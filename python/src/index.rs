@@ -545,12 +545,29 @@ impl PyIndex {
 
     /// Reads every file of the index and checks every checksum; raises
     /// CorruptedError (with the file and offset) at the first damage.
-    /// Returns {"files": n, "bytes": n} of what was checked.
+    /// Returns {"files": n, "bytes": n, "wal_tails": [...]}: what was
+    /// checked, and each WAL's end that recovery drops (a crash in the middle
+    /// of an append, or damage to the last frame), as a dict {"path",
+    /// "offset", "bytes", "unsynced_appends", "complete_frame"}. A
+    /// complete_frame tail in a WAL without unsynced_appends (durability
+    /// "sync") that was not just through a power cut is a lost acknowledged
+    /// write.
     fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let report = self.run(py, |index| Ok(index.verify()?))?;
         let dict = PyDict::new(py);
         dict.set_item("files", report.files)?;
         dict.set_item("bytes", report.bytes)?;
+        let tails = PyList::empty(py);
+        for tail in &report.wal_tails {
+            let t = PyDict::new(py);
+            t.set_item("path", tail.path.to_string_lossy())?;
+            t.set_item("offset", tail.offset)?;
+            t.set_item("bytes", tail.bytes)?;
+            t.set_item("unsynced_appends", tail.unsynced_appends)?;
+            t.set_item("complete_frame", tail.complete_frame)?;
+            tails.append(t)?;
+        }
+        dict.set_item("wal_tails", tails)?;
         Ok(dict)
     }
 
