@@ -186,7 +186,8 @@ impl Server {
     }
 }
 
-/// The check-and-insert of each document in order; the JSON answer.
+/// The check-and-insert of each document in order, as one call of the
+/// library (one write for the request's new documents); the JSON answer.
 fn check_documents(
     s: &Server,
     documents: Vec<DocumentIn>,
@@ -194,47 +195,54 @@ fn check_documents(
     sync: bool,
 ) -> Result<Vec<u8>, ApiError> {
     let docs = s.resolve(documents)?;
-    let mut out = Vec::with_capacity(docs.len() * 64 + 16);
+    // Each document's id and fingerprint (`None`: blank), in order; the
+    // others go to the index.
+    let mut checked: Vec<(u64, Option<u64>)> = Vec::with_capacity(docs.len());
+    let mut batch = Vec::with_capacity(docs.len());
+    for doc in docs {
+        match doc {
+            Resolved::Document(doc) => {
+                checked.push((doc.id, Some(doc.fingerprint)));
+                batch.push((doc.id, doc.fingerprint, doc.name));
+            }
+            Resolved::Blank { id } => checked.push((id, None)),
+        }
+    }
+    let answers = s
+        .index
+        .insert_if_new_many(batch, k)
+        .map_err(ApiError::from_write)?;
+    let mut answers = answers.iter();
+    let mut out = Vec::with_capacity(checked.len() * 64 + 16);
     out.extend_from_slice(b"{\"results\":[");
     let (mut new, mut duplicate, mut blank) = (0, 0, 0);
-    let mut failure = None;
-    for (i, doc) in docs.into_iter().enumerate() {
-        let doc = match doc {
-            Resolved::Document(doc) => doc,
-            Resolved::Blank { id } => {
-                blank += 1;
-                if i > 0 {
-                    out.push(b',');
-                }
-                serde_json::to_writer(&mut out, &CheckResult::Blank { id }).map_err(|e| {
-                    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
-                })?;
-                continue;
-            }
-        };
-        let (id, fingerprint) = (doc.id, doc.fingerprint);
-        let answer = match s.index.insert_if_new_named(id, fingerprint, doc.name, k) {
-            Ok(answer) => answer,
-            Err(e) => {
-                failure = Some(e);
-                break;
-            }
-        };
+    for (i, (id, fingerprint)) in checked.into_iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        let result = match &answer {
-            Ok(()) => {
+        let result = match (fingerprint, fingerprint.and_then(|_| answers.next())) {
+            (Some(fingerprint), Some(Ok(()))) => {
                 new += 1;
                 CheckResult::New { id, fingerprint }
             }
-            Err(matches) => {
+            (Some(fingerprint), Some(Err(matches))) => {
                 duplicate += 1;
                 CheckResult::Duplicate {
                     id,
                     fingerprint,
                     nearest: MatchOut::from(&matches[0]),
                 }
+            }
+            (Some(_), None) => {
+                return Err(ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "the index answered fewer documents than it was given",
+                ));
+            }
+            (None, _) => {
+                blank += 1;
+                CheckResult::Blank { id }
             }
         };
         serde_json::to_writer(&mut out, &result).map_err(|e| {
@@ -244,9 +252,6 @@ fn check_documents(
     bump(&s.metrics.checked_new, new);
     bump(&s.metrics.checked_duplicate, duplicate);
     bump(&s.metrics.checked_blank, blank);
-    if let Some(e) = failure {
-        return Err(ApiError::from_write(e));
-    }
     s.sync_if(sync)?;
     out.extend_from_slice(b"]}");
     Ok(out)
@@ -449,6 +454,10 @@ pub async fn stats(State(server): Shared) -> Response {
             "segment_bytes": s.disk_bytes,
             "memtable_bytes": s.memtable_bytes,
             "table_bytes_per_key": s.table_bytes_per_key,
+            "flushes": s.flushes,
+            "flush_failures": s.flush_failures,
+            "merges": s.merges,
+            "merge_failures": s.merge_failures,
         }),
     )
 }

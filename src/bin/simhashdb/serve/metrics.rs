@@ -203,6 +203,25 @@ impl Metrics {
             header(&mut out, name, "counter", help);
             let _ = writeln!(out, "{name} {value}");
         }
+        let activity = [
+            (
+                "simhashdb_flushes_total",
+                "Memtables written to segments since the server opened the index, by result (a failure poisons the index).",
+                stats.flushes,
+                stats.flush_failures,
+            ),
+            (
+                "simhashdb_merges_total",
+                "Merges of segments since the server opened the index (background and POST /v1/compact), by result.",
+                stats.merges,
+                stats.merge_failures,
+            ),
+        ];
+        for (name, help, ok, failed) in activity {
+            header(&mut out, name, "counter", help);
+            let _ = writeln!(out, "{name}{{result=\"ok\"}} {ok}");
+            let _ = writeln!(out, "{name}{{result=\"failed\"}} {failed}");
+        }
 
         let gauges = [
             (
