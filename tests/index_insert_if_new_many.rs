@@ -112,7 +112,10 @@ fn a_batch_answers_as_sequential_insert_if_new_calls_and_brute_force() {
     assert_eq!(live_docs(&a), model);
     assert!(b.stats().segments > 0);
     // The workload exercised both answers.
-    assert!(inserted > 100 && duplicates > 100, "{inserted} {duplicates}");
+    assert!(
+        inserted > 100 && duplicates > 100,
+        "{inserted} {duplicates}"
+    );
 }
 
 #[test]
@@ -159,7 +162,11 @@ fn documents_of_one_batch_see_each_other_in_order() {
     assert_eq!(index.get(3).expect("get"), None);
     assert_eq!(index.get(5).expect("get"), None);
     // A distance above the plan's k is refused; an empty batch writes nothing.
-    assert!(index.insert_if_new_many([(9, 9, None::<String>)], 4).is_err());
+    assert!(
+        index
+            .insert_if_new_many([(9, 9, None::<String>)], 4)
+            .is_err()
+    );
     assert_eq!(index.get(9).expect("get"), None);
     let before = fs.op_count();
     assert_eq!(
@@ -224,7 +231,10 @@ fn a_batch_survives_a_crash_whole_or_not_at_all() {
             assert_eq!(index.get(i).expect("get"), Some(i << 20));
         }
     }
-    assert!(kept_whole > 0 && lost_whole > 0, "{kept_whole} {lost_whole}");
+    assert!(
+        kept_whole > 0 && lost_whole > 0,
+        "{kept_whole} {lost_whole}"
+    );
 
     // A short write of the frame: the call fails, nothing of it is kept.
     let fs = FaultFs::with_seed(7);
@@ -233,7 +243,10 @@ fn a_batch_survives_a_crash_whole_or_not_at_all() {
     fs.inject(Fault::new(FaultKind::ShortWrite).on(&[Op::Write]));
     let docs = (100..140u64).map(|i| (i, spread(i), None::<String>));
     assert!(index.insert_if_new_many(docs, 3).is_err());
-    assert!(index.insert(2, 2).is_err(), "a failed write poisons the index");
+    assert!(
+        index.insert(2, 2).is_err(),
+        "a failed write poisons the index"
+    );
     fs.clear_faults();
     fs.crash(CrashMode::ProcessKill);
     drop(index);

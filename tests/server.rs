@@ -322,7 +322,10 @@ fn every_endpoint_answers_as_brute_force_says() {
     assert_eq!(stats["merges"], merges);
     assert_eq!(value("simhashdb_flushes_total{result=\"failed\"}"), 0);
     assert_eq!(value("simhashdb_merges_total{result=\"failed\"}"), 0);
-    assert_eq!((&stats["flush_failures"], &stats["merge_failures"]), (&json!(0), &json!(0)));
+    assert_eq!(
+        (&stats["flush_failures"], &stats["merge_failures"]),
+        (&json!(0), &json!(0))
+    );
     assert_eq!(
         value("simhashdb_http_requests_total{method=\"POST\",route=\"/v1/check\",status=\"200\"}"),
         61
