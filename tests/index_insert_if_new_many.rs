@@ -27,6 +27,8 @@ fn dir() -> &'static Path {
     Path::new("/index")
 }
 
+// Field by field: `Options` is to become `#[non_exhaustive]`.
+#[allow(clippy::field_reassign_with_default)]
 fn options(fs: &FaultFs, durability: Durability) -> Options {
     let mut o = Options::default();
     o.plan = Some(Plan::new(5, 3).expect("plan"));
