@@ -202,6 +202,16 @@ class Index:
         k: Optional[int] = None,
     ) -> list[Match]:
         """Inserts unless near-duplicates exist; returns them (empty: inserted)."""
+    def insert_if_new_many(
+        self,
+        ids: _U64Array,
+        fingerprints: _U64Array,
+        names: Optional[Sequence[Optional[str]]] = None,
+        k: Optional[int] = None,
+    ) -> list[list[Match]]:
+        """``insert_if_new`` for each document in order (each sees those
+        inserted before it, in the index and in the batch), the inserted
+        ones as one atomic write; one list per document (empty: inserted)."""
     def add(self, name: str, text: str) -> int:
         """Inserts ``text`` as the document ``name`` (id ``doc_id(name)``); returns the id."""
     def add_many(self, names: Sequence[str], texts: Sequence[str]) -> npt.NDArray[np.uint64]:
@@ -214,8 +224,10 @@ class Index:
         """Syncs the write-ahead log to the device."""
     def compact(self) -> None:
         """Merges every segment into one."""
-    def verify(self) -> dict[str, int]:
-        """Checks every checksum; returns {"files": n, "bytes": n}."""
+    def verify(self) -> dict[str, Any]:
+        """Checks every checksum; returns {"files": n, "bytes": n,
+        "wal_tails": [{"path", "offset", "bytes", "unsynced_appends",
+        "complete_frame"}, ...]}: each WAL end that recovery drops."""
     def stats(self) -> dict[str, Any]:
         """Shape and size of the index."""
     def __len__(self) -> int: ...
@@ -225,6 +237,9 @@ class Index:
     @property
     def k(self) -> int:
         """The largest distance queries may ask for."""
+    @property
+    def retention(self) -> Optional[datetime.timedelta]:
+        """How long documents are kept, as recorded in the index (None: forever)."""
     @property
     def plan(self) -> str:
         """The table plan."""

@@ -15,7 +15,7 @@
 //! the merge signal (so nothing that holds the state takes the signal).
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -56,6 +56,30 @@ pub(super) struct Core {
     /// What runs at each schedule point (nothing without the
     /// `schedule-hooks` feature).
     pub(super) hooks: Hooks,
+    /// Flushes and merges run since the open ([`Stats`](super::Stats)).
+    pub(super) activity: Activity,
+}
+
+/// Counts of flushes and merges since the open, wherever they ran (the
+/// writing thread, the flush thread, the merge thread, `compact`).
+#[derive(Debug, Default)]
+pub(super) struct Activity {
+    pub(super) flushes: AtomicU64,
+    pub(super) flush_failures: AtomicU64,
+    pub(super) merges: AtomicU64,
+    pub(super) merge_failures: AtomicU64,
+}
+
+impl Activity {
+    /// Counts `result` as a success in `ok` or a failure in `failed`.
+    pub(super) fn count<T>(&self, result: &Result<T>, ok: &AtomicU64, failed: &AtomicU64) {
+        let counter = if result.is_ok() { ok } else { failed };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(super) fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
 }
 
 #[derive(Debug)]

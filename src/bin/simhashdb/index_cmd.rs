@@ -234,11 +234,10 @@ pub fn add(args: &AddArgs) -> Result<(), CliError> {
             for (n, line) in lines(&data).enumerate() {
                 let (name, text) = parse_named_text(line, "standard input", n + 1)?;
                 let doc = docs::document(name.to_owned(), text.as_bytes(), args.read.html);
-                if doc.is_blank() {
+                let Some(fp) = doc.fingerprint_checked(&hasher, weight) else {
                     blanks += 1;
                     continue;
-                }
-                let fp = doc.fingerprint(&hasher, weight);
+                };
                 batch.push((doc_id(&doc.name), fp, Some(doc.name)));
             }
         }
@@ -333,19 +332,20 @@ pub fn query(args: &QueryArgs) -> Result<(), CliError> {
         (Some(fp), _, _) => parse_decimal_u64(fp.as_bytes())
             .map_err(|why| CliError::Input(format!("--fp {}: {why}", snippet(fp.as_bytes()))))?,
         (None, Some(text), _) => {
-            if docs::is_blank_text(text) {
-                return Err(blank_query("--text"));
+            let hasher = docs::hasher_for(&index)?;
+            match hasher.fingerprint_checked(text) {
+                Some(fp) if !docs::is_blank_text(text) => fp,
+                _ => return Err(blank_query("--text")),
             }
-            docs::hasher_for(&index)?.fingerprint(text)
         }
         (None, None, Some(path)) => {
             let hasher = docs::hasher_for(&index)?;
             let is_html = args.html || crate::html::is_html_name(path);
             let doc = docs::document(path.clone(), &read_all(path)?, is_html);
-            if doc.is_blank() {
+            let Some(fp) = doc.fingerprint_checked(&hasher, 1.0) else {
                 return Err(blank_query(&display_name(path, "standard input")));
-            }
-            doc.fingerprint(&hasher, 1.0)
+            };
+            fp
         }
         (None, None, None) => unreachable!("clap requires one of them"),
     };
@@ -755,13 +755,12 @@ pub fn check(args: &CheckArgs) -> Result<(), CliError> {
         }
         let (name, text) = parse_named_text(&line, "standard input", n)?;
         let doc = docs::document(name.to_owned(), text.as_bytes(), args.html);
-        if doc.is_blank() {
+        let Some(fp) = doc.fingerprint_checked(&hasher, 1.0) else {
             out.write_all(b"blank\n")
                 .and_then(|()| out.flush())
                 .map_err(write_err)?;
             continue;
-        }
-        let fp = doc.fingerprint(&hasher, 1.0);
+        };
         let answer = match index.insert_if_new_named(doc_id(&doc.name), fp, Some(doc.name), k)? {
             Ok(()) => "new\n".to_string(),
             Err(matches) => {

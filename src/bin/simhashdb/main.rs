@@ -43,9 +43,10 @@ bytes, so `get NAME` and `delete NAME` find what `add` and `check` stored.
 Names in tab-separated output have `\\`, tab, newline and carriage return
 written as `\\\\`, `\\t`, `\\n` and `\\r`.
 
-Blank documents (no letter or digit) are left out by dedup and add (counted on
-standard error), answered `blank` by check, refused by query (exit 2), and
-never stored: their
+Blank documents (no letter or digit; for check, query and `add -` also no word
+for the index's tokenizer) are left out by dedup and add (counted on standard
+error), answered `blank` by check, refused by query (exit 2), and never
+stored: their
 fingerprint would be 0, a duplicate of every other blank one (fingerprint
 prints it).
 
