@@ -71,6 +71,23 @@ fn parse_keep(s: &str) -> Result<KeepRule, String> {
     }
 }
 
+fn parse_size(s: &str) -> Result<usize, String> {
+    let (digits, unit) = match s.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&s[..i], 1usize << 10),
+        Some((i, 'M' | 'm')) => (&s[..i], 1 << 20),
+        Some((i, 'G' | 'g')) => (&s[..i], 1 << 30),
+        _ => (s, 1 << 20),
+    };
+    match digits.parse::<usize>() {
+        Ok(n) if n > 0 => n
+            .checked_mul(unit)
+            .ok_or_else(|| format!("`{s}` is too large")),
+        _ => Err(format!(
+            "expected a positive size such as 512, 64K or 2G, got `{s}`"
+        )),
+    }
+}
+
 fn parse_format(s: &str) -> Result<Format, String> {
     Format::parse(s)
 }
@@ -127,9 +144,10 @@ pub struct DatasetArgs {
     /// without re-reading texts.
     #[arg(long)]
     pub no_verify: bool,
-    /// Memory for the texts' shingle sets while checking candidates, in MiB;
-    /// candidates that do not fit are checked in further passes.
-    #[arg(long, default_value_t = 512, value_name = "MIB")]
+    /// Memory for the texts' shingle sets while checking candidates (a
+    /// number of MiB, or bytes with a K, M or G suffix); candidates that do
+    /// not fit are checked in further passes over the inputs.
+    #[arg(long, default_value = "512", value_parser = parse_size, value_name = "SIZE")]
     pub verify_memory: usize,
     /// Write the summary as a JSON object to this file.
     #[arg(long, value_name = "PATH")]
@@ -304,9 +322,6 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
         return Err(CliError::Input(
             "--verify and --no-verify contradict each other".into(),
         ));
-    }
-    if args.verify_memory == 0 {
-        return Err(CliError::Input("--verify-memory must be at least 1".into()));
     }
     let (files, skipped) = collect_inputs(common.paths, common.walk);
     if !skipped.is_empty() {
@@ -565,7 +580,7 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
 
     // ---- the exact check
     let width = common.rule.map_or(JaccardRule::DEFAULT_WIDTH, |r| r.width);
-    let budget = args.verify_memory << 20;
+    let budget = args.verify_memory;
     let mut similarity_of_pair: HashMap<(u32, u32), f64> = HashMap::new();
     if verify && !pairs.is_empty() {
         let (js, passes) = verify::jaccards(&inputs, &hasher, width, budget, &pairs, "checking")?;
