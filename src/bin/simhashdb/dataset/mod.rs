@@ -582,8 +582,20 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
     let width = common.rule.map_or(JaccardRule::DEFAULT_WIDTH, |r| r.width);
     let budget = args.verify_memory;
     let mut similarity_of_pair: HashMap<(u32, u32), f64> = HashMap::new();
+    let checker = verify::Checker {
+        inputs: &inputs,
+        hasher: &hasher,
+        width,
+        budget,
+        n,
+    };
     if verify && !pairs.is_empty() {
-        let (js, passes) = verify::jaccards(&inputs, &hasher, width, budget, &pairs, "checking")?;
+        let floor = common
+            .rule
+            .map_or(TIERS.iter().map(|t| t.2).fold(1.0, f64::min), |r| {
+                r.threshold
+            });
+        let (js, passes) = verify::jaccards(&checker, &pairs, floor, "checking")?;
         summary.verify_passes += passes;
         let mut confirmed = Vec::new();
         for (&(a, b), j) in pairs.iter().zip(js) {
@@ -628,7 +640,8 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
 
     // ---- the survivors against an existing index (fingerprints only)
     let mut index_matches: Vec<(Value, u32)> = Vec::new();
-    if let Some(index) = &against {
+    let used_index = against.is_some();
+    if let Some(index) = against {
         let k = common.distance.unwrap_or(3).min(index.plan().k());
         for i in 0..n {
             if fate[i] != Fate::Kept || blank[i] {
@@ -646,6 +659,8 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
                 summary.dropped_by_index += 1;
             }
         }
+        // Closed before --add-to (possibly the same directory) opens it for writing.
+        drop(index);
     }
 
     // ---- ids (of the records that appear in the report) and similarities
@@ -685,8 +700,7 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
                 }
             }
             if !to_check.is_empty() {
-                let (js, passes) =
-                    verify::jaccards(&inputs, &hasher, width, budget, &to_check, "similarity")?;
+                let (js, passes) = verify::jaccards(&checker, &to_check, 0.0, "similarity")?;
                 summary.verify_passes += passes;
                 for (&(_, i), j) in to_check.iter().zip(js) {
                     sim_to_kept.insert(i, j);
@@ -790,7 +804,7 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
         dropped,
         summary.dropped_in_dataset,
         summary.groups,
-        if against.is_some() {
+        if used_index {
             format!(", {} found in the index", summary.dropped_by_index)
         } else {
             String::new()
