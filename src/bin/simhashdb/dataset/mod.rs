@@ -187,10 +187,16 @@ pub fn is_dataset_mode(paths: &[OsString], walk: &WalkArgs, args: &DatasetArgs) 
         return true;
     }
     let (files, _) = collect_inputs(paths, walk);
-    !files.is_empty()
-        && files
-            .iter()
-            .all(|f| f.name != "-" && by_extension(&f.path).is_some())
+    let mut datasets = files.iter().filter(|f| !is_marker(&f.path)).peekable();
+    datasets.peek().is_some() && datasets.all(|f| f.name != "-" && by_extension(&f.path).is_some())
+}
+
+/// Whether a file is a job's marker (`_SUCCESS`, `_committed_...`, as Spark
+/// and Hadoop leave next to their shards), skipped in dataset mode.
+fn is_marker(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with('_'))
 }
 
 /// Candidate distance and Jaccard threshold by text length (characters),
@@ -245,7 +251,7 @@ impl Inputs {
                 &mut |i| want(start + i),
                 &mut |rec| {
                     let n = self.records.fetch_add(1, Ordering::Relaxed);
-                    if n % 4096 == 0 {
+                    if n.is_multiple_of(4096) {
                         self.tick(&bar, n);
                     }
                     f(start + rec.index, rec)
@@ -332,6 +338,9 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
     }
     let mut sources = Vec::new();
     for f in files {
+        if is_marker(&f.path) && args.format.is_none() {
+            continue;
+        }
         if f.name == "-" {
             return Err(CliError::Input(
                 "dataset mode reads its inputs more than once: write standard input to a file"
@@ -1023,6 +1032,8 @@ fn write_kept(inputs: &Inputs, output: Option<&Path>, fate: &[Fate]) -> Result<(
 }
 
 /// Appends the survivors to the index in `dir`, in batches; returns how many.
+// `Options` is to become `#[non_exhaustive]`: set fields on a default value.
+#[allow(clippy::field_reassign_with_default)]
 fn add_survivors(
     inputs: &Inputs,
     dir: &Path,
