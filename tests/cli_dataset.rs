@@ -15,7 +15,7 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use assert_cmd::Command;
 use serde_json::{Value, json};
-use simhashdb::verify::ShingleSet;
+use simhashdb::recheck::ShingleSet;
 use simhashdb::{Index, Simhasher, hamming};
 
 use common::Rng;

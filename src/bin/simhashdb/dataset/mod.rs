@@ -30,7 +30,7 @@ use rayon::prelude::*;
 use serde_json::{Value, json};
 use simhashdb::batch::find_all;
 use simhashdb::plan::Plan;
-use simhashdb::verify::JaccardRule;
+use simhashdb::recheck::JaccardRule;
 use simhashdb::{Index, Options, Simhasher, doc_id, hamming};
 
 use crate::docs::{WalkArgs, collect_inputs, is_blank_text};
@@ -1032,8 +1032,6 @@ fn write_kept(inputs: &Inputs, output: Option<&Path>, fate: &[Fate]) -> Result<(
 }
 
 /// Appends the survivors to the index in `dir`, in batches; returns how many.
-// `Options` is to become `#[non_exhaustive]`: set fields on a default value.
-#[allow(clippy::field_reassign_with_default)]
 fn add_survivors(
     inputs: &Inputs,
     dir: &Path,
@@ -1043,11 +1041,11 @@ fn add_survivors(
     fps: &[u64],
     blank: &[bool],
 ) -> Result<u64, CliError> {
-    let mut options = Options::default();
-    options.fingerprint = Some(match config {
+    let config = match config {
         Some(c) => c.parse().map_err(|e| CliError::Failure(format!("{e}")))?,
         None => hasher.config(),
-    });
+    };
+    let options = Options::default().fingerprint(config);
     let index = Index::open(dir, options)?;
     let mut batch: Vec<(u64, u64, Option<String>)> = Vec::new();
     let mut added = 0u64;

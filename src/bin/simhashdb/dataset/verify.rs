@@ -14,7 +14,7 @@ use std::collections::HashMap;
 
 use rayon::prelude::*;
 use simhashdb::Simhasher;
-use simhashdb::verify::ShingleSet;
+use simhashdb::recheck::ShingleSet;
 
 use super::Inputs;
 use crate::error::CliError;
