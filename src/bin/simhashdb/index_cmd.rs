@@ -78,6 +78,18 @@ fn recorded_settings(dir: &Path) -> Result<Option<Manifest>, CliError> {
 
 /// The fingerprint configuration the index in `dir` records, or the one a
 /// new index gets, with its hasher.
+/// The fingerprint configuration and hasher recorded by the index in `dir`,
+/// if there is one.
+pub fn existing_index_hasher(dir: &Path) -> Result<Option<(String, Simhasher)>, CliError> {
+    match recorded_settings(dir)? {
+        Some(manifest) => {
+            let hasher = docs::hasher_for_config(&manifest.fingerprint_config)?;
+            Ok(Some((manifest.fingerprint_config, hasher)))
+        }
+        None => Ok(None),
+    }
+}
+
 fn index_hasher(dir: &Path) -> Result<(FingerprintConfig, Simhasher), CliError> {
     let line = match recorded_settings(dir)? {
         Some(manifest) => manifest.fingerprint_config,

@@ -1,6 +1,7 @@
 //! The `simhashdb` command line. Uses only the library's public API.
 
 mod batch_cmd;
+mod dataset;
 mod dedup_cmd;
 mod docs;
 mod error;
