@@ -168,7 +168,10 @@ impl Edit {
 /// of the words) moved, or the text cut to a share of its words.
 fn apply(text: &str, edit: Edit, vocab: &[&str], rng: &mut Rng) -> String {
     if let Edit::Move = edit {
-        let paras: Vec<&str> = text.split("\n\n").filter(|p| !p.trim().is_empty()).collect();
+        let paras: Vec<&str> = text
+            .split("\n\n")
+            .filter(|p| !p.trim().is_empty())
+            .collect();
         if paras.len() >= 3 {
             let mut paras = paras;
             let from = rng.below(paras.len());
@@ -394,9 +397,17 @@ impl Set {
         let tokens: Vec<Vec<String>> = records.iter().map(|r| hasher.tokens(&r.text)).collect();
         let by_width: Vec<Vec<ShingleSet>> = [2, 3, 5]
             .iter()
-            .map(|&w| tokens.iter().map(|t| ShingleSet::from_tokens(t, w)).collect())
+            .map(|&w| {
+                tokens
+                    .iter()
+                    .map(|t| ShingleSet::from_tokens(t, w))
+                    .collect()
+            })
             .collect();
-        let fps: Vec<u64> = records.iter().map(|r| hasher.fingerprint(&r.text)).collect();
+        let fps: Vec<u64> = records
+            .iter()
+            .map(|r| hasher.fingerprint(&r.text))
+            .collect();
         let truth = similar_pairs(&by_width[2], 0.5);
         let plan = Plan::auto(fps.len() as u64, kmax).expect("plan");
         let mut candidates: Vec<Candidate> = find_all(&fps, &plan)
@@ -425,7 +436,11 @@ impl Set {
     }
 
     /// The candidate pairs within `k` that pass `rule` (width, threshold).
-    fn pairs(&self, k: &dyn Fn(usize, usize) -> u32, rule: Option<(usize, f64)>) -> Vec<(usize, usize)> {
+    fn pairs(
+        &self,
+        k: &dyn Fn(usize, usize) -> u32,
+        rule: Option<(usize, f64)>,
+    ) -> Vec<(usize, usize)> {
         self.candidates
             .iter()
             .filter(|c| c.distance <= k(c.a, c.b))
@@ -539,7 +554,6 @@ fn run_tool(tool: &PathBuf, extra: &str, set: &Set, dir: &std::path::Path) -> (V
     }
     (rep, secs)
 }
-
 
 // ---------------------------------------------------------------- report
 
@@ -887,7 +901,11 @@ fn main() {
         );
     }
 
-    writeln!(md, "## Settings with precision >= 0.99 and recall >= 0.98\n").unwrap();
+    writeln!(
+        md,
+        "## Settings with precision >= 0.99 and recall >= 0.98\n"
+    )
+    .unwrap();
     if best.is_empty() {
         writeln!(md, "None.").unwrap();
     }
@@ -906,7 +924,11 @@ fn main() {
              record's representative is its `duplicate_of` (followed to a kept record).\n"
         )
         .unwrap();
-        writeln!(md, "| set | ARGS | T = 0.8 | T = 0.5 | dropped | wall time |").unwrap();
+        writeln!(
+            md,
+            "| set | ARGS | T = 0.8 | T = 0.5 | dropped | wall time |"
+        )
+        .unwrap();
         writeln!(md, "|---|---|---|---|---|---|").unwrap();
         for set in &sets {
             for extra in &args.tool_args {
@@ -930,9 +952,7 @@ fn main() {
     writeln!(md, "Run time: {:.0} s.", started.elapsed().as_secs_f64()).unwrap();
 
     match &args.out {
-        Some(p) => {
-            std::fs::write(p, &md).unwrap_or_else(|e| die(&format!("{}: {e}", p.display())))
-        }
+        Some(p) => std::fs::write(p, &md).unwrap_or_else(|e| die(&format!("{}: {e}", p.display()))),
         None => std::io::stdout()
             .write_all(md.as_bytes())
             .expect("write stdout"),
