@@ -50,7 +50,7 @@ use simhashdb::batch::find_all;
 use simhashdb::fingerprint::fmix64;
 use simhashdb::hamming;
 use simhashdb::plan::Plan;
-use simhashdb::verify::ShingleSet;
+use simhashdb::recheck::ShingleSet;
 use textfiles::{load, similar_pairs};
 
 const TRUTH: [f64; 2] = [0.8, 0.5];

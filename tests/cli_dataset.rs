@@ -15,7 +15,7 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use assert_cmd::Command;
 use serde_json::{Value, json};
-use simhashdb::verify::ShingleSet;
+use simhashdb::recheck::ShingleSet;
 use simhashdb::{Index, Simhasher, hamming};
 
 use common::Rng;
@@ -528,7 +528,7 @@ fn every_format_and_compression_gives_the_brute_force_result() {
 }
 
 #[test]
-fn several_files_are_one_dataset_and_ids_name_the_kept_record_across_files() {
+fn a_directory_of_shards_is_one_dataset_and_ids_name_the_kept_record_across_files() {
     let recs = dataset(13, 300);
     let want = expected(&recs, true, None, Keep::First);
     let dir = tempfile::tempdir().unwrap();
@@ -539,6 +539,8 @@ fn several_files_are_one_dataset_and_ids_name_the_kept_record_across_files() {
     fs::write(shards.join("part-0.jsonl"), jsonl_bytes(a)).unwrap();
     fs::write(shards.join("part-1.jsonl.gz"), gzip(&jsonl_bytes(b))).unwrap();
     fs::write(shards.join("part-2.jsonl.zst"), zstd_bytes(&jsonl_bytes(c))).unwrap();
+    // A job's marker file next to the shards is not a dataset file.
+    fs::write(shards.join("_SUCCESS"), b"").unwrap();
     let (stdout, _) = dedup(&[path_str(&shards), "--emit", "drop", "--id-field", "id"]);
     check_drops(&stdout, &want);
 }

@@ -9,7 +9,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use simhashdb::fingerprint::{fmix64, fnv1a64};
-use simhashdb::verify::ShingleSet;
+use simhashdb::recheck::ShingleSet;
 
 pub struct Doc {
     #[allow(dead_code)] // read by quality.rs, not by dedup_quality.rs

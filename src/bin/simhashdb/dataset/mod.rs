@@ -30,7 +30,7 @@ use rayon::prelude::*;
 use serde_json::{Value, json};
 use simhashdb::batch::find_all;
 use simhashdb::plan::Plan;
-use simhashdb::verify::JaccardRule;
+use simhashdb::recheck::JaccardRule;
 use simhashdb::{Index, Options, Simhasher, doc_id, hamming};
 
 use crate::docs::{WalkArgs, collect_inputs, is_blank_text};
@@ -187,10 +187,16 @@ pub fn is_dataset_mode(paths: &[OsString], walk: &WalkArgs, args: &DatasetArgs) 
         return true;
     }
     let (files, _) = collect_inputs(paths, walk);
-    !files.is_empty()
-        && files
-            .iter()
-            .all(|f| f.name != "-" && by_extension(&f.path).is_some())
+    let mut datasets = files.iter().filter(|f| !is_marker(&f.path)).peekable();
+    datasets.peek().is_some() && datasets.all(|f| f.name != "-" && by_extension(&f.path).is_some())
+}
+
+/// Whether a file is a job's marker (`_SUCCESS`, `_committed_...`, as Spark
+/// and Hadoop leave next to their shards), skipped in dataset mode.
+fn is_marker(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with('_'))
 }
 
 /// Candidate distance and Jaccard threshold by text length (characters),
@@ -245,7 +251,7 @@ impl Inputs {
                 &mut |i| want(start + i),
                 &mut |rec| {
                     let n = self.records.fetch_add(1, Ordering::Relaxed);
-                    if n % 4096 == 0 {
+                    if n.is_multiple_of(4096) {
                         self.tick(&bar, n);
                     }
                     f(start + rec.index, rec)
@@ -332,6 +338,9 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
     }
     let mut sources = Vec::new();
     for f in files {
+        if is_marker(&f.path) && args.format.is_none() {
+            continue;
+        }
         if f.name == "-" {
             return Err(CliError::Input(
                 "dataset mode reads its inputs more than once: write standard input to a file"
@@ -582,8 +591,20 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
     let width = common.rule.map_or(JaccardRule::DEFAULT_WIDTH, |r| r.width);
     let budget = args.verify_memory;
     let mut similarity_of_pair: HashMap<(u32, u32), f64> = HashMap::new();
+    let checker = verify::Checker {
+        inputs: &inputs,
+        hasher: &hasher,
+        width,
+        budget,
+        n,
+    };
     if verify && !pairs.is_empty() {
-        let (js, passes) = verify::jaccards(&inputs, &hasher, width, budget, &pairs, "checking")?;
+        let floor = common
+            .rule
+            .map_or(TIERS.iter().map(|t| t.2).fold(1.0, f64::min), |r| {
+                r.threshold
+            });
+        let (js, passes) = verify::jaccards(&checker, &pairs, floor, "checking")?;
         summary.verify_passes += passes;
         let mut confirmed = Vec::new();
         for (&(a, b), j) in pairs.iter().zip(js) {
@@ -628,7 +649,8 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
 
     // ---- the survivors against an existing index (fingerprints only)
     let mut index_matches: Vec<(Value, u32)> = Vec::new();
-    if let Some(index) = &against {
+    let used_index = against.is_some();
+    if let Some(index) = against {
         let k = common.distance.unwrap_or(3).min(index.plan().k());
         for i in 0..n {
             if fate[i] != Fate::Kept || blank[i] {
@@ -646,6 +668,8 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
                 summary.dropped_by_index += 1;
             }
         }
+        // Closed before --add-to (possibly the same directory) opens it for writing.
+        drop(index);
     }
 
     // ---- ids (of the records that appear in the report) and similarities
@@ -685,8 +709,7 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
                 }
             }
             if !to_check.is_empty() {
-                let (js, passes) =
-                    verify::jaccards(&inputs, &hasher, width, budget, &to_check, "similarity")?;
+                let (js, passes) = verify::jaccards(&checker, &to_check, 0.0, "similarity")?;
                 summary.verify_passes += passes;
                 for (&(_, i), j) in to_check.iter().zip(js) {
                     sim_to_kept.insert(i, j);
@@ -790,7 +813,7 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
         dropped,
         summary.dropped_in_dataset,
         summary.groups,
-        if against.is_some() {
+        if used_index {
             format!(", {} found in the index", summary.dropped_by_index)
         } else {
             String::new()
@@ -1018,11 +1041,11 @@ fn add_survivors(
     fps: &[u64],
     blank: &[bool],
 ) -> Result<u64, CliError> {
-    let mut options = Options::default();
-    options.fingerprint = Some(match config {
+    let config = match config {
         Some(c) => c.parse().map_err(|e| CliError::Failure(format!("{e}")))?,
         None => hasher.config(),
-    });
+    };
+    let options = Options::default().fingerprint(config);
     let index = Index::open(dir, options)?;
     let mut batch: Vec<(u64, u64, Option<String>)> = Vec::new();
     let mut added = 0u64;
