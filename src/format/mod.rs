@@ -73,7 +73,7 @@ pub use wal::{
 /// The format version this build writes and reads, for every file kind.
 ///
 /// See docs/FORMAT.md#versions.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// Longest document name, in bytes, that the WAL and the doc map accept.
 pub const MAX_NAME_LEN: usize = 64 * 1024;
