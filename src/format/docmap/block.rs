@@ -351,6 +351,9 @@ pub(crate) struct EntryBlock<'a> {
     seq_relative: bool,
     timestamp: Field<'a>,
     codes: Packed<'a>,
+    /// Where each entry's name starts among the block's names (entry `i`'s
+    /// ends where entry `i + 1`'s starts).
+    name_starts: [u32; BLOCK_LEN + 1],
     /// The block's names, back to back.
     names: &'a [u8],
     /// Where the block's names start in the names section.
@@ -418,13 +421,19 @@ impl<'a> EntryBlock<'a> {
             return Err(bad("a doc map entry block is shorter than its streams"));
         };
         let unary = rest;
+        let mut name_starts = [0u32; BLOCK_LEN + 1];
         let mut names_len = 0usize;
-        for i in 0..len {
-            let code = codes.get(i);
-            if code > to_u64(MAX_NAME_LEN) + 1 {
-                return Err(bad("a doc map entry has a name longer than 65,536 bytes"));
+        if name_width > 0 {
+            for i in 0..len {
+                let code = codes.get(i);
+                if code > to_u64(MAX_NAME_LEN) + 1 {
+                    return Err(bad("a doc map entry has a name longer than 65,536 bytes"));
+                }
+                names_len += to_usize(code.saturating_sub(1)).unwrap_or(usize::MAX);
+                if let Some(slot) = name_starts.get_mut(i + 1) {
+                    *slot = u32::try_from(names_len).unwrap_or(u32::MAX);
+                }
             }
-            names_len += to_usize(code.saturating_sub(1)).unwrap_or(usize::MAX);
         }
         let block_names = to_usize(name_base)
             .and_then(|s| names.get(s..s.checked_add(names_len)?))
@@ -470,22 +479,23 @@ impl<'a> EntryBlock<'a> {
                 packed: ts,
             },
             codes,
+            name_starts,
             names: block_names,
             name_base,
         };
-        for i in 0..len {
-            if block.id.base.checked_add(block.id.packed.get(i)).is_none()
-                || block
-                    .timestamp
-                    .base
-                    .checked_add(block.timestamp.packed.get(i))
-                    .is_none()
-                || (!block.seq_relative
-                    && block
-                        .seq
-                        .base
-                        .checked_add(block.seq.packed.get(i))
-                        .is_none())
+        // A packed field passes 2^64 - 1 only if its base plus its widest
+        // value could: each value is checked only then.
+        let fields = [
+            Some(&block.id),
+            Some(&block.timestamp),
+            (!block.seq_relative).then_some(&block.seq),
+        ];
+        for field in fields.into_iter().flatten() {
+            if field
+                .base
+                .checked_add(low_mask(field.packed.bits))
+                .is_none()
+                && (0..len).any(|i| field.base.checked_add(field.packed.get(i)).is_none())
             {
                 return Err(bad("a doc map entry's field passes 2^64 - 1"));
             }
@@ -528,14 +538,12 @@ impl<'a> EntryBlock<'a> {
         if self.codes.bits == 0 {
             return None;
         }
-        let code = to_usize(self.codes.get(i)).unwrap_or(0);
-        if code == 0 {
+        if self.codes.get(i) == 0 {
             return None;
         }
-        let start: usize = (0..i)
-            .map(|j| to_usize(self.codes.get(j).saturating_sub(1)).unwrap_or(0))
-            .sum();
-        self.names.get(start..start + code - 1)
+        let start = self.name_starts.get(i).copied()? as usize;
+        let end = self.name_starts.get(i + 1).copied()? as usize;
+        self.names.get(start..end)
     }
 
     /// Where the block's names start in the names section.
