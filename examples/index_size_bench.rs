@@ -18,7 +18,7 @@ use std::time::Instant;
 use simhashdb::{Index, Options};
 
 mod common;
-use common::insert_xorshift_timed;
+use common::{cpu_seconds, insert_xorshift_timed, written_bytes};
 
 /// Bytes of the index's files by kind: (`.seg`, `.ids`, MANIFEST, `.wal`, segments).
 fn sizes(dir: &Path) -> std::io::Result<(u64, u64, u64, u64, usize)> {
@@ -66,22 +66,30 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let dir = temp.path().join("index");
         let index = Index::open(&dir, Options::default())?;
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let (cpu, written) = (cpu_seconds(), written_bytes());
         let start = Instant::now();
         insert_xorshift_timed(&index, &mut state, 0..n, &mut Vec::new())?;
         index.flush()?;
         drop(index);
         let ingest = start.elapsed().as_secs_f64();
         println!(
-            "{n:>10} ingest: {ingest:.2} s ({:.0} per second, merges included)",
-            n as f64 / ingest
+            "{n:>10} ingest: {ingest:.2} s ({:.0} per second, merges included); {:.2} CPU s; {:.1} bytes written per fingerprint",
+            n as f64 / ingest,
+            cpu_seconds() - cpu,
+            (written_bytes() - written) / n as f64
         );
         report("after ingest", &dir, n)?;
         let index = Index::open(&dir, Options::default())?;
+        let (cpu, written) = (cpu_seconds(), written_bytes());
         let start = Instant::now();
         index.compact()?;
         let compact = start.elapsed().as_secs_f64();
         drop(index);
-        println!("{n:>10} compact: {compact:.2} s");
+        println!(
+            "{n:>10} compact: {compact:.2} s; {:.2} CPU s; {:.1} bytes written per fingerprint",
+            cpu_seconds() - cpu,
+            (written_bytes() - written) / n as f64
+        );
         report("after compact", &dir, n)?;
     }
     Ok(())
