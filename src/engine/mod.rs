@@ -1,15 +1,35 @@
 //! The persistent index: files, policy, recovery. Bytes on disk are
 //! `crate::format`'s business; this module decides which files exist and when.
+//!
+//! One file per stage of the pipeline (docs/ARCHITECTURE.md):
+//! [`Index`] in `index.rs` is the façade; `options.rs` and `types.rs` hold
+//! what it takes and answers; `core.rs` what its threads share; `write.rs`,
+//! `flush.rs`, `compaction/` the path of a write; `read.rs` the path of a
+//! query; `recovery.rs` the open; `check.rs` `verify`; `segment.rs` and
+//! `files.rs` the files.
 
+mod check;
+mod compaction;
+mod core;
 pub mod fault;
+mod files;
+mod flush;
 pub mod fs;
 mod index;
 mod keys;
 pub mod lock;
 mod memtable;
-pub mod policy;
+mod options;
+mod read;
+mod recovery;
 mod repair;
 pub mod schedule;
+mod segment;
+mod types;
+mod write;
 
-pub use index::{Doc, Durability, Index, Match, Options, Stats, VerifyReport, WalTail};
+pub use compaction::policy;
+pub use index::Index;
+pub use options::{Durability, Options};
 pub use repair::{LOST_AND_FOUND, RepairReport};
+pub use types::{Doc, Match, Stats, VerifyReport, WalTail};

@@ -14,19 +14,18 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::fingerprint::Simhasher;
 use crate::format::{
     DocMapReader, FileKind, MANIFEST_TEMP_FILE_NAME, Manifest, Record, SegmentMeta, SegmentReader,
     WalEnd, WalReader, encode_frame,
 };
 use crate::plan::Plan;
 
+use super::files::{commit_manifest, corrupted, foreign, io_error, lock_error, write_file};
 use super::fs::{FileSystem, RealFs};
-use super::index::{
-    Segment, commit_manifest, corrupted, foreign, io_error, lock_error, new_index_id, wal_flags,
-    write_file,
-};
 use super::lock::{DirLock, LOCK_FILE};
+use super::recovery::new_index_id;
+use super::segment::Segment;
+use super::write::wal_flags;
 use super::{Index, Options};
 
 /// Where `repair` puts the files it does not use.
@@ -220,17 +219,12 @@ impl Index {
             ),
             None => {
                 report.settings_from = "options".to_string();
-                let plan = match &options.plan {
-                    Some(plan) => plan.clone(),
-                    None => Plan::auto(options.expected_n, options.k)?,
-                };
-                let config = options
-                    .fingerprint
-                    .unwrap_or_else(|| Simhasher::default().config());
-                let retention_ms = options.retention.map_or(0, |r| {
-                    u64::try_from(r.as_millis()).unwrap_or(u64::MAX).max(1)
-                });
-                (plan, config.to_string(), retention_ms)
+                let settings = options.new_index_settings()?;
+                (
+                    settings.plan,
+                    settings.fingerprint.to_string(),
+                    settings.retention_ms,
+                )
             }
         };
 

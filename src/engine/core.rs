@@ -1,0 +1,187 @@
+//! [`Core`], what every thread of an index shares, and [`State`], what
+//! queries read; the commit that changes both.
+//!
+//! Lock order. A thread that holds more than one of these locks takes them
+//! in this order, and never the other way round:
+//!
+//! 1. `Index::writer` (the writing thread; `verify`, `compact`);
+//! 2. `Core::merging` (a merge, on the merge thread or in `compact`);
+//! 3. `Core::manifest` (a commit, or allocating ids);
+//! 4. `Core::state` (read or write);
+//! 5. `Core::poison_cause`.
+//!
+//! The flush thread's slot and the merge thread's signal are taken alone,
+//! except that `Merger::wait_for_segments` reads the state while it holds
+//! the merge signal (so nothing that holds the state takes the signal).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::error::{Error, Result};
+use crate::format::{FileKind, Manifest};
+use crate::plan::Plan;
+
+use super::compaction::policy::MergePolicy;
+use super::files::commit_manifest;
+use super::fs::FileSystem;
+use super::memtable::Memtable;
+use super::schedule::Hooks;
+use super::segment::Segment;
+
+/// What the writing thread and the merge thread share.
+#[derive(Debug)]
+pub(super) struct Core {
+    pub(super) dir: PathBuf,
+    /// The manifest's index id, written into every new file.
+    pub(super) index_id: u64,
+    pub(super) fs: Arc<dyn FileSystem>,
+    pub(super) plan: Plan,
+    /// [`Options::small_segment_plans`].
+    pub(super) small_segment_plans: bool,
+    pub(super) fingerprint_config: String,
+    pub(super) retention_ms: u64,
+    pub(super) merge_policy: Option<Arc<dyn MergePolicy>>,
+    pub(super) state: RwLock<State>,
+    /// The manifest as last committed, plus ids allocated since (a commit
+    /// writes it whole, so a flush and a merge never lose each other's edits).
+    pub(super) manifest: Mutex<Manifest>,
+    /// Held through each merge: merges (background or `compact`) run one at
+    /// a time.
+    pub(super) merging: Mutex<()>,
+    pub(super) poisoned: AtomicBool,
+    /// What poisoned the index: the first failure's message.
+    pub(super) poison_cause: Mutex<Option<String>>,
+    /// What runs at each schedule point (nothing without the
+    /// `schedule-hooks` feature).
+    pub(super) hooks: Hooks,
+}
+
+#[derive(Debug)]
+pub(super) struct State {
+    /// Where writes go. Shared with a flush in progress on the writing
+    /// thread, which writes it without holding the lock; only the writing
+    /// thread changes it, never during its own flush.
+    pub(super) memtable: Arc<Memtable>,
+    /// A full memtable the flush thread is writing to a segment: newer than
+    /// every segment, older than `memtable`. It leaves when its segment
+    /// joins `segments`, under the same write lock.
+    pub(super) frozen: Option<Arc<Memtable>>,
+    /// Newest first.
+    pub(super) segments: Vec<Arc<Segment>>,
+}
+
+impl State {
+    /// The memtables, newest first: the one written to, then the one being
+    /// flushed, if any.
+    pub(super) fn memtables(&self) -> impl Iterator<Item = &Memtable> {
+        std::iter::once(&*self.memtable).chain(self.frozen.as_deref())
+    }
+}
+
+pub(super) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+pub(super) fn read_lock<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    // A panic while holding the lock leaves consistent data (every update is
+    // a single assignment or completes before unlocking), so carry on.
+    lock.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // As for the state: every update completes before unlocking.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+pub(super) fn write_lock<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Core {
+    /// Commits the last committed manifest as `edit` changes it (a new
+    /// generation), then, still holding the manifest's lock so that the
+    /// query state changes in commit order, makes the matching change to the
+    /// state under its write lock. Returns what `edit` returns.
+    pub(super) fn commit<T>(
+        &self,
+        edit: impl FnOnce(&mut Manifest) -> T,
+        apply: impl FnOnce(&mut State),
+    ) -> Result<T> {
+        let mut committed = lock(&self.manifest);
+        let mut manifest = committed.clone();
+        let edited = edit(&mut manifest);
+        manifest.generation += 1;
+        commit_manifest(&self.dir, self.fs.as_ref(), &manifest)?;
+        *committed = manifest;
+        apply(&mut write_lock(&self.state));
+        Ok(edited)
+    }
+
+    /// Allocates the ids of a flush's segment and of the WAL that follows it.
+    pub(super) fn next_segment_and_wal_ids(&self) -> (u64, u64) {
+        let mut m = lock(&self.manifest);
+        let ids = (m.next_segment_id, m.next_wal_id);
+        m.next_segment_id += 1;
+        m.next_wal_id += 1;
+        ids
+    }
+
+    /// Removes WALs the committed manifest no longer names (best effort: a
+    /// file left behind is removed at the next open).
+    pub(super) fn remove_wals(&self, wal_ids: &[u64]) {
+        for &id in wal_ids {
+            let _ = self.fs.remove(&self.dir.join(FileKind::Wal.file_name(id)));
+        }
+    }
+
+    pub(super) fn fresh(&self, timestamp: u64) -> bool {
+        self.fresh_at(timestamp, now_ms())
+    }
+
+    /// The plan of a new segment of `keys` distinct fingerprints: with
+    /// [`Options::small_segment_plans`], the plan the cost model prefers for
+    /// that many (`Plan::auto`) when it has fewer tables than the index's;
+    /// else the index's. A flush of the default
+    /// memtable gets 4 tables instead of 10 (docs/ARCHITECTURE.md, "Small
+    /// segments have fewer tables").
+    pub(super) fn segment_plan(&self, keys: u64) -> Plan {
+        match Plan::auto(keys, self.plan.k()) {
+            Ok(small)
+                if self.small_segment_plans && small.tables().len() < self.plan.tables().len() =>
+            {
+                small
+            }
+            _ => self.plan.clone(),
+        }
+    }
+
+    /// Whether a document written at `timestamp` is inside the retention
+    /// window at time `now` (ms since the Unix epoch).
+    pub(super) fn fresh_at(&self, timestamp: u64, now: u64) -> bool {
+        self.retention_ms == 0 || timestamp.saturating_add(self.retention_ms) >= now
+    }
+
+    /// [`Error::Poisoned`] if a write, flush or merge has failed.
+    pub(super) fn check_poisoned(&self) -> Result<()> {
+        if self.poisoned.load(Ordering::Acquire) {
+            let cause = lock(&self.poison_cause).clone();
+            return Err(Error::Poisoned {
+                cause: cause.unwrap_or_default(),
+            });
+        }
+        Ok(())
+    }
+
+    pub(super) fn poison_on_error<T>(&self, result: Result<T>) -> Result<T> {
+        if let Err(e) = &result {
+            // The first failure is the cause; later ones follow from it.
+            lock(&self.poison_cause).get_or_insert_with(|| e.to_string());
+            self.poisoned.store(true, Ordering::Release);
+        }
+        result
+    }
+}

@@ -1,0 +1,316 @@
+//! Flushing a full memtable to a segment: on the writing thread, or handed
+//! to the background flush thread (`Options::flush_thread`) while writes go
+//! on into a new memtable and WAL.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::thread::JoinHandle;
+
+use crate::error::{Error, Result};
+use crate::format::{DocEntry, DocMapWriter, FileKind, Tombstone};
+
+use super::compaction::{MergeShared, wake_merge};
+use super::core::{Core, lock, read_lock};
+use super::files::{create_buffered, encode_error, sync_buffered};
+use super::index::Index;
+use super::memtable::{Memtable, Version};
+use super::schedule::Point;
+use super::segment::Segment;
+use super::write::Writer;
+
+/// The background flush thread and the job it is given.
+#[derive(Debug)]
+pub(super) struct Flusher {
+    shared: Arc<FlushShared>,
+    pub(super) handle: Option<JoinHandle<()>>,
+}
+
+#[derive(Debug, Default)]
+struct FlushShared {
+    slot: Mutex<FlushSlot>,
+    /// Wakes the thread: a job, or shutdown.
+    wake: Condvar,
+    /// Notified when a job ends.
+    done: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct FlushSlot {
+    /// The job given and not yet finished.
+    job: Option<FlushJob>,
+    pub(super) shutdown: bool,
+}
+
+/// Write `State::frozen` as segment `segment_id`, then commit a manifest
+/// that names it and no longer names `old_wals` (the WALs it was logged in).
+#[derive(Debug, Clone)]
+struct FlushJob {
+    pub(super) segment_id: u64,
+    old_wals: Vec<u64>,
+}
+
+impl Flusher {
+    /// Starts the thread; after each flush it wakes the merge thread, if
+    /// `merge` is its signal.
+    pub(super) fn start(
+        core: Arc<Core>,
+        merge: Option<Arc<MergeShared>>,
+    ) -> std::io::Result<Flusher> {
+        core.hooks.reach(Point::StartFlushThread)?;
+        let shared = Arc::new(FlushShared::default());
+        let thread_shared = shared.clone();
+        let handle = std::thread::Builder::new()
+            .name("simhashdb-flush".into())
+            .spawn(move || {
+                let shared = &*thread_shared;
+                loop {
+                    let job = {
+                        let mut s = lock(&shared.slot);
+                        while s.job.is_none() && !s.shutdown {
+                            s = shared.wake.wait(s).unwrap_or_else(PoisonError::into_inner);
+                        }
+                        // A job given before shutdown is finished first.
+                        match &s.job {
+                            Some(job) => job.clone(),
+                            None => {
+                                core.hooks.pause(Point::FlushThreadStopped);
+                                return;
+                            }
+                        }
+                    };
+                    core.hooks.pause(Point::FlushStarted);
+                    if !core.poisoned.load(Ordering::Acquire) {
+                        // On failure the memtable stays frozen (queries go
+                        // on seeing it, its WALs stay named) and later
+                        // writes fail.
+                        let result = core.flush_frozen(&job);
+                        if core.poison_on_error(result).is_ok()
+                            && let Some(merge) = &merge
+                        {
+                            wake_merge(merge);
+                        }
+                    }
+                    lock(&shared.slot).job = None;
+                    shared.done.notify_all();
+                }
+            })?;
+        Ok(Flusher {
+            shared,
+            handle: Some(handle),
+        })
+    }
+
+    fn submit(&self, job: FlushJob) {
+        let mut s = lock(&self.shared.slot);
+        debug_assert!(s.job.is_none(), "one flush at a time");
+        s.job = Some(job);
+        self.shared.wake.notify_one();
+    }
+
+    /// Waits until the job given, if any, has ended.
+    pub(super) fn wait_idle(&self) {
+        let mut s = lock(&self.shared.slot);
+        while s.job.is_some() {
+            s = self
+                .shared
+                .done
+                .wait(s)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
+/// Stops the thread once it has finished the job it was given, if any. (So
+/// an `open` that fails after starting it stops it too.)
+impl Drop for Flusher {
+    fn drop(&mut self) {
+        lock(&self.shared.slot).shutdown = true;
+        self.shared.wake.notify_one();
+        if let Some(handle) = self.handle.take() {
+            // A panic there has already been reported.
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Index {
+    /// Flushes the memtable, then lets the merge policy act: on the merge
+    /// thread if there is one, here otherwise. With the flush thread the
+    /// memtable is handed to it (after the previous flush ends), and this
+    /// waits for its segment only if `wait`.
+    pub(super) fn flush_locked(&self, writer: &mut Option<Writer>, wait: bool) -> Result<()> {
+        let w = writer.as_mut().ok_or(Error::ReadOnly)?;
+        self.core.hooks.pause(Point::FlushWanted);
+        if let Some(flusher) = &self.flusher {
+            flusher.wait_idle();
+            self.core.check_poisoned()?;
+            if !read_lock(&self.core.state).memtable.is_empty() {
+                let result = self.hand_over(w, flusher);
+                self.core.poison_on_error(result)?;
+            }
+            if wait {
+                flusher.wait_idle();
+                self.core.check_poisoned()?;
+            }
+            if let Some(merger) = &self.merger {
+                merger.wait_for_segments(&self.core, self.max_segments);
+            }
+            return Ok(());
+        }
+        if read_lock(&self.core.state).memtable.is_empty() {
+            return Ok(());
+        }
+        let result = self.flush_memtable(w);
+        self.core.poison_on_error(result)?;
+        match &self.merger {
+            Some(merger) => {
+                merger.wake();
+                merger.wait_for_segments(&self.core, self.max_segments);
+                Ok(())
+            }
+            None => {
+                let _merging = lock(&self.core.merging);
+                let result = self.core.apply_merge_policy();
+                self.core.poison_on_error(result)
+            }
+        }
+    }
+
+    /// Starts a new WAL (committing a manifest that names it beside the old
+    /// ones before anything is logged in it), freezes the memtable with a new
+    /// one in its place, and gives the frozen one to the flush thread, which
+    /// commits its segment and drops the old WALs
+    /// ([`Core::flush_frozen`]). The flush thread is idle.
+    fn hand_over(&self, w: &mut Writer, flusher: &Flusher) -> Result<()> {
+        let core = &*self.core;
+        let (segment_id, new_wal_id) = core.next_segment_and_wal_ids();
+        let new_wal = self.create_wal(new_wal_id)?;
+        core.hooks.pause(Point::HandOverWalCreated);
+        // Allocated before the write lock is taken.
+        let capacity = read_lock(&core.state).memtable.slots();
+        let fresh = Arc::new(Memtable::with_capacity(&core.plan, capacity));
+        let old_wals = core.commit(
+            |manifest| {
+                manifest.next_seq = w.next_seq;
+                let old_wals = manifest.wal_ids.clone();
+                manifest.wal_ids.push(new_wal_id);
+                old_wals
+            },
+            |state| {
+                let full = std::mem::replace(&mut state.memtable, fresh);
+                state.frozen = Some(full);
+            },
+        )?;
+        let old_wal = std::mem::replace(&mut w.wal, new_wal);
+        w.frozen_wal = Some((w.wal_id, old_wal));
+        w.wal_id = new_wal_id;
+        core.hooks.pause(Point::HandOverCommitted);
+        flusher.submit(FlushJob {
+            segment_id,
+            old_wals,
+        });
+        Ok(())
+    }
+
+    /// Writes the memtable as a new segment, starts a new WAL, and commits a
+    /// manifest naming both (and no longer the old WALs).
+    fn flush_memtable(&self, w: &mut Writer) -> Result<()> {
+        let core = &*self.core;
+        let (segment_id, new_wal_id) = core.next_segment_and_wal_ids();
+        // Queries go on reading the memtable meanwhile; this thread is the
+        // only one that changes it.
+        let m = read_lock(&core.state).memtable.clone();
+        let segment = core.write_memtable(&m, segment_id)?;
+        drop(m);
+        core.hooks.pause(Point::FlushWritten);
+        let new_wal = self.create_wal(new_wal_id)?;
+        let capacity = read_lock(&core.state).memtable.slots();
+        let fresh = Arc::new(Memtable::with_capacity(&core.plan, capacity));
+        let meta = segment.meta;
+        let old_wals = core.commit(
+            |manifest| {
+                manifest.segments.push(meta);
+                manifest.next_seq = w.next_seq;
+                std::mem::replace(&mut manifest.wal_ids, vec![new_wal_id])
+            },
+            |state| {
+                state.segments.insert(0, Arc::new(segment));
+                state.memtable = fresh;
+            },
+        )?;
+        w.wal = new_wal;
+        w.wal_id = new_wal_id;
+        core.hooks.pause(Point::FlushCommitted);
+        core.remove_wals(&old_wals);
+        Ok(())
+    }
+}
+
+impl Core {
+    /// The flush thread's job: writes the frozen memtable as segment
+    /// `job.segment_id`, then commits a manifest that names it and no longer
+    /// names the WALs it was logged in, and puts the segment in the
+    /// memtable's place.
+    fn flush_frozen(&self, job: &FlushJob) -> Result<()> {
+        let Some(m) = read_lock(&self.state).frozen.clone() else {
+            unreachable!("the flush thread is given a job only with a frozen memtable")
+        };
+        let segment = self.write_memtable(&m, job.segment_id)?;
+        drop(m);
+        self.hooks.pause(Point::FlushWritten);
+        let meta = segment.meta;
+        self.commit(
+            |manifest| {
+                manifest.segments.push(meta);
+                manifest.wal_ids.retain(|id| !job.old_wals.contains(id));
+            },
+            |state| {
+                state.segments.insert(0, Arc::new(segment));
+                state.frozen = None;
+            },
+        )?;
+        self.hooks.pause(Point::FlushCommitted);
+        self.remove_wals(&job.old_wals);
+        Ok(())
+    }
+
+    /// Writes memtable `m` as segment `segment_id`: its doc map, then its
+    /// tables in the plan its size calls for. The caller commits it.
+    fn write_memtable(&self, m: &Memtable, segment_id: u64) -> Result<Segment> {
+        let mut docs = DocMapWriter::new(self.index_id, segment_id);
+        for (id, version) in m.versions_unordered() {
+            match version {
+                Version::Live(doc) => docs
+                    .push(DocEntry {
+                        fingerprint: doc.fingerprint,
+                        id,
+                        seq: doc.seq,
+                        timestamp: doc.timestamp,
+                        name: doc.name.as_deref(),
+                    })
+                    .map_err(|e| Error::InvalidArgument(e.to_string()))?,
+                Version::Deleted { seq, timestamp } => docs.push_tombstone(Tombstone {
+                    id,
+                    seq: *seq,
+                    timestamp: *timestamp,
+                }),
+            }
+        }
+        let ranges = docs.ranges();
+        let ids_path = self.dir.join(FileKind::DocMap.file_name(segment_id));
+        let ids_file = docs
+            .finish_into(create_buffered(self.fs.as_ref(), &ids_path)?)
+            .map_err(encode_error(&ids_path))?;
+        sync_buffered(ids_file, &ids_path)?;
+        // The plan is chosen by the live documents, which bound the distinct
+        // fingerprints the tables count exactly.
+        let plan = self.segment_plan(m.live_docs() as u64);
+        let (key_count, mut tables) = m.sorted_tables(&plan);
+        let fill = |_, keys: &mut Vec<u64>| {
+            // Too few tables fail the segment writer's count check.
+            *keys = tables.next().unwrap_or_default();
+            Ok(())
+        };
+        self.write_segment(segment_id, 0, &plan, key_count, fill, ranges)
+    }
+}

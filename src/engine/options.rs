@@ -1,0 +1,161 @@
+//! How to open or create an index: [`Options`] and [`Durability`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::Result;
+use crate::fingerprint::{FingerprintConfig, Simhasher};
+use crate::plan::Plan;
+
+use super::compaction::policy::{MergePolicy, TieredMergePolicy};
+use super::fs::FileSystem;
+
+/// When an acknowledged write is safe.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// An acknowledged write has reached the operating system: it survives
+    /// the process being killed at any instant, not a power loss.
+    #[default]
+    Buffered,
+    /// An acknowledged write has been synced to the device: it also survives
+    /// power loss. A batch shares one sync.
+    Sync,
+}
+
+/// How to open or create an index.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The table plan. `None`: an existing index keeps its recorded plan; a
+    /// new one gets `Plan::auto(expected_n, k)`. `Some`: must equal the
+    /// recorded plan of an existing index.
+    pub plan: Option<Plan>,
+    /// Distance the automatic plan is built for (new indexes only).
+    pub k: u32,
+    /// Expected number of fingerprints the automatic plan is sized for.
+    pub expected_n: u64,
+    /// The fingerprint configuration recorded in a new index. `None`: the
+    /// default `Simhasher`'s for a new index, and no check for an existing
+    /// one. `Some`: must equal the recorded configuration.
+    pub fingerprint: Option<FingerprintConfig>,
+    /// When writes are acknowledged.
+    pub durability: Durability,
+    /// Entries older than this are not returned (and are dropped by
+    /// compaction). Recorded in the index; `None` keeps everything.
+    pub retention: Option<Duration>,
+    /// The memtable is flushed to a segment when it holds about this many
+    /// bytes. Default 32 MiB: about 350,000 documents without names.
+    pub memtable_bytes: usize,
+    /// The file system under the engine (tests swap in a fault-injecting one);
+    /// `None` is the real one. Only the real one takes the directory lock.
+    pub file_system: Option<Arc<dyn FileSystem>>,
+    /// Which segments to merge after a flush; `None` merges only on
+    /// `compact()`. Default: [`TieredMergePolicy`] with a fan-in of 16.
+    pub merge_policy: Option<Arc<dyn MergePolicy>>,
+    /// Run the merge policy's merges on a background thread, so that writes
+    /// go on while segments merge; `false` merges (and flushes) on the
+    /// writing thread. With a custom `file_system` that does not allow
+    /// background threads ([`FileSystem::background_threads`]; a simulated
+    /// crash must stop every write at once) merges and flushes always run on
+    /// the writing thread. Dropping the `Index` waits for a flush or merge in
+    /// progress to finish.
+    pub merge_thread: bool,
+    /// With merges on the merge thread, a flush that leaves more segments
+    /// than this waits while the merge thread works, so that under sustained
+    /// ingest writes slow down rather than segments (each one probed by
+    /// every query) pile up. Default 32. A merge policy that declines to
+    /// merge never makes a writer wait.
+    pub max_segments: usize,
+    /// After opening, map the segments' pages (their tables first, then
+    /// their doc maps) on a background thread (Linux), so that queries soon
+    /// stop paying a page fault for each page they touch first. The pages
+    /// stay evictable page cache.
+    pub prefault: bool,
+    /// Give a segment too small to need the index's plan the plan with
+    /// fewer tables that the cost model prefers for its size (`Plan::auto`):
+    /// with the default plan, a flush of the default memtable writes 4
+    /// tables instead of 10, and queries probe 4 of them. Results are the
+    /// same either way. `false` writes every segment in the index's plan.
+    /// Default `true`; not recorded in the index (segments record their own
+    /// plans).
+    pub small_segment_plans: bool,
+    /// Write a full memtable to its segment on a background thread while
+    /// writes go on into a new one, so that a write does not wait for a
+    /// flush unless the previous one is still running. Queries read both
+    /// memtables meanwhile. Only with `merge_thread` (and so, like merges,
+    /// never over a custom `file_system` that does not allow background
+    /// threads); otherwise flushes run on the writing thread.
+    /// `flush()` still returns once the segment is committed. Default: on
+    /// when the machine has more than two cores. On two, the flush thread
+    /// competes with the writing and merge threads for them: ingest was no
+    /// faster, and the longest waits (backpressure) grew, though a write
+    /// that fills the memtable waited less (docs/BENCHMARKS.md).
+    pub flush_thread: bool,
+    /// Code run at each point of the commit protocol, for tests that choose
+    /// how the threads interleave ([`crate::engine::schedule`]).
+    #[cfg(feature = "schedule-hooks")]
+    pub schedule: Option<crate::engine::schedule::Schedule>,
+    /// Create a new index in a directory that already holds other files.
+    /// Default `false`: a new index needs a missing or empty directory, so
+    /// that a mistyped path is refused ([`Error::NotEmpty`]) rather than
+    /// turned into an index. Engine files without a manifest are refused
+    /// either way ([`Error::ManifestMissing`]).
+    pub create_in_non_empty_dir: bool,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            plan: None,
+            k: 3,
+            expected_n: 50_000_000,
+            fingerprint: None,
+            durability: Durability::Buffered,
+            retention: None,
+            memtable_bytes: 32 << 20,
+            file_system: None,
+            merge_policy: Some(Arc::new(TieredMergePolicy::default())),
+            merge_thread: true,
+            max_segments: 32,
+            prefault: true,
+            small_segment_plans: true,
+            flush_thread: std::thread::available_parallelism().is_ok_and(|n| n.get() > 2),
+            #[cfg(feature = "schedule-hooks")]
+            schedule: None,
+            create_in_non_empty_dir: false,
+        }
+    }
+}
+
+/// What a new index records, worked out from [`Options`]: creation and
+/// `Index::repair` without a manifest to read the settings from share it.
+#[derive(Debug)]
+pub(super) struct NewIndexSettings {
+    /// The given plan, or `Plan::auto(expected_n, k)`.
+    pub(super) plan: Plan,
+    /// The given fingerprint configuration, or the default `Simhasher`'s.
+    pub(super) fingerprint: FingerprintConfig,
+    /// The retention window in milliseconds; 0 keeps everything (a window
+    /// shorter than a millisecond is recorded as one).
+    pub(super) retention_ms: u64,
+}
+
+impl Options {
+    /// The settings a new index created with these options records.
+    pub(super) fn new_index_settings(&self) -> Result<NewIndexSettings> {
+        let plan = match &self.plan {
+            Some(plan) => plan.clone(),
+            None => Plan::auto(self.expected_n, self.k)?,
+        };
+        let fingerprint = self
+            .fingerprint
+            .unwrap_or_else(|| Simhasher::default().config());
+        let retention_ms = self.retention.map_or(0, |r| {
+            u64::try_from(r.as_millis()).unwrap_or(u64::MAX).max(1)
+        });
+        Ok(NewIndexSettings {
+            plan,
+            fingerprint,
+            retention_ms,
+        })
+    }
+}

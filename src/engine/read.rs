@@ -1,0 +1,203 @@
+//! The read path: queries, lookups and the walk over every document.
+//!
+//! A query takes the state's read lock, searches the memtable, the frozen
+//! memtable if there is one, and every segment's tables, and keeps a
+//! document only if no newer source (a newer memtable, a newer segment)
+//! holds a version or tombstone of its id, and it is within the retention
+//! window.
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::format::DocEntry;
+
+use super::core::{State, read_lock};
+use super::files::corrupted;
+use super::index::Index;
+use super::memtable::Version;
+use super::schedule::Point;
+use super::segment::Segment;
+use super::types::{Doc, Match};
+
+impl Index {
+    /// The fingerprint of document `id`, if it is live.
+    pub fn get(&self, id: u64) -> Result<Option<u64>> {
+        Ok(self.get_doc(id)?.map(|doc| doc.fingerprint))
+    }
+
+    /// Document `id` with its name and insertion time, if it is live.
+    pub fn get_doc(&self, id: u64) -> Result<Option<Doc>> {
+        let state = read_lock(&self.core.state);
+        for memtable in state.memtables() {
+            match memtable.version(id) {
+                Some(Version::Live(doc)) => {
+                    return Ok(self.core.fresh(doc.timestamp).then(|| Doc {
+                        id,
+                        fingerprint: doc.fingerprint,
+                        name: doc.name.as_deref().map(str::to_owned),
+                        timestamp_ms: doc.timestamp,
+                    }));
+                }
+                Some(Version::Deleted { .. }) => return Ok(None),
+                None => {}
+            }
+        }
+        for segment in &state.segments {
+            if let Some(entry) = segment.by_id(id)? {
+                if segment.deletes_here(&entry)? {
+                    return Ok(None);
+                }
+                return Ok(self.core.fresh(entry.timestamp).then(|| public_doc(&entry)));
+            }
+            if segment.tombstone(id)?.is_some() {
+                return Ok(None);
+            }
+        }
+        Ok(None)
+    }
+
+    /// Calls `f` once for every live document, from a consistent snapshot
+    /// taken when the call starts: the memtables' in id order (the one
+    /// written to, then one being flushed), then each segment's in
+    /// fingerprint order.
+    ///
+    /// `f` runs without any lock held: it may query and write to the index
+    /// (what it writes is not part of the walk). The snapshot holds a copy of
+    /// the memtable's versions (up to the memtable's budget; names are
+    /// shared, not copied) and keeps the segments of the walk, and their
+    /// files, alive until it ends.
+    pub fn for_each_doc(&self, mut f: impl FnMut(&Doc)) -> Result<()> {
+        let snapshot = {
+            let state = read_lock(&self.core.state);
+            // Copied: the writing thread changes it in place. The frozen
+            // memtable and the segments never change.
+            let memtable: Vec<(u64, Version)> = state
+                .memtable
+                .versions()
+                .map(|(id, version)| (id, version.clone()))
+                .collect();
+            (memtable, state.frozen.clone(), state.segments.clone())
+        };
+        let (memtable, frozen, segments) = snapshot;
+        self.core.hooks.pause(Point::WalkSnapshotTaken);
+        // `memtable` is sorted by id.
+        let in_memtable = |id: u64| memtable.binary_search_by_key(&id, |(i, _)| *i).is_ok();
+        let in_memtables =
+            |id: u64| in_memtable(id) || frozen.as_ref().is_some_and(|m| m.version(id).is_some());
+        let frozen_versions = frozen
+            .iter()
+            .flat_map(|frozen| frozen.versions())
+            .filter(|&(id, _)| !in_memtable(id));
+        for (id, version) in memtable
+            .iter()
+            .map(|(id, v)| (*id, v))
+            .chain(frozen_versions)
+        {
+            if let Version::Live(doc) = version
+                && self.core.fresh(doc.timestamp)
+            {
+                f(&Doc {
+                    id,
+                    fingerprint: doc.fingerprint,
+                    name: doc.name.as_deref().map(str::to_owned),
+                    timestamp_ms: doc.timestamp,
+                });
+            }
+        }
+        for (s, segment) in segments.iter().enumerate() {
+            for entry in segment.docs.entries() {
+                let entry = entry.map_err(|e| corrupted(&segment.ids_path, &e))?;
+                if self.core.fresh(entry.timestamp)
+                    && !in_memtables(entry.id)
+                    && !in_segments(&segments[..s], entry.id)?
+                    && !segment.deletes_here(&entry)?
+                {
+                    f(&public_doc(&entry));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every live document within distance `k` of `fingerprint`, sorted by
+    /// (distance, id). `k` above the plan's `k` is refused.
+    pub fn query(&self, fingerprint: u64, k: u32) -> Result<Vec<Match>> {
+        if k > self.core.plan.k() {
+            return Err(Error::DistanceTooLarge {
+                requested: k,
+                plan_k: self.core.plan.k(),
+            });
+        }
+        let state = read_lock(&self.core.state);
+        let mut matches = Vec::new();
+        let frozen = state.frozen.iter().flat_map(|frozen| {
+            frozen
+                .matching(fingerprint, k)
+                .into_iter()
+                .filter(|(id, _)| state.memtable.version(*id).is_none())
+        });
+        for (id, doc) in state
+            .memtable
+            .matching(fingerprint, k)
+            .into_iter()
+            .chain(frozen)
+        {
+            if self.core.fresh(doc.timestamp) {
+                matches.push(Match {
+                    id,
+                    fingerprint: doc.fingerprint,
+                    distance: (doc.fingerprint ^ fingerprint).count_ones(),
+                    name: doc.name.as_deref().map(str::to_owned),
+                });
+            }
+        }
+        for (s, segment) in state.segments.iter().enumerate() {
+            for found in segment.matching_fingerprints(fingerprint, k)? {
+                let distance = (found ^ fingerprint).count_ones();
+                for entry in segment.docs.by_fingerprint(found) {
+                    let entry = entry.map_err(|e| corrupted(&segment.ids_path, &e))?;
+                    if self.core.fresh(entry.timestamp)
+                        && !shadowed(&state, s, entry.id)?
+                        && !segment.deletes_here(&entry)?
+                    {
+                        matches.push(Match {
+                            id: entry.id,
+                            fingerprint: found,
+                            distance,
+                            name: entry.name.map(str::to_owned),
+                        });
+                    }
+                }
+            }
+        }
+        matches.sort_unstable_by_key(|m| (m.distance, m.id));
+        Ok(matches)
+    }
+}
+
+fn public_doc(entry: &DocEntry<'_>) -> Doc {
+    Doc {
+        id: entry.id,
+        fingerprint: entry.fingerprint,
+        name: entry.name.map(str::to_owned),
+        timestamp_ms: entry.timestamp,
+    }
+}
+
+/// Whether a version of `id` newer than segment `s` exists.
+fn shadowed(state: &State, s: usize, id: u64) -> Result<bool> {
+    if state.memtables().any(|m| m.version(id).is_some()) {
+        return Ok(true);
+    }
+    in_segments(&state.segments[..s], id)
+}
+
+/// Whether one of `segments` holds a version or a tombstone of `id`.
+fn in_segments(segments: &[Arc<Segment>], id: u64) -> Result<bool> {
+    for segment in segments {
+        if segment.by_id(id)?.is_some() || segment.tombstone(id)?.is_some() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}

@@ -1,0 +1,457 @@
+//! Opening an index: the directory lock, the manifest, replaying the WALs
+//! (the three rules that end a replay early), logging what was replayed
+//! again, removing orphans; and creating a new index.
+
+use std::cmp::Reverse;
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::error::{Error, Result};
+use crate::format::{
+    FileKind, MANIFEST_TEMP_FILE_NAME, Manifest, Record, WalEnd, encode_wal_header_with_flags,
+    looks_like_lost_write_back,
+};
+use crate::plan::Plan;
+
+use super::check::{COUNTER_LIMIT, check_manifest_counters, check_wal_seqs, open_wal};
+use super::compaction::Merger;
+use super::core::{Core, State};
+use super::files::{
+    commit_manifest, corrupted, io_error, lock_error, manifest_names_wal, named_file_error,
+    write_file,
+};
+use super::flush::Flusher;
+use super::fs::{FileSystem, Mapped, RealFs};
+use super::index::Index;
+use super::lock::DirLock;
+use super::memtable::Memtable;
+use super::options::{Durability, NewIndexSettings, Options};
+use super::repair::check_without_manifest;
+use super::schedule::Hooks;
+use super::segment::Segment;
+use super::write::{Writer, apply, new_wal_file, wal_flags};
+
+impl Index {
+    pub(super) fn open_with(dir: &Path, options: Options, read_only: bool) -> Result<Index> {
+        let (fs, lock): (Arc<dyn FileSystem>, Option<DirLock>) = match &options.file_system {
+            Some(fs) => (fs.clone(), None),
+            None => {
+                if !read_only {
+                    RealFs
+                        .create_dir_all(dir)
+                        .map_err(io_error(dir, "create directory"))?;
+                }
+                let manifest_path = dir.join(FileKind::Manifest.file_name(0));
+                if !manifest_path.exists() {
+                    // Before the lock file is created in a directory that
+                    // may not be ours; checked again under the lock.
+                    check_without_manifest(
+                        dir,
+                        &RealFs,
+                        read_only || options.create_in_non_empty_dir,
+                    )?;
+                }
+                if read_only && !manifest_path.exists() {
+                    // Say so before the lock's own error about a missing LOCK.
+                    return Err(Error::Io {
+                        path: manifest_path,
+                        op: "read",
+                        source: std::io::Error::new(
+                            std::io::ErrorKind::NotFound,
+                            "no index here: the directory has no MANIFEST",
+                        ),
+                    });
+                }
+                let lock = if read_only {
+                    DirLock::shared(dir)
+                } else {
+                    DirLock::exclusive(dir)
+                };
+                (Arc::new(RealFs), Some(lock.map_err(lock_error)?))
+            }
+        };
+        if options.file_system.is_some() && !read_only {
+            fs.create_dir_all(dir)
+                .map_err(io_error(dir, "create directory"))?;
+        }
+        if !read_only {
+            // A new directory's own entry must be durable too.
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                fs.sync_dir(parent).map_err(io_error(parent, "sync"))?;
+            }
+        }
+        let manifest_path = dir.join(FileKind::Manifest.file_name(0));
+        let manifest = match fs.read(&manifest_path) {
+            Ok(bytes) => Manifest::decode(&bytes).map_err(|e| corrupted(&manifest_path, &e))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !read_only => {
+                // Only an empty directory, or what an interrupted creation
+                // left (no data), becomes a new index.
+                let leftovers =
+                    check_without_manifest(dir, fs.as_ref(), options.create_in_non_empty_dir)?;
+                for path in leftovers {
+                    fs.remove(&path).map_err(io_error(&path, "remove"))?;
+                }
+                Index::create(dir, fs.as_ref(), &options)?
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                check_without_manifest(dir, fs.as_ref(), true)?;
+                return Err(io_error(&manifest_path, "read")(e));
+            }
+            Err(e) => return Err(io_error(&manifest_path, "read")(e)),
+        };
+        let plan = Plan::from_shape(manifest.shape, manifest.k)?;
+        if let Some(given) = &options.plan
+            && (given.shape() != plan.shape() || given.k() != plan.k())
+        {
+            return Err(Error::Mismatch {
+                what: "plan",
+                recorded: plan.to_string(),
+                given: given.to_string(),
+            });
+        }
+        if let Some(given) = &options.fingerprint
+            && given.to_string() != manifest.fingerprint_config
+        {
+            return Err(Error::Mismatch {
+                what: "fingerprint config",
+                recorded: manifest.fingerprint_config.clone(),
+                given: given.to_string(),
+            });
+        }
+
+        check_manifest_counters(&manifest_path, &manifest)?;
+        let mut manifest = manifest;
+        if !read_only {
+            skip_ids_of_debris(dir, fs.as_ref(), &mut manifest)?;
+        }
+        let mut segments = Vec::with_capacity(manifest.segments.len());
+        for meta in &manifest.segments {
+            segments.push(Arc::new(Segment::open(
+                dir,
+                &fs,
+                *meta,
+                plan.k(),
+                manifest.index_id,
+            )?));
+        }
+        // Newest first.
+        segments.sort_by_key(|s| Reverse(s.meta.max_seq));
+        // Maps to prefault once the open is otherwise done.
+        let prefault: Vec<Mapped> = if options.prefault && options.file_system.is_none() {
+            // Tables first: every query reads them, and only queries that
+            // find a document read the doc map.
+            let tables = segments.iter().map(|s| s.tables_map.clone());
+            tables
+                .chain(segments.iter().map(|s| s.docs_map.clone()))
+                .collect()
+        } else {
+            Vec::new()
+        };
+
+        let mut memtable = Memtable::new(&plan);
+        let mut next_seq = manifest.next_seq;
+        // The valid frames of every WAL, in order, and whether a WAL ended
+        // in a torn tail.
+        let mut logged: Vec<u8> = Vec::new();
+        let mut torn = false;
+        // Whether the last WAL read says its frames were acknowledged unsynced.
+        let mut last_unsynced = false;
+        // The sequence number of the last record replayed.
+        let mut last_seq: Option<u64> = None;
+        for (i, &wal_id) in manifest.wal_ids.iter().enumerate() {
+            if torn {
+                // A later WAL's frames came after the ones lost.
+                break;
+            }
+            let path = dir.join(FileKind::Wal.file_name(wal_id));
+            let bytes = fs.read(&path).map_err(named_file_error(&path, "read"))?;
+            let reader = open_wal(&path, wal_id, manifest.index_id, &bytes)?;
+            last_unsynced = reader.unsynced_appends();
+            let (frames, end) = reader.read_all();
+            // Sequence numbers run on from one WAL to the next (a WAL is
+            // started only after a write to the one before). A gap means a
+            // power cut took the end of the earlier WAL, whose appends were
+            // not synced, but not the start of this one, written after: a
+            // Buffered WAL's unsynced tail can be cut at a frame boundary,
+            // leaving no torn tail to see. Replaying this one would leave a
+            // hole, so recovery keeps the prefix before the gap.
+            check_wal_seqs(&path, &frames)?;
+            let first_seq = frames
+                .first()
+                .and_then(|frame| frame.records.first())
+                .map(Record::seq);
+            if i > 0 && first_seq.is_some() && first_seq != last_seq.map(|s| s + 1) {
+                torn = true;
+                break;
+            }
+            for frame in frames {
+                logged.extend_from_slice(
+                    bytes
+                        .get(frame.offset as usize..frame.end as usize)
+                        .unwrap_or_default(),
+                );
+                for record in frame.records {
+                    let seq = apply(&mut memtable, record);
+                    last_seq = Some(seq);
+                    next_seq = next_seq.max(seq + 1);
+                }
+            }
+            match end {
+                WalEnd::Clean => {}
+                WalEnd::TornTail { .. } => torn = true,
+                // Frames acknowledged without a sync may be lost in any
+                // order by a power cut (pages written back out of order): if
+                // the damage looks like such a lost page, keep the prefix
+                // before it and drop the rest, later WALs included
+                // (docs/FORMAT.md, "WAL torn tail").
+                WalEnd::Corrupted { error, next_valid }
+                    if last_unsynced
+                        && looks_like_lost_write_back(&bytes, error.offset, next_valid) =>
+                {
+                    torn = true;
+                    break;
+                }
+                WalEnd::Corrupted { error, .. } | WalEnd::Unparsable { error } => {
+                    return Err(corrupted(&path, &error));
+                }
+            }
+        }
+
+        let writer = if read_only {
+            (None, manifest)
+        } else {
+            let mut manifest = manifest;
+            manifest.next_seq = next_seq;
+            let path = if logged.is_empty()
+                && !torn
+                && manifest.wal_ids.len() == 1
+                && last_unsynced == (options.durability == Durability::Buffered)
+            {
+                // A crash may have come between a rename and its directory
+                // sync: make what was recovered durable before building on it.
+                fs.sync_dir(dir).map_err(io_error(dir, "sync"))?;
+                dir.join(FileKind::Wal.file_name(manifest.wal_ids[0]))
+            } else {
+                // Files of earlier failed or interrupted work first, so that
+                // the copy below finds the space they held (a full disk).
+                remove_orphans(dir, fs.as_ref(), &manifest);
+                // What was replayed may be visible without being durable
+                // (unsynced when the last process died, or lost to a failed
+                // sync), so new writes must not be appended after it: log it
+                // again in a new, synced WAL (dropping any torn tail), and
+                // commit a manifest naming that one only.
+                let wal_id = manifest.next_wal_id;
+                manifest.next_wal_id += 1;
+                manifest.wal_ids = vec![wal_id];
+                manifest.generation += 1;
+                let path = dir.join(FileKind::Wal.file_name(wal_id));
+                let mut bytes = encode_wal_header_with_flags(
+                    manifest.index_id,
+                    wal_id,
+                    wal_flags(options.durability),
+                );
+                bytes.extend_from_slice(&logged);
+                write_file(fs.as_ref(), &path, &bytes)?;
+                if let Err(e) = commit_manifest(dir, fs.as_ref(), &manifest) {
+                    // Unless the rename went through (only the directory
+                    // sync failed), nothing names the new WAL: remove it
+                    // rather than leave a copy of the log on a full disk.
+                    if !manifest_names_wal(dir, fs.as_ref(), wal_id) {
+                        let _ = fs.remove(&path);
+                    }
+                    return Err(e);
+                }
+                path
+            };
+            let wal = fs.open_append(&path).map_err(io_error(&path, "open"))?;
+            remove_orphans(dir, fs.as_ref(), &manifest);
+            let wal_id = manifest.wal_ids.last().copied().unwrap_or(0);
+            (
+                Some(Writer {
+                    wal,
+                    wal_id,
+                    frozen_wal: None,
+                    next_seq,
+                }),
+                manifest,
+            )
+        };
+        let (writer, manifest) = writer;
+
+        let core = Arc::new(Core {
+            dir: dir.to_path_buf(),
+            index_id: manifest.index_id,
+            fs,
+            plan,
+            small_segment_plans: options.small_segment_plans,
+            fingerprint_config: manifest.fingerprint_config.clone(),
+            retention_ms: manifest.retention_ms,
+            merge_policy: options.merge_policy.clone(),
+            state: RwLock::new(State {
+                memtable: Arc::new(memtable),
+                frozen: None,
+                segments,
+            }),
+            manifest: Mutex::new(manifest),
+            merging: Mutex::new(()),
+            poisoned: AtomicBool::new(false),
+            poison_cause: Mutex::new(None),
+            #[cfg(feature = "schedule-hooks")]
+            hooks: Hooks::new(options.schedule.clone()),
+            #[cfg(not(feature = "schedule-hooks"))]
+            hooks: Hooks::default(),
+        });
+        let merger = if !read_only
+            && options.merge_thread
+            && core.fs.background_threads()
+            && core.merge_policy.is_some()
+        {
+            Some(Merger::start(core.clone()).map_err(io_error(dir, "start the merge thread"))?)
+        } else {
+            None
+        };
+        let flusher = if !read_only
+            && options.flush_thread
+            && options.merge_thread
+            && core.fs.background_threads()
+        {
+            let merge = merger.as_ref().map(|m| m.signal.clone());
+            Some(
+                Flusher::start(core.clone(), merge)
+                    .map_err(io_error(dir, "start the flush thread"))?,
+            )
+        } else {
+            None
+        };
+        let stop_prefault = Arc::new(AtomicBool::new(false));
+        if !prefault.is_empty() {
+            // Map the tables' pages in the background, started last so that
+            // nothing above waits for the address-space lock it takes: the
+            // open stays quick, and queries soon stop taking a page fault per
+            // first touch.
+            // It stops when the index is dropped.
+            let stop = stop_prefault.clone();
+            let spawned = std::thread::Builder::new()
+                .name("simhashdb-prefault".into())
+                .spawn(move || {
+                    let stopped = || stop.load(Ordering::Relaxed);
+                    prefault.iter().for_each(|m| m.prefault_until(stopped));
+                });
+            // Without the thread, pages fault in as queries touch them.
+            drop(spawned);
+        }
+        Ok(Index {
+            core,
+            durability: options.durability,
+            memtable_budget: options.memtable_bytes,
+            max_segments: options.max_segments,
+            read_only,
+            writer: Mutex::new(writer),
+            merger,
+            flusher,
+            stop_prefault,
+            _lock: lock,
+        })
+    }
+
+    /// Creates a new index: an empty WAL and the first manifest.
+    fn create(dir: &Path, fs: &dyn FileSystem, options: &Options) -> Result<Manifest> {
+        let NewIndexSettings {
+            plan,
+            fingerprint: config,
+            retention_ms,
+        } = options.new_index_settings()?;
+        let manifest = Manifest {
+            index_id: new_index_id(),
+            shape: plan.shape(),
+            k: plan.k(),
+            fingerprint_config: config.to_string(),
+            retention_ms,
+            generation: 0,
+            next_segment_id: 1,
+            next_wal_id: 1,
+            next_seq: 1,
+            wal_ids: Vec::new(),
+            segments: Vec::new(),
+        };
+        // A creation interrupted before its manifest was committed may have
+        // left a WAL behind: never create a file over it.
+        let mut manifest = manifest;
+        skip_ids_of_debris(dir, fs, &mut manifest)?;
+        let wal_id = manifest.next_wal_id;
+        manifest.next_wal_id += 1;
+        manifest.wal_ids = vec![wal_id];
+        new_wal_file(dir, fs, manifest.index_id, wal_id, options.durability)?;
+        if let Err(e) = commit_manifest(dir, fs, &manifest) {
+            // Unless the rename went through, the new WAL holds nothing and
+            // nothing names it.
+            if !manifest_names_wal(dir, fs, wal_id) {
+                let _ = fs.remove(&dir.join(FileKind::Wal.file_name(wal_id)));
+            }
+            return Err(e);
+        }
+        Ok(manifest)
+    }
+}
+
+/// A random id for a new index: keyed hashes of the clock, drawn from the
+/// standard library's per-process random keys.
+pub(super) fn new_index_id() -> u64 {
+    use std::hash::BuildHasher;
+    let state = std::collections::hash_map::RandomState::new();
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    state.hash_one((nanos, std::process::id()))
+}
+
+/// Moves the manifest's next segment and WAL ids past any file in `dir`
+/// that already has them: the debris of a flush or merge interrupted before
+/// its commit (its ids were allocated after the last commit). New files are
+/// created exclusively, so without this such debris would make the next
+/// flush fail; it is removed after recovery (see [`remove_orphans`]).
+fn skip_ids_of_debris(dir: &Path, fs: &dyn FileSystem, manifest: &mut Manifest) -> Result<()> {
+    for path in fs.list(dir).map_err(io_error(dir, "list"))? {
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        // Ids from 2^63 on are never handed out, so files with them never
+        // collide with a new one.
+        match FileKind::parse_file_name(name) {
+            Some((FileKind::Segment | FileKind::DocMap, id))
+                if id >= manifest.next_segment_id && id < COUNTER_LIMIT - 1 =>
+            {
+                manifest.next_segment_id = id + 1;
+            }
+            Some((FileKind::Wal, id)) if id >= manifest.next_wal_id && id < COUNTER_LIMIT - 1 => {
+                manifest.next_wal_id = id + 1;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Removes files the manifest does not name (left by a crash mid-flush or
+/// mid-compaction). Best effort.
+fn remove_orphans(dir: &Path, fs: &dyn FileSystem, manifest: &Manifest) {
+    let Ok(files) = fs.list(dir) else { return };
+    let segments: HashSet<u64> = manifest.segments.iter().map(|m| m.id).collect();
+    let wals: HashSet<u64> = manifest.wal_ids.iter().copied().collect();
+    for path in files {
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let orphan = match FileKind::parse_file_name(name) {
+            Some((FileKind::Segment | FileKind::DocMap, id)) => !segments.contains(&id),
+            Some((FileKind::Wal, id)) => !wals.contains(&id),
+            _ => name == MANIFEST_TEMP_FILE_NAME,
+        };
+        if orphan {
+            let _ = fs.remove(&dir.join(name));
+        }
+    }
+}

@@ -1,0 +1,409 @@
+//! A live segment (its tables and doc map, mapped): opening one named by
+//! the manifest, writing a new one, verifying one, probing its tables.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::error::{Error, Result};
+use crate::format::{
+    DEFAULT_BLOCK_LEN, DocEntry, DocMapReader, FileKind, Ranges, SegmentInfo, SegmentMeta,
+    SegmentReader, SegmentWriter, Tombstone,
+};
+use crate::plan::Plan;
+
+use super::core::Core;
+use super::files::{
+    corrupted, create_buffered, encode_error, foreign, io_error, named_file_error, sync_buffered,
+};
+use super::fs::{FileSystem, Mapped};
+
+/// A live segment: its tables and doc map, mapped.
+#[derive(Debug)]
+pub(super) struct Segment {
+    pub(super) meta: SegmentMeta,
+    pub(super) seg_path: PathBuf,
+    pub(super) ids_path: PathBuf,
+    /// The segment's own plan (its header's shape): the index's, or one
+    /// with fewer tables for a small segment ([`Core::segment_plan`]).
+    pub(super) plan: Plan,
+    pub(super) tables: SegmentReader<Mapped>,
+    /// The tables' mapping (also inside `tables`), for prefaulting.
+    pub(super) tables_map: Mapped,
+    pub(super) docs: DocMapReader<Mapped>,
+    /// The doc map's mapping (also inside `docs`), for prefaulting.
+    pub(super) docs_map: Mapped,
+    /// Set when a manifest no longer names the segment: its files are
+    /// removed once the last reader drops it.
+    pub(super) obsolete: AtomicBool,
+    /// Whether its contents are known to be sound: it was written by this
+    /// process (from a memtable, or merged from sound segments), or
+    /// [`Segment::verify`] passed. A merge verifies an input that is not,
+    /// so that it never copies damage into a file that hides it.
+    pub(super) sound: AtomicBool,
+    pub(super) fs: Arc<dyn FileSystem>,
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        if self.obsolete.load(Ordering::Acquire) {
+            // Best effort: a file left behind is removed at the next open.
+            let _ = self.fs.remove(&self.seg_path);
+            let _ = self.fs.remove(&self.ids_path);
+        }
+    }
+}
+
+impl Core {
+    /// Writes the table file of segment `segment_id` in `plan`, streamed
+    /// through a buffer and synced; its doc map file the caller has written
+    /// and synced (its records' sequence numbers and timestamps span
+    /// `ranges`). Then maps and opens the segment; the caller commits a
+    /// manifest naming it. `fill(t, keys)` sets `keys` to table `t`'s
+    /// sorted keys, `key_count` of them; one buffer serves every table.
+    pub(super) fn write_segment(
+        &self,
+        segment_id: u64,
+        level: u32,
+        plan: &Plan,
+        key_count: u64,
+        mut fill: impl FnMut(usize, &mut Vec<u64>) -> Result<()>,
+        ranges: Option<Ranges>,
+    ) -> Result<Segment> {
+        let seg_path = self.dir.join(FileKind::Segment.file_name(segment_id));
+        let ids_path = self.dir.join(FileKind::DocMap.file_name(segment_id));
+        let mut seg = SegmentWriter::with_writer(
+            create_buffered(self.fs.as_ref(), &seg_path)?,
+            SegmentInfo {
+                index_id: self.index_id,
+                segment_id,
+                shape: plan.shape(),
+                k: plan.k(),
+                table_count: plan.tables().len() as u32,
+                key_count,
+            },
+            DEFAULT_BLOCK_LEN,
+        )
+        .map_err(encode_error(&seg_path))?;
+        let mut keys = Vec::new();
+        for t in 0..plan.tables().len() {
+            keys.clear();
+            fill(t, &mut keys)?;
+            seg.push_table(keys.iter().copied())
+                .map_err(encode_error(&seg_path))?;
+        }
+        drop(keys);
+        let seg_file = seg.finish().map_err(encode_error(&seg_path))?;
+        sync_buffered(seg_file, &seg_path)?;
+
+        let map = |path: &Path| self.fs.map(path).map_err(io_error(path, "map"));
+        let tables = SegmentReader::new(map(&seg_path)?).map_err(|e| corrupted(&seg_path, &e))?;
+        let docs = DocMapReader::new(map(&ids_path)?).map_err(|e| corrupted(&ids_path, &e))?;
+        let meta = SegmentMeta {
+            id: segment_id,
+            level,
+            key_count: tables.key_count(),
+            doc_count: docs.len() as u64,
+            tombstone_count: docs.tombstone_count() as u64,
+            min_seq: ranges.map_or(u64::MAX, |r| r.min_seq),
+            max_seq: ranges.map_or(0, |r| r.max_seq),
+            min_timestamp: ranges.map_or(u64::MAX, |r| r.min_timestamp),
+            max_timestamp: ranges.map_or(0, |r| r.max_timestamp),
+            seg_file_len: tables.as_bytes().len() as u64,
+            ids_file_len: docs.as_bytes().len() as u64,
+            seg_footer_crc: tables.footer_crc(),
+            ids_footer_crc: docs.footer_crc(),
+        };
+        let segment = Segment::open(&self.dir, &self.fs, meta, self.plan.k(), self.index_id)?;
+        // Built from a memtable or from sound segments.
+        segment.sound.store(true, Ordering::Release);
+        // Just written, so in the page cache: map its pages now rather than
+        // one fault at a time under queries.
+        segment.tables_map.prefault();
+        segment.docs_map.prefault();
+        Ok(segment)
+    }
+}
+
+impl Segment {
+    /// Maps a published segment of an index searched at distance `k`,
+    /// refusing files shorter than the manifest says before mapping them,
+    /// and checking their footers and the segment's plan.
+    pub(super) fn open(
+        dir: &Path,
+        fs: &Arc<dyn FileSystem>,
+        meta: SegmentMeta,
+        k: u32,
+        index_id: u64,
+    ) -> Result<Segment> {
+        let seg_path = dir.join(FileKind::Segment.file_name(meta.id));
+        let ids_path = dir.join(FileKind::DocMap.file_name(meta.id));
+        let map = |path: &Path, expected_len: u64| -> Result<Mapped> {
+            let len = fs.len(path).map_err(named_file_error(path, "stat"))?;
+            if len != expected_len {
+                return Err(Error::Corrupted {
+                    path: path.to_path_buf(),
+                    offset: len.min(expected_len),
+                    reason: format!("the file is {len} bytes; the manifest says {expected_len}"),
+                });
+            }
+            fs.map(path).map_err(io_error(path, "map"))
+        };
+        let tables_map = map(&seg_path, meta.seg_file_len)?;
+        let tables =
+            SegmentReader::new(tables_map.clone()).map_err(|e| corrupted(&seg_path, &e))?;
+        let docs_map = map(&ids_path, meta.ids_file_len)?;
+        let docs = DocMapReader::new(docs_map.clone()).map_err(|e| corrupted(&ids_path, &e))?;
+        let mismatch = |path: &Path, what: &str| Error::Corrupted {
+            path: path.to_path_buf(),
+            offset: 0,
+            reason: format!("{what} does not match the manifest"),
+        };
+        if tables.footer_crc() != meta.seg_footer_crc {
+            return Err(mismatch(&seg_path, "the footer checksum"));
+        }
+        if docs.footer_crc() != meta.ids_footer_crc {
+            return Err(mismatch(&ids_path, "the footer checksum"));
+        }
+        // The files' own headers (whose counts their readers checked against
+        // the files' sizes) against the manifest's record: a count that
+        // sizes an allocation is never taken from the manifest unchecked.
+        let differs = |path: &Path, what: &str, file: u64, recorded: u64| Error::Corrupted {
+            path: path.to_path_buf(),
+            offset: 0,
+            reason: format!("the file's {what} is {file}; the manifest records {recorded}"),
+        };
+        for (path, file) in [(&seg_path, tables.index_id()), (&ids_path, docs.index_id())] {
+            if file != index_id {
+                return Err(foreign(path, file, index_id));
+            }
+        }
+        for (path, what, file, recorded) in [
+            (&seg_path, "segment id", tables.segment_id(), meta.id),
+            (&ids_path, "segment id", docs.segment_id(), meta.id),
+            (&seg_path, "key count", tables.key_count(), meta.key_count),
+            (&ids_path, "entry count", docs.len() as u64, meta.doc_count),
+            (
+                &ids_path,
+                "tombstone count",
+                docs.tombstone_count() as u64,
+                meta.tombstone_count,
+            ),
+        ] {
+            if file != recorded {
+                return Err(differs(path, what, file, recorded));
+            }
+        }
+        // Any plan of the index's k answers exactly; segments of one index
+        // may differ in their number of tables.
+        let info = tables.info();
+        let plan = Plan::from_shape(info.shape, info.k)
+            .ok()
+            .filter(|plan| plan.k() == k && plan.tables().len() == tables.table_count())
+            .ok_or_else(|| mismatch(&seg_path, "the plan"))?;
+        Ok(Segment {
+            meta,
+            seg_path,
+            ids_path,
+            plan,
+            tables,
+            tables_map,
+            docs,
+            docs_map,
+            obsolete: AtomicBool::new(false),
+            sound: AtomicBool::new(false),
+            fs: fs.clone(),
+        })
+    }
+
+    /// Checks every checksum of both files, then that they agree: every
+    /// table holds, under its permutation, exactly the distinct fingerprints
+    /// of the doc map's entries, and the doc map's sequence numbers and
+    /// timestamps span what the manifest records (queries order segments by
+    /// them). Names the file that is wrong. Marks the segment sound.
+    ///
+    /// The key sets are compared by count and by a sum of a keyed hash of
+    /// each key (keys drawn at random per call, so no file can be crafted to
+    /// pass): O(1) memory, one pass over each table and the doc map.
+    pub(super) fn verify(&self) -> Result<()> {
+        self.tables
+            .verify()
+            .map_err(|e| corrupted(&self.seg_path, &e))?;
+        self.docs
+            .verify()
+            .map_err(|e| corrupted(&self.ids_path, &e))?;
+        let keys = SetHash::random_keys();
+        let mut fingerprints = SetHash::new(keys);
+        let mut last = None;
+        let (mut seq, mut time) = ((u64::MAX, 0u64), (u64::MAX, 0u64));
+        let mut span = |s: u64, t: u64| {
+            seq = (seq.0.min(s), seq.1.max(s));
+            time = (time.0.min(t), time.1.max(t));
+        };
+        for entry in self.docs.entries() {
+            let e = entry.map_err(|e| corrupted(&self.ids_path, &e))?;
+            if last != Some(e.fingerprint) {
+                fingerprints.add(e.fingerprint);
+                last = Some(e.fingerprint);
+            }
+            span(e.seq, e.timestamp);
+        }
+        for tombstone in self.docs.tombstones() {
+            let t = tombstone.map_err(|e| corrupted(&self.ids_path, &e))?;
+            span(t.seq, t.timestamp);
+        }
+        let recorded = (
+            (self.meta.min_seq, self.meta.max_seq),
+            (self.meta.min_timestamp, self.meta.max_timestamp),
+        );
+        if (seq, time) != recorded {
+            return Err(Error::Corrupted {
+                path: self.ids_path.clone(),
+                offset: 0,
+                reason: format!(
+                    "its records span sequence numbers {}..={} and timestamps {}..={}; the manifest records {}..={} and {}..={}",
+                    seq.0,
+                    seq.1,
+                    time.0,
+                    time.1,
+                    recorded.0.0,
+                    recorded.0.1,
+                    recorded.1.0,
+                    recorded.1.1
+                ),
+            });
+        }
+        let mut tables = Vec::with_capacity(self.plan.tables().len());
+        for (t, table) in self.plan.tables().iter().enumerate() {
+            let reader = self
+                .tables
+                .table(t)
+                .map_err(|e| corrupted(&self.seg_path, &e))?;
+            let mut held = SetHash::new(keys);
+            for key in reader.iter() {
+                held.add(table.unpermute(key.map_err(|e| corrupted(&self.seg_path, &e))?));
+            }
+            tables.push(held);
+        }
+        let Some(wrong) = tables.iter().position(|h| *h != fingerprints) else {
+            self.sound.store(true, Ordering::Release);
+            return Ok(());
+        };
+        if tables.iter().all(|h| *h == tables[0]) && tables.len() > 1 {
+            // Every table agrees with the others and none with the doc map.
+            return Err(Error::Corrupted {
+                path: self.ids_path.clone(),
+                offset: 0,
+                reason: format!(
+                    "its entries' {} distinct fingerprints are not the {} keys that all {} tables of its segment hold",
+                    fingerprints.count,
+                    tables[0].count,
+                    tables.len()
+                ),
+            });
+        }
+        Err(Error::Corrupted {
+            path: self.seg_path.clone(),
+            offset: self.tables.table_offset(wrong).unwrap_or(0),
+            reason: format!(
+                "table {wrong} does not hold the doc map's {} distinct fingerprints under its permutation (it holds {} keys{})",
+                fingerprints.count,
+                tables[wrong].count,
+                if tables.contains(&fingerprints) {
+                    ", and other tables agree with the doc map"
+                } else {
+                    ""
+                }
+            ),
+        })
+    }
+
+    /// Distinct fingerprints of this segment within `k` of `fp`, each once.
+    pub(super) fn matching_fingerprints(&self, fp: u64, k: u32) -> Result<Vec<u64>> {
+        let plan = &self.plan;
+        let mut out = Vec::new();
+        for (t, table) in plan.tables().iter().enumerate() {
+            let reader = self
+                .tables
+                .table(t)
+                .map_err(|e| corrupted(&self.seg_path, &e))?;
+            let q = table.permute(fp);
+            let (lo, hi) = table.prefix_range(q);
+            for key in reader.range(lo, hi) {
+                let key = key.map_err(|e| corrupted(&self.seg_path, &e))?;
+                if (key ^ q).count_ones() <= k {
+                    let found = table.unpermute(key);
+                    if plan.first_table_sharing(t, found ^ fp) {
+                        out.push(found);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    pub(super) fn by_id(&self, id: u64) -> Result<Option<DocEntry<'_>>> {
+        self.docs
+            .by_id(id)
+            .map_err(|e| corrupted(&self.ids_path, &e))
+    }
+
+    /// Whether this segment's doc map also holds a tombstone of `entry`'s
+    /// id that is newer than it (sequence numbers decide; docs/FORMAT.md,
+    /// "Doc map file"). The engine never writes both for one id, but the
+    /// format allows it.
+    pub(super) fn deletes_here(&self, entry: &DocEntry<'_>) -> Result<bool> {
+        if self.meta.tombstone_count == 0 {
+            return Ok(false);
+        }
+        Ok(self.tombstone(entry.id)?.is_some_and(|t| t.seq > entry.seq))
+    }
+
+    pub(super) fn tombstone(&self, id: u64) -> Result<Option<Tombstone>> {
+        self.docs
+            .tombstone(id)
+            .map_err(|e| corrupted(&self.ids_path, &e))
+    }
+}
+
+/// A digest of a set of distinct `u64`s: their number and two sums of a
+/// keyed hash. Two sets with equal digests are equal, but for a chance of
+/// about 2^-128 that no file can aim at without the keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SetHash {
+    pub(super) keys: (u64, u64),
+    pub(super) count: u64,
+    sums: (u64, u64),
+}
+
+impl SetHash {
+    fn random_keys() -> (u64, u64) {
+        use std::hash::BuildHasher;
+        let state = std::collections::hash_map::RandomState::new();
+        (state.hash_one(1u64), state.hash_one(2u64))
+    }
+
+    pub(super) fn new(keys: (u64, u64)) -> SetHash {
+        SetHash {
+            keys,
+            count: 0,
+            sums: (0, 0),
+        }
+    }
+
+    fn add(&mut self, x: u64) {
+        let h = fmix64(x ^ self.keys.0);
+        self.count += 1;
+        self.sums.0 = self.sums.0.wrapping_add(h);
+        self.sums.1 = self.sums.1.wrapping_add(fmix64(h ^ self.keys.1));
+    }
+}
+
+/// MurmurHash3's 64-bit finaliser: a bijection that mixes every bit.
+fn fmix64(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^ (x >> 33)
+}

@@ -1,0 +1,201 @@
+//! The write path: the WAL writer, logging a batch, applying it to the
+//! memtable, and creating the WALs that rotation starts.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, MutexGuard, PoisonError};
+
+use crate::error::{Error, Result};
+use crate::format::{
+    FileKind, Record, WAL_UNSYNCED_APPENDS, encode_frame, encode_wal_header_with_flags,
+};
+
+use super::core::write_lock;
+use super::files::{io_error, write_file};
+use super::fs::{FileSystem, WritableFile};
+use super::index::Index;
+use super::memtable::{Doc as MemDoc, Memtable};
+use super::options::Durability;
+use super::schedule::Point;
+
+#[derive(Debug)]
+pub(super) struct Writer {
+    pub(super) wal: Box<dyn WritableFile>,
+    pub(super) wal_id: u64,
+    /// The WAL (id, file) of the memtable the flush thread was last given,
+    /// which `sync()` syncs too (its segment may not be committed yet).
+    pub(super) frozen_wal: Option<(u64, Box<dyn WritableFile>)>,
+    /// The sequence number of the next record logged: one more than the
+    /// last one logged in any WAL (or than the last one recovered), since
+    /// recovery ends at a gap between WALs.
+    pub(super) next_seq: u64,
+}
+
+impl Writer {
+    /// Appends `frame`, the encoding of `records`, to the WAL at `path` (and
+    /// syncs it with [`Durability::Sync`]); then the next sequence number
+    /// follows the records'. Refuses, writing nothing, a frame whose first
+    /// record does not follow the last one logged.
+    fn append(
+        &mut self,
+        frame: &[u8],
+        records: &[Record],
+        durability: Durability,
+        path: &Path,
+    ) -> Result<()> {
+        let first = records.first().map(Record::seq);
+        let last = records.last().map(Record::seq);
+        let contiguous = records.windows(2).all(|w| w[0].seq() + 1 == w[1].seq());
+        if first != Some(self.next_seq) || !contiguous {
+            return Err(Error::Io {
+                path: path.to_path_buf(),
+                op: "write",
+                source: std::io::Error::other(format!(
+                    "a frame of sequence numbers {first:?}..={last:?} would not continue the \
+                     log at {}; nothing was written",
+                    self.next_seq
+                )),
+            });
+        }
+        self.wal.write_all(frame).map_err(io_error(path, "write"))?;
+        if durability == Durability::Sync {
+            self.wal.sync().map_err(io_error(path, "sync"))?;
+        }
+        self.next_seq = last.map_or(self.next_seq, |seq| seq + 1);
+        Ok(())
+    }
+}
+
+impl Index {
+    pub(super) fn writer(&self) -> Result<MutexGuard<'_, Option<Writer>>> {
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        let guard = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        self.core.check_poisoned()?;
+        Ok(guard)
+    }
+
+    pub(super) fn wal_path(&self, writer: &Writer) -> PathBuf {
+        self.core.dir.join(FileKind::Wal.file_name(writer.wal_id))
+    }
+
+    /// Logs `records` (assigning their sequence numbers), then applies them.
+    ///
+    /// Once the records are logged the write has happened, and its result
+    /// says so: a flush it then starts, or the failure of an earlier
+    /// background flush it then discovers, poisons the index (the next call
+    /// fails, naming the cause) without turning this result into an error.
+    pub(super) fn write(
+        &self,
+        writer: &mut Option<Writer>,
+        mut records: Vec<Record>,
+    ) -> Result<()> {
+        let w = writer.as_mut().ok_or(Error::ReadOnly)?;
+        // Numbered from the writer's next sequence number, which moves on
+        // only once the frame is logged: a refused batch (over the frame
+        // limit) takes none, so the next frame, perhaps the first of a new
+        // WAL, continues the sequence. Recovery ends at a gap between WALs
+        // (docs/FORMAT.md, "Several WALs").
+        for (seq, record) in (w.next_seq..).zip(&mut records) {
+            match record {
+                Record::Insert { seq: s, .. } | Record::Delete { seq: s, .. } => *s = seq,
+            }
+        }
+        let frame = encode_frame(&records).map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let path = self.wal_path(w);
+        let logged = w.append(&frame, &records, self.durability, &path);
+        self.core.poison_on_error(logged)?;
+        self.core.hooks.pause(Point::WriteLogged);
+        let full = {
+            let mut state = write_lock(&self.core.state);
+            let memtable = Arc::get_mut(&mut state.memtable)
+                .unwrap_or_else(|| unreachable!("a flush shares the memtable only while it runs"));
+            for record in records {
+                apply(memtable, record);
+            }
+            state.memtable.approximate_bytes() >= self.memtable_budget
+        };
+        if full {
+            // A failure has poisoned the index; the next call reports it.
+            let _ = self.flush_locked(writer, false);
+        }
+        Ok(())
+    }
+
+    /// Creates WAL `wal_id` (its header synced) and opens it for appends.
+    pub(super) fn create_wal(&self, wal_id: u64) -> Result<Box<dyn WritableFile>> {
+        let core = &*self.core;
+        new_wal_file(
+            &core.dir,
+            core.fs.as_ref(),
+            core.index_id,
+            wal_id,
+            self.durability,
+        )?;
+        let path = core.dir.join(FileKind::Wal.file_name(wal_id));
+        core.fs.open_append(&path).map_err(io_error(&path, "open"))
+    }
+}
+
+/// Applies one logged record to the memtable; returns its sequence number.
+pub(super) fn apply(memtable: &mut Memtable, record: Record) -> u64 {
+    match record {
+        Record::Insert {
+            seq,
+            id,
+            fingerprint,
+            timestamp,
+            name,
+        } => {
+            memtable.insert(
+                id,
+                MemDoc {
+                    seq,
+                    fingerprint,
+                    timestamp,
+                    name: name.map(Arc::from),
+                },
+            );
+            seq
+        }
+        Record::Delete { seq, id, timestamp } => {
+            memtable.delete(id, seq, timestamp);
+            seq
+        }
+    }
+}
+
+pub(super) fn check_name(name: Option<&str>) -> Result<()> {
+    match name {
+        Some(n) if n.len() > crate::format::MAX_NAME_LEN => Err(Error::InvalidArgument(format!(
+            "a document name is {} bytes; the limit is {} bytes",
+            n.len(),
+            crate::format::MAX_NAME_LEN
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The WAL header flags for a writer with `durability`.
+pub(super) fn wal_flags(durability: Durability) -> u32 {
+    match durability {
+        Durability::Buffered => WAL_UNSYNCED_APPENDS,
+        Durability::Sync => 0,
+    }
+}
+
+/// Writes and syncs a new, empty WAL for a writer with `durability`.
+pub(super) fn new_wal_file(
+    dir: &Path,
+    fs: &dyn FileSystem,
+    index_id: u64,
+    wal_id: u64,
+    durability: Durability,
+) -> Result<()> {
+    let path = dir.join(FileKind::Wal.file_name(wal_id));
+    write_file(
+        fs,
+        &path,
+        &encode_wal_header_with_flags(index_id, wal_id, wal_flags(durability)),
+    )
+}
