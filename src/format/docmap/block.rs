@@ -47,11 +47,11 @@ fn bits_at(data: &[u8], bit: usize, width: u32) -> u64 {
 fn padding_clear(stream: &[u8], used: usize) -> bool {
     let full = used / 8;
     let partial = match stream.get(full) {
-        Some(&b) if used % 8 != 0 => b >> (used % 8) == 0,
+        Some(&b) if !used.is_multiple_of(8) => b >> (used % 8) == 0,
         _ => true,
     };
     let rest = stream
-        .get(full + usize::from(used % 8 != 0)..)
+        .get(full + usize::from(!used.is_multiple_of(8))..)
         .unwrap_or_default();
     partial && rest.iter().all(|&b| b == 0)
 }
