@@ -36,10 +36,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     ];
 
     // `Durability::Sync`: an acknowledged page survives power loss too.
-    let options = Options {
-        durability: Durability::Sync,
-        ..Options::default()
-    };
+    let options = Options::new().durability(Durability::Sync);
     let index = Index::open(&dir, options)?;
     // Use the fingerprint configuration the index records, so that a text
     // gets the same fingerprint in every run and every release.

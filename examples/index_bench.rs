@@ -46,10 +46,7 @@ fn rss_kib() -> u64 {
 /// The default options; `PREFAULT=0` turns off the background prefault of the
 /// tables' pages at open (for comparing).
 fn options() -> Options {
-    Options {
-        prefault: std::env::var("PREFAULT").map_or(true, |v| v != "0"),
-        ..Options::default()
-    }
+    Options::new().prefault(std::env::var("PREFAULT").map_or(true, |v| v != "0"))
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -47,14 +47,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map_or_else(|| temp.path().to_path_buf(), std::path::PathBuf::from);
     let settings: [(&str, Setting); 3] = [
         ("merge thread", |o| o),
-        ("writer merges", |o| Options {
-            merge_thread: false,
-            ..o
-        }),
-        ("no merges", |o| Options {
-            merge_policy: None,
-            ..o
-        }),
+        ("writer merges", |o| o.merge_thread(false)),
+        ("no merges", |o| o.merge_policy(None)),
     ];
     // ONLY=<substring> runs only the settings whose name contains it.
     let only = std::env::var("ONLY").unwrap_or_default();

@@ -35,11 +35,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         if dir.exists() {
             std::fs::remove_dir_all(&dir)?;
         }
-        let options = Options {
-            merge_policy: None,
-            memtable_bytes: usize::MAX,
-            ..Options::default()
-        };
+        let options = Options::new().merge_policy(None).memtable_bytes(usize::MAX);
         let index = Index::open(&dir, options)?;
         let mut s = 0x9e37_79b9_7f4a_7c15u64 ^ round;
         for segment in 0..segments {

@@ -47,7 +47,7 @@ use std::path::{Path, PathBuf};
 
 use simhashdb::Simhasher;
 use simhashdb::fingerprint::{IdfTable, Tokenizer, Weighting, fmix64, fnv1a64};
-use simhashdb::verify::ShingleSet;
+use simhashdb::recheck::ShingleSet;
 
 /// Largest k of the corpus tables.
 const KMAX: u32 = 10;

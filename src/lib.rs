@@ -34,8 +34,10 @@
 //!
 //! Modules: [`fingerprint`] (text to fingerprint), [`plan`] (block splits,
 //! permutations, the cost model), [`search`] (queries over in-memory tables),
-//! [`batch`] (all pairs and clusters of a set), [`verify`] (exact Jaccard
+//! [`batch`] (all pairs and clusters of a set), [`recheck`] (exact Jaccard
 //! re-checks of candidate pairs), [`engine`] (the persistent [`Index`]).
+
+#![warn(missing_docs)]
 
 pub mod batch;
 pub mod engine;
@@ -44,11 +46,17 @@ pub mod fingerprint;
 pub mod format;
 pub mod plan;
 mod radix;
+pub mod recheck;
 pub mod search;
-pub mod verify;
+
+/// The old name of [`recheck`], kept so that code written against it still
+/// builds. (Hidden rather than `#[deprecated]`: rustc does not warn about
+/// uses through a deprecated re-export.)
+#[doc(hidden)]
+pub use recheck as verify;
 
 pub use engine::{
-    Doc, Durability, Index, Match, Options, RepairReport, Stats, VerifyReport, WalTail,
+    Doc, Docs, Durability, Index, Match, Options, RepairReport, Stats, VerifyReport, WalTail,
 };
 pub use error::{Error, Result};
 pub use fingerprint::{FingerprintConfig, FingerprintError, Simhasher, Tokenizer, Weighting};

@@ -37,11 +37,24 @@ pub const MAX_AUTO_TABLES: usize = 64;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PlanError {
     /// Distances above 63 cannot be indexed (every pair of fingerprints is within 64).
-    DistanceTooLarge { k: u32 },
+    DistanceTooLarge {
+        /// The distance asked for.
+        k: u32,
+    },
     /// The number of blocks must exceed `k` and be at most the number of bits to split.
-    BadBlocks { blocks: u32, k: u32, bits: u32 },
+    BadBlocks {
+        /// The number of blocks asked for.
+        blocks: u32,
+        /// The distance the plan is for.
+        k: u32,
+        /// The number of bits to split.
+        bits: u32,
+    },
     /// The plan would need more than [`MAX_TABLES`] tables.
-    TooManyTables { tables: u128 },
+    TooManyTables {
+        /// The number of tables the plan would need.
+        tables: u128,
+    },
 }
 
 impl fmt::Display for PlanError {
@@ -73,10 +86,19 @@ impl std::error::Error for PlanError {}
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Shape {
     /// `blocks` blocks over all 64 bits; one table per choice of `blocks - k` of them.
-    Flat { blocks: u32 },
+    Flat {
+        /// The number of blocks.
+        blocks: u32,
+    },
     /// `outer` blocks over 64 bits, then `inner` sub-blocks over the bits left
     /// after the chosen outer blocks.
-    Nested { outer: u32, inner: u32 },
+    Nested {
+        /// The number of outer blocks (over all 64 bits).
+        outer: u32,
+        /// The number of sub-blocks the bits left after the chosen outer
+        /// blocks are split into.
+        inner: u32,
+    },
 }
 
 impl fmt::Display for Shape {
@@ -448,6 +470,15 @@ impl Plan {
     #[inline]
     pub fn first_table_sharing(&self, t: usize, diff: u64) -> bool {
         !self.tables[..t].iter().any(|e| e.shares_prefix(diff))
+    }
+}
+
+/// With the `serde` feature: a plan serializes as its [`Display`](fmt::Display)
+/// form (`"6 blocks, k = 3, 20 tables"`), as `simhashdb stats` prints it.
+#[cfg(feature = "serde")]
+impl serde::Serialize for Plan {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
     }
 }
 

@@ -11,7 +11,7 @@ use std::process::Stdio;
 
 use assert_cmd::Command;
 use serde_json::Value;
-use simhashdb::verify::ShingleSet;
+use simhashdb::recheck::ShingleSet;
 use simhashdb::{Simhasher, hamming};
 
 use common::Rng;

@@ -33,14 +33,12 @@ fn dir() -> &'static Path {
 }
 
 fn options(fs: &FaultFs) -> Options {
-    Options {
-        plan: Some(Plan::new(5, 3).unwrap()),
-        durability: Durability::Buffered,
-        memtable_bytes: 256 << 20,
-        file_system: Some(Arc::new(fs.clone()) as Arc<dyn FileSystem>),
-        merge_policy: None,
-        ..Options::default()
-    }
+    Options::new()
+        .plan(Plan::new(5, 3).unwrap())
+        .durability(Durability::Buffered)
+        .memtable_bytes(256 << 20)
+        .file_system(Arc::new(fs.clone()) as Arc<dyn FileSystem>)
+        .merge_policy(None)
 }
 
 fn centre(c: u64) -> u64 {
@@ -342,10 +340,7 @@ fn flipped_bits_in_the_manifest_of_a_large_index_are_refused() {
 fn real_files_cut_short_are_refused_before_mapping() {
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("src");
-    let real = || Options {
-        plan: Some(Plan::new(5, 3).unwrap()),
-        ..Options::default()
-    };
+    let real = || Options::new().plan(Plan::new(5, 3).unwrap());
     let index = Index::open(&src, real()).unwrap();
     let mut rng = Rng(5);
     for id in 0..3_000 {

@@ -139,15 +139,15 @@ fn perform(index: &Index, op: &Op) -> simhashdb::Result<()> {
 /// The options of a child with `seed`: flushes on the flush thread for odd
 /// seeds, on the writing thread for even ones, whatever the core count.
 fn options(durability: Durability, seed: u64) -> Options {
-    Options {
-        plan: Some(Plan::new(5, 3).expect("plan")),
-        durability,
-        // A flush every few dozen documents, and a merge after every second flush.
-        memtable_bytes: 4096,
-        merge_policy: Some(Arc::new(TieredMergePolicy { fan_in: 2 }) as Arc<dyn MergePolicy>),
-        flush_thread: seed % 2 == 1,
-        ..Options::default()
-    }
+    // A flush every few dozen documents, and a merge after every second flush.
+    Options::new()
+        .plan(Plan::new(5, 3).expect("plan"))
+        .durability(durability)
+        .memtable_bytes(4096)
+        .merge_policy(Some(
+            Arc::new(TieredMergePolicy { fan_in: 2 }) as Arc<dyn MergePolicy>
+        ))
+        .flush_thread(seed % 2 == 1)
 }
 
 fn durability_name(d: Durability) -> &'static str {

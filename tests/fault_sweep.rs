@@ -40,14 +40,14 @@ fn dir() -> &'static Path {
 }
 
 fn options(fs: &FaultFs, durability: Durability) -> Options {
-    Options {
-        plan: Some(Plan::new(5, 3).unwrap()),
-        durability,
-        memtable_bytes: 2_000,
-        file_system: Some(Arc::new(fs.clone()) as Arc<dyn FileSystem>),
-        merge_policy: Some(Arc::new(TieredMergePolicy { fan_in: 2 }) as Arc<dyn MergePolicy>),
-        ..Options::default()
-    }
+    Options::new()
+        .plan(Plan::new(5, 3).unwrap())
+        .durability(durability)
+        .memtable_bytes(2_000)
+        .file_system(Arc::new(fs.clone()) as Arc<dyn FileSystem>)
+        .merge_policy(Some(
+            Arc::new(TieredMergePolicy { fan_in: 2 }) as Arc<dyn MergePolicy>
+        ))
 }
 
 #[derive(Debug, Clone)]
@@ -374,10 +374,7 @@ fn scattered_sweep(durability: Durability) -> (u64, u64) {
             .collect()
     };
     let models = prefix_models(&ops);
-    let options = |fs: &FaultFs| Options {
-        memtable_bytes: 1 << 20,
-        ..options(fs, durability)
-    };
+    let options = |fs: &FaultFs| options(fs, durability).memtable_bytes(1 << 20);
     let total = {
         let fs = FaultFs::new();
         let index = Index::open(dir(), options(&fs)).unwrap();

@@ -23,11 +23,9 @@ fn plan() -> Plan {
 }
 
 fn options(fs: &FaultFs) -> Options {
-    Options {
-        plan: Some(plan()),
-        file_system: Some(Arc::new(fs.clone()) as Arc<dyn FileSystem>),
-        ..Options::default()
-    }
+    Options::new()
+        .plan(plan())
+        .file_system(Arc::new(fs.clone()) as Arc<dyn FileSystem>)
 }
 
 fn open(fs: &FaultFs) -> Index {
@@ -262,26 +260,14 @@ fn reopening_with_other_settings_is_a_mismatch() {
     let fs = FaultFs::new();
     drop(open(&fs));
     for other in [Plan::new(6, 3).unwrap(), Plan::new(5, 2).unwrap()] {
-        let result = Index::open(
-            dir(),
-            Options {
-                plan: Some(other),
-                ..options(&fs)
-            },
-        );
+        let result = Index::open(dir(), options(&fs).plan(other));
         assert!(
             matches!(result, Err(Error::Mismatch { what: "plan", .. })),
             "{result:?}"
         );
     }
     let other_config = Simhasher::builder().shingle(3).build().unwrap().config();
-    let result = Index::open(
-        dir(),
-        Options {
-            fingerprint: Some(other_config),
-            ..options(&fs)
-        },
-    );
+    let result = Index::open(dir(), options(&fs).fingerprint(other_config));
     assert!(
         matches!(
             result,
@@ -293,14 +279,11 @@ fn reopening_with_other_settings_is_a_mismatch() {
         "{result:?}"
     );
     // The recorded settings, given or not, open it.
-    let index = Index::open(
-        dir(),
-        Options {
-            plan: None,
-            fingerprint: Some(Simhasher::default().config()),
-            ..options(&fs)
-        },
-    )
+    let index = Index::open(dir(), {
+        let mut o = options(&fs).fingerprint(Simhasher::default().config());
+        o.plan = None;
+        o
+    })
     .unwrap();
     assert_eq!(index.plan().shape(), plan().shape());
     assert_eq!(
@@ -312,24 +295,12 @@ fn reopening_with_other_settings_is_a_mismatch() {
     // A custom configuration is recorded and kept by opens that give none.
     let fs = FaultFs::new();
     let custom = Simhasher::builder().shingle(2).build().unwrap().config();
-    drop(
-        Index::open(
-            dir(),
-            Options {
-                fingerprint: Some(custom),
-                ..options(&fs)
-            },
-        )
-        .unwrap(),
-    );
+    drop(Index::open(dir(), options(&fs).fingerprint(custom)).unwrap());
     assert_eq!(open(&fs).stats().fingerprint_config, custom.to_string());
     assert!(matches!(
         Index::open(
             dir(),
-            Options {
-                fingerprint: Some(Simhasher::default().config()),
-                ..options(&fs)
-            },
+            options(&fs).fingerprint(Simhasher::default().config()),
         ),
         Err(Error::Mismatch { .. })
     ));
@@ -344,16 +315,7 @@ fn the_simhasher_of_an_index_is_its_recorded_configuration() {
         .build()
         .unwrap();
     let text = "a page about storage engines, fetched twice";
-    drop(
-        Index::open(
-            dir(),
-            Options {
-                fingerprint: Some(custom.config()),
-                ..options(&fs)
-            },
-        )
-        .unwrap(),
-    );
+    drop(Index::open(dir(), options(&fs).fingerprint(custom.config())).unwrap());
     // Reopened without naming the configuration: it is read back.
     let hasher = open(&fs).simhasher().unwrap();
     assert_eq!(hasher.config(), custom.config());
@@ -442,10 +404,7 @@ fn racing_insert_if_new_of_near_duplicates_keeps_exactly_one() {
 fn expired_documents_disappear_and_compaction_drops_them() {
     const RETENTION: Duration = Duration::from_millis(150);
     let fs = FaultFs::new();
-    let retained = || Options {
-        retention: Some(RETENTION),
-        ..options(&fs)
-    };
+    let retained = || options(&fs).retention(RETENTION);
     let index = Index::open(dir(), retained()).unwrap();
     let start = Instant::now();
     for id in 0..5 {
@@ -488,10 +447,7 @@ fn expired_documents_disappear_and_compaction_drops_them() {
 #[test]
 fn a_batch_in_sync_mode_shares_one_sync_and_survives_power_loss() {
     let fs = FaultFs::new();
-    let sync = || Options {
-        durability: Durability::Sync,
-        ..options(&fs)
-    };
+    let sync = || options(&fs).durability(Durability::Sync);
     let index = Index::open(dir(), sync()).unwrap();
     let before = fs.op_count();
     index
@@ -696,10 +652,7 @@ fn a_failed_wal_write_poisons_the_writer() {
 #[test]
 fn a_failed_wal_sync_poisons_the_writer() {
     let fs = FaultFs::new();
-    let sync = || Options {
-        durability: Durability::Sync,
-        ..options(&fs)
-    };
+    let sync = || options(&fs).durability(Durability::Sync);
     let index = Index::open(dir(), sync()).unwrap();
     let docs = acknowledged_writes(&index);
     fs.inject(Fault::new(FaultKind::SyncFails).on(&[Op::Sync]));
@@ -781,11 +734,7 @@ fn for_each_doc_visits_exactly_the_live_documents() {
     let fs = FaultFs::new();
     let index = Index::open(
         dir(),
-        Options {
-            memtable_bytes: 4 << 10,
-            merge_policy: None,
-            ..options(&fs)
-        },
+        options(&fs).memtable_bytes(4 << 10).merge_policy(None),
     )
     .unwrap();
     let mut model = std::collections::BTreeMap::new();

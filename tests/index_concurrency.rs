@@ -240,12 +240,10 @@ fn run(index: Index) -> Index {
 /// memtable being flushed, or on the writing thread; merges on the merge
 /// thread either way.
 fn options(memtable_bytes: usize, flush_thread: bool) -> Options {
-    Options {
-        plan: Some(Plan::new(6, 3).unwrap()),
-        memtable_bytes,
-        flush_thread,
-        ..Options::default()
-    }
+    Options::new()
+        .plan(Plan::new(6, 3).unwrap())
+        .memtable_bytes(memtable_bytes)
+        .flush_thread(flush_thread)
 }
 
 #[test]
@@ -285,10 +283,8 @@ fn readers_never_miss_an_acknowledged_insert_on_fault_fs_with_the_threads() {
 fn readers_on_fault_fs(handle: fn(&FaultFs) -> FaultFs, flush_thread: bool) {
     let fs = FaultFs::new();
     let dir = Path::new("/index");
-    let options = || Options {
-        file_system: Some(Arc::new(handle(&fs)) as Arc<dyn FileSystem>),
-        ..options(8 << 10, flush_thread)
-    };
+    let options =
+        || options(8 << 10, flush_thread).file_system(Arc::new(handle(&fs)) as Arc<dyn FileSystem>);
     let index = run(Index::open(dir, options()).unwrap());
     drop(index);
     // No file was written or truncated while a reader had it mapped.

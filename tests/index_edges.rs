@@ -18,19 +18,14 @@ fn plan() -> Plan {
 }
 
 fn real_options() -> Options {
-    Options {
-        plan: Some(plan()),
-        ..Options::default()
-    }
+    Options::new().plan(plan())
 }
 
 fn fault_options(fs: &FaultFs) -> Options {
-    Options {
-        plan: Some(plan()),
-        durability: Durability::Sync,
-        file_system: Some(Arc::new(fs.clone()) as Arc<dyn FileSystem>),
-        ..Options::default()
-    }
+    Options::new()
+        .plan(plan())
+        .durability(Durability::Sync)
+        .file_system(Arc::new(fs.clone()) as Arc<dyn FileSystem>)
 }
 
 fn names_of(index: &Index, fp: u64) -> Vec<(u64, Option<String>)> {
@@ -239,10 +234,7 @@ fn other_files_in_the_directory_are_left_alone() {
         Index::open(dir, real_options()),
         Err(simhashdb::Error::NotEmpty { .. })
     ));
-    let options = simhashdb::Options {
-        create_in_non_empty_dir: true,
-        ..real_options()
-    };
+    let options = real_options().create_in_non_empty_dir(true);
     let index = Index::open(dir, options).unwrap();
     for id in 0..200 {
         index.insert(id, id * 7919).unwrap();

@@ -15,13 +15,11 @@ use simhashdb::{Index, Options};
 /// reads made right after a write hands a memtable over find it still
 /// running.
 fn options() -> Options {
-    Options {
-        plan: Some(Plan::new(5, 3).unwrap()),
-        memtable_bytes: 32 << 20,
-        merge_policy: None,
-        flush_thread: true,
-        ..Options::default()
-    }
+    Options::new()
+        .plan(Plan::new(5, 3).unwrap())
+        .memtable_bytes(32 << 20)
+        .merge_policy(None)
+        .flush_thread(true)
 }
 
 /// Within 2 of one of 16 centres, so queries have matches.

@@ -17,12 +17,10 @@ use simhashdb::plan::Plan;
 use simhashdb::{Durability, Error, Index, Options};
 
 fn options() -> Options {
-    Options {
-        plan: Some(Plan::new(5, 3).unwrap()),
-        merge_policy: None,
-        merge_thread: false,
-        ..Options::default()
-    }
+    Options::new()
+        .plan(Plan::new(5, 3).unwrap())
+        .merge_policy(None)
+        .merge_thread(false)
 }
 
 fn names(dir: &Path) -> BTreeSet<String> {
@@ -75,14 +73,7 @@ fn a_new_index_is_created_only_in_an_empty_directory_unless_asked() {
         other => panic!("expected NotEmpty, got {:?}", other.map(|_| ())),
     }
     assert_eq!(names(dir.path()), BTreeSet::from(["photo.jpg".to_string()]));
-    let index = Index::open(
-        dir.path(),
-        Options {
-            create_in_non_empty_dir: true,
-            ..options()
-        },
-    )
-    .unwrap();
+    let index = Index::open(dir.path(), options().create_in_non_empty_dir(true)).unwrap();
     index.insert(1, 2).unwrap();
     drop(index);
     // Once it holds an index, it opens like any other.
@@ -162,11 +153,9 @@ fn repair_keeps_a_merge_and_sets_its_leftover_inputs_aside() {
 #[test]
 fn repair_takes_the_settings_of_a_readable_manifest_and_damaged_wal_frames_are_cut() {
     let dir = tempfile::tempdir().unwrap();
-    let custom = Options {
-        plan: Some(Plan::new(6, 4).unwrap()),
-        durability: Durability::Sync,
-        ..options()
-    };
+    let custom = options()
+        .plan(Plan::new(6, 4).unwrap())
+        .durability(Durability::Sync);
     let index = Index::open(dir.path(), custom.clone()).unwrap();
     for id in 0..10u64 {
         index.insert(id, id * 1000).unwrap();
@@ -199,10 +188,7 @@ fn repair_takes_the_settings_of_a_readable_manifest_and_damaged_wal_frames_are_c
 #[test]
 fn repair_without_a_manifest_refuses_settings_the_segments_contradict() {
     let dir = tempfile::tempdir().unwrap();
-    let created = Options {
-        plan: Some(Plan::new(6, 5).unwrap()),
-        ..options()
-    };
+    let created = options().plan(Plan::new(6, 5).unwrap());
     let index = Index::open(dir.path(), created.clone()).unwrap();
     index.insert(1, 2).unwrap();
     index.flush().unwrap();
@@ -225,10 +211,8 @@ fn repair_without_a_manifest_refuses_settings_the_segments_contradict() {
 #[test]
 fn no_space_while_a_writer_opens_leaves_no_file_behind_and_loses_nothing() {
     let dir = Path::new("/index");
-    let fs_options = |fs: &FaultFs| Options {
-        file_system: Some(Arc::new(fs.clone()) as Arc<dyn FileSystem>),
-        ..options()
-    };
+    let fs_options =
+        |fs: &FaultFs| options().file_system(Arc::new(fs.clone()) as Arc<dyn FileSystem>);
     let mut model = Model::new();
     for id in 0..40u64 {
         model.insert(id, (CENTRES[1] ^ id, None));

@@ -18,10 +18,7 @@ const LOCKED: i32 = 3;
 const FAILED: i32 = 4;
 
 fn options() -> Options {
-    Options {
-        expected_n: 10_000,
-        ..Options::default()
-    }
+    Options::new().expected_n(10_000)
 }
 
 fn locked_message(dir: &Path) -> String {
@@ -106,10 +103,7 @@ fn a_refused_open_does_not_keep_the_lock() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("index");
     drop(Index::open(&dir, options()).unwrap());
-    let other_plan = Options {
-        plan: Some(simhashdb::plan::Plan::new(7, 2).unwrap()),
-        ..options()
-    };
+    let other_plan = options().plan(simhashdb::plan::Plan::new(7, 2).unwrap());
     assert!(matches!(
         Index::open(&dir, other_plan),
         Err(Error::Mismatch { what: "plan", .. })

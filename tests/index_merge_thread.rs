@@ -20,13 +20,11 @@ fn mix(x: u64) -> u64 {
 }
 
 fn options(merge_thread: bool) -> Options {
-    Options {
-        plan: Some(Plan::new(5, 3).unwrap()),
-        memtable_bytes: 24 << 10,
-        merge_policy: Some(Arc::new(TieredMergePolicy { fan_in: 3 })),
-        merge_thread,
-        ..Options::default()
-    }
+    Options::new()
+        .plan(Plan::new(5, 3).unwrap())
+        .memtable_bytes(24 << 10)
+        .merge_policy(Some(Arc::new(TieredMergePolicy { fan_in: 3 })))
+        .merge_thread(merge_thread)
 }
 
 /// Near a few centres, so queries have matches.
@@ -111,13 +109,11 @@ fn most_segments_seen(max_segments: usize) -> usize {
     let dir = tempfile::tempdir().unwrap();
     let index = Index::open(
         dir.path(),
-        Options {
-            plan: Some(Plan::new(5, 3).unwrap()),
-            memtable_bytes: 1,
-            merge_policy: Some(Arc::new(SlowMergeAll)),
-            max_segments,
-            ..Options::default()
-        },
+        Options::new()
+            .plan(Plan::new(5, 3).unwrap())
+            .memtable_bytes(1)
+            .merge_policy(Some(Arc::new(SlowMergeAll)))
+            .max_segments(max_segments),
     )
     .unwrap();
     let mut most = 0;

@@ -87,15 +87,15 @@ fn options(
         (Threads::RealFiles { flush_thread }, None) => (None, flush_thread),
         other => unreachable!("{other:?}"),
     };
-    Options {
-        plan: Some(Plan::new(5, 3).unwrap()),
-        memtable_bytes,
-        file_system,
-        merge_policy: fan_in
-            .map(|fan_in| Arc::new(TieredMergePolicy { fan_in }) as Arc<dyn MergePolicy>),
-        flush_thread,
-        ..Options::default()
-    }
+    let mut o = Options::new()
+        .plan(Plan::new(5, 3).unwrap())
+        .memtable_bytes(memtable_bytes)
+        .merge_policy(
+            fan_in.map(|fan_in| Arc::new(TieredMergePolicy { fan_in }) as Arc<dyn MergePolicy>),
+        )
+        .flush_thread(flush_thread);
+    o.file_system = file_system;
+    o
 }
 
 fn run(ops: Vec<Op>, memtable_bytes: usize, fan_in: Option<usize>) -> Result<(), TestCaseError> {

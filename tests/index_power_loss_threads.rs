@@ -38,15 +38,15 @@ fn dir() -> &'static Path {
 /// A new process's view of `fs`, with flushes on the flush thread or on
 /// the writing thread (merges on the merge thread either way).
 fn options(fs: &FaultFs, durability: Durability, flush_thread: bool) -> Options {
-    Options {
-        plan: Some(Plan::new(5, 3).unwrap()),
-        durability,
-        memtable_bytes: 3_000,
-        merge_policy: Some(Arc::new(TieredMergePolicy { fan_in: 2 }) as Arc<dyn MergePolicy>),
-        file_system: Some(Arc::new(fs.process()) as Arc<dyn FileSystem>),
-        flush_thread,
-        ..Options::default()
-    }
+    Options::new()
+        .plan(Plan::new(5, 3).unwrap())
+        .durability(durability)
+        .memtable_bytes(3_000)
+        .merge_policy(Some(
+            Arc::new(TieredMergePolicy { fan_in: 2 }) as Arc<dyn MergePolicy>
+        ))
+        .file_system(Arc::new(fs.process()) as Arc<dyn FileSystem>)
+        .flush_thread(flush_thread)
 }
 
 /// What one cycle saw, for the test to check that the crashes landed where

@@ -34,21 +34,15 @@ fn plan() -> Plan {
 }
 
 fn fault_options(fs: &FaultFs, durability: Durability, memtable_bytes: usize) -> Options {
-    Options {
-        plan: Some(plan()),
-        durability,
-        memtable_bytes,
-        file_system: Some(Arc::new(fs.clone()) as Arc<dyn FileSystem>),
-        ..Options::default()
-    }
+    Options::new()
+        .plan(plan())
+        .durability(durability)
+        .memtable_bytes(memtable_bytes)
+        .file_system(Arc::new(fs.clone()) as Arc<dyn FileSystem>)
 }
 
 fn real_options(durability: Durability) -> Options {
-    Options {
-        plan: Some(plan()),
-        durability,
-        ..Options::default()
-    }
+    Options::new().plan(plan()).durability(durability)
 }
 
 fn assert_holds(index: &Index, model: &Model) {
@@ -526,11 +520,9 @@ fn threaded_options(
 ) -> Options {
     match threads {
         None => fault_options(fs, durability, memtable_bytes),
-        Some(flush_thread) => Options {
-            file_system: Some(Arc::new(fs.process()) as Arc<dyn FileSystem>),
-            flush_thread,
-            ..fault_options(fs, durability, memtable_bytes)
-        },
+        Some(flush_thread) => fault_options(fs, durability, memtable_bytes)
+            .file_system(Arc::new(fs.process()) as Arc<dyn FileSystem>)
+            .flush_thread(flush_thread),
     }
 }
 

@@ -81,16 +81,16 @@ fn dir() -> &'static Path {
 }
 
 fn options(fs: &FaultFs, gates: &Gates, durability: Durability, flush_thread: bool) -> Options {
-    Options {
-        plan: Some(Plan::new(5, 3).unwrap()),
-        durability,
-        memtable_bytes: 1_500,
-        file_system: Some(Arc::new(fs.process()) as Arc<dyn FileSystem>),
-        merge_policy: Some(Arc::new(TieredMergePolicy { fan_in: 2 }) as Arc<dyn MergePolicy>),
-        flush_thread,
-        schedule: Some(gates.schedule()),
-        ..Options::default()
-    }
+    Options::new()
+        .plan(Plan::new(5, 3).unwrap())
+        .durability(durability)
+        .memtable_bytes(1_500)
+        .file_system(Arc::new(fs.process()) as Arc<dyn FileSystem>)
+        .merge_policy(Some(
+            Arc::new(TieredMergePolicy { fan_in: 2 }) as Arc<dyn MergePolicy>
+        ))
+        .flush_thread(flush_thread)
+        .schedule(gates.schedule())
 }
 
 /// What the writer has done so far.

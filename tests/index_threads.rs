@@ -26,16 +26,14 @@ fn dir() -> &'static Path {
 /// A process over `fs` (flush and merge threads allowed), with the flush
 /// thread on and a memtable of about 20 documents.
 fn options(fs: &FaultFs, gates: &Gates, durability: Durability) -> Options {
-    Options {
-        plan: Some(Plan::new(5, 3).unwrap()),
-        durability,
-        memtable_bytes: 2_000,
-        file_system: Some(Arc::new(fs.process()) as Arc<dyn FileSystem>),
-        merge_policy: None,
-        flush_thread: true,
-        schedule: Some(gates.schedule()),
-        ..Options::default()
-    }
+    Options::new()
+        .plan(Plan::new(5, 3).unwrap())
+        .durability(durability)
+        .memtable_bytes(2_000)
+        .file_system(Arc::new(fs.process()) as Arc<dyn FileSystem>)
+        .merge_policy(None)
+        .flush_thread(true)
+        .schedule(gates.schedule())
 }
 
 /// Inserts new documents from `*next` on until a write hands the memtable
@@ -204,13 +202,13 @@ fn callbacks_of_for_each_doc_may_read_and_write_while_the_threads_run() {
     let tmp = tempfile::tempdir().unwrap();
     let index = Index::open(
         tmp.path(),
-        Options {
-            plan: Some(Plan::new(5, 3).unwrap()),
-            memtable_bytes: 16 << 10,
-            merge_policy: Some(Arc::new(TieredMergePolicy { fan_in: 2 }) as Arc<dyn MergePolicy>),
-            flush_thread: true,
-            ..Options::default()
-        },
+        Options::new()
+            .plan(Plan::new(5, 3).unwrap())
+            .memtable_bytes(16 << 10)
+            .merge_policy(Some(
+                Arc::new(TieredMergePolicy { fan_in: 2 }) as Arc<dyn MergePolicy>
+            ))
+            .flush_thread(true),
     )
     .unwrap();
     let index = Arc::new(index);
@@ -302,11 +300,7 @@ fn a_callback_of_for_each_doc_may_write_to_the_index() {
     let index = Arc::new(
         Index::open(
             tmp.path(),
-            Options {
-                memtable_bytes: 4 << 10,
-                flush_thread: true,
-                ..Options::default()
-            },
+            Options::new().memtable_bytes(4 << 10).flush_thread(true),
         )
         .unwrap(),
     );
@@ -340,9 +334,11 @@ fn a_callback_of_for_each_doc_may_write_to_the_index() {
 fn for_each_doc_walks_the_snapshot_of_its_start() {
     let fs = FaultFs::new();
     let gates = Gates::new();
-    let options = || Options {
-        merge_policy: Some(Arc::new(TieredMergePolicy { fan_in: 2 }) as Arc<dyn MergePolicy>),
-        ..options(&fs, &gates, Durability::Buffered)
+    let options = || {
+        options(&fs, &gates, Durability::Buffered)
+            .merge_policy(Some(
+                Arc::new(TieredMergePolicy { fan_in: 2 }) as Arc<dyn MergePolicy>
+            ))
     };
     let index = Arc::new(Index::open(dir(), options()).unwrap());
     let mut model = Model::new();
@@ -382,10 +378,10 @@ fn a_failed_start_of_the_flush_thread_stops_the_merge_thread() {
     let fs = FaultFs::new();
     let gates = Gates::new();
     gates.fail(Point::StartFlushThread);
-    let options = Options {
-        merge_policy: Some(Arc::new(TieredMergePolicy::default()) as Arc<dyn MergePolicy>),
-        ..options(&fs, &gates, Durability::Buffered)
-    };
+    let options = options(&fs, &gates, Durability::Buffered)
+        .merge_policy(Some(
+            Arc::new(TieredMergePolicy::default()) as Arc<dyn MergePolicy>
+        ));
     match Index::open(dir(), options) {
         Err(Error::Io { op, .. }) => assert_eq!(op, "start the flush thread"),
         other => panic!("{other:?}"),

@@ -9,11 +9,9 @@ use simhashdb::{Error, Index, Options};
 fn build(dir: &Path) {
     let index = Index::open(
         dir,
-        Options {
-            plan: Some(Plan::new(5, 3).unwrap()),
-            merge_policy: None,
-            ..Options::default()
-        },
+        Options::new()
+            .plan(Plan::new(5, 3).unwrap())
+            .merge_policy(None),
     )
     .unwrap();
     for i in 0..5_000u64 {

@@ -25,12 +25,10 @@ fn plan() -> Plan {
 }
 
 fn options(small_segment_plans: bool) -> Options {
-    Options {
-        plan: Some(plan()),
-        merge_policy: None,
-        small_segment_plans,
-        ..Options::default()
-    }
+    Options::new()
+        .plan(plan())
+        .merge_policy(None)
+        .small_segment_plans(small_segment_plans)
 }
 
 /// Live documents: id → fingerprint.

@@ -21,12 +21,10 @@ use simhashdb::plan::Plan;
 use simhashdb::{Durability, Error, Index, Options};
 
 fn options(durability: Durability) -> Options {
-    Options {
-        plan: Some(Plan::new(5, 3).unwrap()),
-        durability,
-        merge_policy: None,
-        ..Options::default()
-    }
+    Options::new()
+        .plan(Plan::new(5, 3).unwrap())
+        .durability(durability)
+        .merge_policy(None)
 }
 
 fn fp(i: u64) -> u64 {

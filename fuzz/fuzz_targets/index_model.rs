@@ -72,13 +72,13 @@ fuzz_target!(|data: &[u8]| {
     let fan_in = [None, Some(2), Some(3), Some(8)][usize::from(setup >> 3) & 3];
     let fs = FaultFs::with_seed(u64::from(setup));
     let dir = Path::new("/index");
-    let options = || Options {
-        plan: Some(Plan::new(5, 3).unwrap()),
-        durability,
-        memtable_bytes,
-        file_system: Some(Arc::new(fs.clone()) as Arc<dyn FileSystem>),
-        merge_policy: fan_in.map(|fan_in| Arc::new(TieredMergePolicy { fan_in }) as Arc<dyn MergePolicy>),
-        ..Options::default()
+    let options = || {
+        Options::new()
+            .plan(Plan::new(5, 3).unwrap())
+            .durability(durability)
+            .memtable_bytes(memtable_bytes)
+            .file_system(Arc::new(fs.clone()) as Arc<dyn FileSystem>)
+            .merge_policy(fan_in.map(|fan_in| Arc::new(TieredMergePolicy { fan_in }) as Arc<dyn MergePolicy>))
     };
     let mut index = Index::open(dir, options()).unwrap();
     let mut model = Model::new();

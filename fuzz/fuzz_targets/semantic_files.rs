@@ -39,15 +39,13 @@ const CENTRES: [u64; 3] = [0x0123_4567_89ab_cdef, 0xdead_beef_cafe_f00d, 0];
 type Files = BTreeMap<String, Vec<u8>>;
 
 fn options(fs: &FaultFs) -> Options {
-    Options {
-        plan: Some(Plan::new(5, 3).unwrap()),
-        durability: Durability::Sync,
-        memtable_bytes: 1 << 20,
-        file_system: Some(Arc::new(fs.clone()) as Arc<dyn FileSystem>),
-        merge_policy: None,
-        merge_thread: false,
-        ..Options::default()
-    }
+    Options::new()
+        .plan(Plan::new(5, 3).unwrap())
+        .durability(Durability::Sync)
+        .memtable_bytes(1 << 20)
+        .file_system(Arc::new(fs.clone()) as Arc<dyn FileSystem>)
+        .merge_policy(None)
+        .merge_thread(false)
 }
 
 /// The files of a small index: two segments (the second with tombstones and

@@ -213,11 +213,9 @@ impl PyIndex {
             Some(v) if !v.is_none() => Some(u32_arg(v, "k")?),
             _ => None,
         };
-        let mut options = Options {
-            k: given_k.unwrap_or(3),
-            durability: durability_arg(durability)?,
-            ..Options::default()
-        };
+        let mut options = Options::new()
+            .k(given_k.unwrap_or(3))
+            .durability(durability_arg(durability)?);
         if let Some(n) = expected_n.filter(|v| !v.is_none()) {
             options.expected_n = u64_arg(n, "expected_n")?;
         }

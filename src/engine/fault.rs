@@ -1,5 +1,11 @@
 //! An in-memory [`FileSystem`] that injects errors and simulates crashes.
 //!
+//! For tests only, and only with the `fault-injection` feature (the crate's
+//! own tests turn it on through their dev-dependency on the crate): add
+//! `simhashdb = { version = "..", features = ["fault-injection"] }` to the
+//! `[dev-dependencies]` of a crate that tests its use of the index under
+//! crashes.
+//!
 //! [`FaultFs`] models the durability rules of [`super::fs`] exactly:
 //!
 //! - Every file keeps its *visible* bytes (what reads return) and its

@@ -1,8 +1,8 @@
 //! The file-system layer under the engine.
 //!
 //! Every file-system call of the engine goes through [`FileSystem`], so that
-//! tests can swap [`RealFs`] for [`FaultFs`](super::fault::FaultFs), which
-//! injects errors and simulates power loss.
+//! tests can swap [`RealFs`] for `engine::fault::FaultFs` (with the
+//! `fault-injection` feature), which injects errors and simulates power loss.
 //!
 //! # Durability
 //!
@@ -34,7 +34,9 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
+#[cfg(feature = "fault-injection")]
+use std::sync::Weak;
 
 /// The file-system calls of the engine. Object safe: the engine holds an
 /// `Arc<dyn FileSystem>`.
@@ -191,6 +193,7 @@ impl Mapped {
     }
 
     /// A token that tells whether any clone of this mapping is still alive.
+    #[cfg(feature = "fault-injection")]
     pub(crate) fn liveness(&self) -> MapLiveness {
         MapLiveness(Arc::downgrade(&self.0))
     }
@@ -228,9 +231,11 @@ impl fmt::Debug for Mapped {
 
 /// Whether a [`Mapped`] (or a clone of it) is still alive, without keeping it
 /// alive.
+#[cfg(feature = "fault-injection")]
 #[derive(Debug, Clone)]
 pub(crate) struct MapLiveness(Weak<MapInner>);
 
+#[cfg(feature = "fault-injection")]
 impl MapLiveness {
     pub(crate) fn is_alive(&self) -> bool {
         self.0.strong_count() > 0

@@ -44,6 +44,27 @@ use super::write::{Writer, check_name};
 ///
 /// `Index` is `Send + Sync`: queries run from many threads while one writes
 /// (writes are serialised).
+///
+/// ```
+/// use simhashdb::{Index, Options};
+///
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("pages");
+/// let index = Index::open(&path, Options::new().k(3))?; // created: k = 3
+/// index.insert_named(1, 0x0123_4567_89ab_cdef, "https://example.com/a")?;
+/// index.insert(2, 0x0123_4567_89ab_cdee)?; // 1 bit from document 1
+/// index.insert(3, 0xfedc_ba98_7654_3210)?; // far from both
+/// let hits = index.query(0x0123_4567_89ab_cdef, 3)?; // nearest first
+/// assert_eq!(hits.iter().map(|m| (m.id, m.distance)).collect::<Vec<_>>(), [(1, 0), (2, 1)]);
+/// assert_eq!(hits[0].name.as_deref(), Some("https://example.com/a"));
+/// index.close()?; // or drop it: close also reports a failed background flush
+///
+/// // Reopened, the index has every acknowledged write (its WAL is replayed).
+/// let index = Index::open(&path, Options::new())?;
+/// assert_eq!(index.get(2)?, Some(0x0123_4567_89ab_cdee));
+/// assert_eq!(index.len()?, 3);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct Index {
     pub(super) core: Arc<Core>,
@@ -64,11 +85,7 @@ pub struct Index {
 
 impl Drop for Index {
     fn drop(&mut self) {
-        self.stop_prefault.store(true, Ordering::Relaxed);
-        // The flush thread first: the flush it finishes wakes the merge
-        // thread.
-        drop(self.flusher.take());
-        drop(self.merger.take());
+        self.stop_background();
     }
 }
 
@@ -244,6 +261,38 @@ impl Index {
         let segments = read_lock(&self.core.state).segments.len();
         let result = self.core.merge_newest(segments);
         self.core.poison_on_error(result)
+    }
+
+    /// Closes the index as dropping it does (the prefault thread told to
+    /// stop, a flush or merge in progress on the background threads waited
+    /// for, the threads joined, the directory lock released), and reports
+    /// what a drop cannot: whether a write, a background flush or a
+    /// background merge failed since the index was opened.
+    ///
+    /// Acknowledged writes are in the WAL already (synced, with
+    /// [`Durability::Sync`]); `close` does not write the memtable to a
+    /// segment: the next open replays the WAL. Call [`flush`](Self::flush)
+    /// first to have it in a segment.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Poisoned`], naming the first failure, if one happened,
+    /// including a background flush or merge that failed while `close` waited
+    /// for it. The files are then as a crash at that moment would have left
+    /// them, and the next open recovers every acknowledged write.
+    pub fn close(mut self) -> Result<()> {
+        self.stop_background();
+        self.core.check_poisoned()
+    }
+
+    /// Stops the background threads, waiting for a flush or merge in
+    /// progress: for `close` and `drop`.
+    fn stop_background(&mut self) {
+        self.stop_prefault.store(true, Ordering::Relaxed);
+        // The flush thread first: the flush it finishes wakes the merge
+        // thread.
+        drop(self.flusher.take());
+        drop(self.merger.take());
     }
 
     /// Sizes and counts.

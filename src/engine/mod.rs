@@ -11,6 +11,7 @@
 mod check;
 mod compaction;
 mod core;
+#[cfg(feature = "fault-injection")]
 pub mod fault;
 mod files;
 mod flush;
@@ -32,4 +33,4 @@ pub use compaction::policy;
 pub use index::Index;
 pub use options::{Durability, Options};
 pub use repair::{LOST_AND_FOUND, RepairReport};
-pub use types::{Doc, Match, Stats, VerifyReport, WalTail};
+pub use types::{Doc, Docs, Match, Stats, VerifyReport, WalTail};

@@ -36,6 +36,7 @@ const FIRST_WAL_ID: u64 = 1;
 
 /// What [`Index::repair`] did.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct RepairReport {
     /// Where the index's settings (plan, fingerprint configuration,
     /// retention) came from: `MANIFEST`, `MANIFEST.tmp`, or `options` when

@@ -1,4 +1,5 @@
-//! What the index answers: matches, documents, statistics, verify reports.
+//! What the index answers: matches, documents (and an iterator over them),
+//! statistics, verify reports.
 
 use std::path::PathBuf;
 
@@ -6,6 +7,7 @@ use crate::plan::Plan;
 
 /// A document found by a query.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Match {
     /// The document id.
     pub id: u64,
@@ -17,8 +19,9 @@ pub struct Match {
     pub name: Option<String>,
 }
 
-/// A live document, as [`Index::get_doc`] and [`Index::for_each_doc`] return it.
+/// A live document, as [`Index::get_doc`](crate::Index::get_doc) and [`Index::for_each_doc`](crate::Index::for_each_doc) return it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Doc {
     /// The document id.
     pub id: u64,
@@ -30,8 +33,9 @@ pub struct Doc {
     pub timestamp_ms: u64,
 }
 
-/// What [`Index::verify`] read.
+/// What [`Index::verify`](crate::Index::verify) read.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct VerifyReport {
     /// Files checked: the manifest, every WAL, every segment and doc map.
     pub files: usize,
@@ -40,13 +44,14 @@ pub struct VerifyReport {
     /// WALs that end in bytes which do not form a valid frame: what a
     /// crash in the middle of an append leaves, and what damage to the last
     /// frame looks like. Recovery drops those bytes. In a WAL of a
-    /// [`Durability::Sync`] writer the last batch was acknowledged only if
+    /// [`Durability::Sync`](crate::Durability::Sync) writer the last batch was acknowledged only if
     /// its frame was complete; see [`WalTail::complete_frame`].
     pub wal_tails: Vec<WalTail>,
 }
 
 /// The end of a WAL that recovery drops (docs/FORMAT.md, "WAL torn tail").
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct WalTail {
     /// The WAL.
     pub path: PathBuf,
@@ -55,7 +60,7 @@ pub struct WalTail {
     /// How many bytes are dropped.
     pub bytes: u64,
     /// Whether the WAL's header says its frames were acknowledged before
-    /// being synced ([`Durability::Buffered`]).
+    /// being synced ([`Durability::Buffered`](crate::Durability::Buffered)).
     pub unsynced_appends: bool,
     /// Whether the dropped bytes hold a whole frame whose header checks
     /// out and whose payload fails its checksum. An interrupted append
@@ -68,6 +73,7 @@ pub struct WalTail {
 
 /// A snapshot of the index's shape and size.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Stats {
     /// The plan.
     pub plan: Plan,
@@ -96,3 +102,29 @@ pub struct Stats {
     /// its writes are still in the WAL.
     pub flushing_docs: usize,
 }
+
+/// The documents of [`Index::docs`](crate::Index::docs), owned.
+#[derive(Debug, Clone)]
+pub struct Docs(pub(super) std::vec::IntoIter<Doc>);
+
+impl Iterator for Docs {
+    type Item = Doc;
+
+    fn next(&mut self) -> Option<Doc> {
+        self.0.next()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.0.size_hint()
+    }
+}
+
+impl ExactSizeIterator for Docs {}
+
+impl DoubleEndedIterator for Docs {
+    fn next_back(&mut self) -> Option<Doc> {
+        self.0.next_back()
+    }
+}
+
+impl std::iter::FusedIterator for Docs {}

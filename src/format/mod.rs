@@ -52,22 +52,40 @@
 
 mod bytes;
 mod container;
+// The submodules are the engine's: their items that are API are re-exported
+// below, and the rest (layout constants, the engine's write-back heuristics,
+// the streaming doc map writer) may change in any release.
+#[doc(hidden)]
 pub mod docmap;
+#[doc(hidden)]
 pub mod manifest;
+#[doc(hidden)]
 pub mod segment;
+#[doc(hidden)]
 pub mod table;
+#[doc(hidden)]
 pub mod wal;
 
 use std::fmt;
 use std::io;
 
-pub use docmap::{DocEntry, DocMapReader, DocMapWriter, Ranges, SortedDocMapWriter, Tombstone};
+pub use docmap::{
+    ByFingerprint, DocEntry, DocMapReader, DocMapWriter, Entries, Tombstone, Tombstones,
+};
+#[doc(hidden)]
+pub use docmap::{Ranges, SortedDocMapWriter};
 pub use manifest::{Manifest, SegmentMeta};
 pub use segment::{SegmentInfo, SegmentReader, SegmentWriter};
-pub use table::{DEFAULT_BLOCK_LEN, MAX_BLOCK_LEN, TableReader, TableWriter};
+#[doc(hidden)]
+pub use table::MAX_BLOCK_LEN;
+pub use table::{DEFAULT_BLOCK_LEN, Range, TableReader, TableWriter};
+pub use wal::{Record, WalEnd, WalFrame, WalReader, encode_frame, encode_wal_header};
+// For the engine and for tests that build WALs as a crashed process leaves
+// them; not API.
+#[doc(hidden)]
 pub use wal::{
-    Record, WAL_UNSYNCED_APPENDS, WalEnd, WalFrame, WalReader, encode_frame, encode_wal_header,
-    encode_wal_header_with_flags, holds_whole_frame, looks_like_lost_write_back,
+    WAL_UNSYNCED_APPENDS, encode_wal_header_with_flags, holds_whole_frame,
+    looks_like_lost_write_back,
 };
 
 /// The format version this build writes and reads, for every file kind.

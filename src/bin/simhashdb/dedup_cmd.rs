@@ -7,7 +7,7 @@ use serde_json::json;
 use simhashdb::batch::{clusters, find_all};
 use simhashdb::hamming;
 use simhashdb::plan::Plan;
-use simhashdb::verify::{JaccardRule, ShingleSet};
+use simhashdb::recheck::{JaccardRule, ShingleSet};
 
 use crate::docs::{Blank, FingerprintArgs, ReadArgs, collect_inputs, read_documents};
 use crate::error::CliError;

@@ -98,6 +98,14 @@ fn json_line(value: &serde_json::Value) -> String {
     format!("{value}\n")
 }
 
+/// The library's result types (`Match`, `Doc`) as JSON values, through their
+/// `Serialize` (the `serde` feature). An object's keys come out sorted, as
+/// for the objects built here with `json!`.
+fn to_json(value: &impl serde::Serialize) -> Result<serde_json::Value, CliError> {
+    serde_json::to_value(value)
+        .map_err(|e| CliError::Failure(format!("cannot write JSON output: {e}")))
+}
+
 // ---------------------------------------------------------------- create
 
 #[derive(clap::Args, Debug)]
@@ -155,13 +163,11 @@ pub fn create(args: &CreateArgs) -> Result<(), CliError> {
     // Checked before anything is created.
     let plan = simhashdb::plan::Plan::auto(args.expected_n, args.distance)
         .map_err(|e| CliError::Input(format!("--distance {}: {e}", args.distance)))?;
-    let options = Options {
-        plan: Some(plan),
-        fingerprint: Some(hasher.config()),
-        retention: args.retention,
-        create_in_non_empty_dir: args.force,
-        ..Options::default()
-    };
+    let mut options = Options::new()
+        .plan(plan)
+        .fingerprint(hasher.config())
+        .create_in_non_empty_dir(args.force);
+    options.retention = args.retention;
     let index = Index::open(&args.db.db, options)?;
     let stats = index.stats();
     print(&format!(
@@ -269,10 +275,7 @@ pub fn add(args: &AddArgs) -> Result<(), CliError> {
         .len();
 
     // The recorded configuration is checked again under the lock.
-    let options = Options {
-        fingerprint: Some(config),
-        ..Options::default()
-    };
+    let options = Options::new().fingerprint(config);
     let index = Index::open(&args.db.db, options)?;
     let mut rest = batch.into_iter().peekable();
     while rest.peek().is_some() {
@@ -349,21 +352,10 @@ pub fn query(args: &QueryArgs) -> Result<(), CliError> {
     let k = args.distance.unwrap_or(index.plan().k());
     let matches = index.query(fingerprint, k)?;
     let text = if args.json {
-        let list: Vec<serde_json::Value> = matches
-            .iter()
-            .map(|m| {
-                json!({
-                    "id": m.id,
-                    "name": m.name,
-                    "fingerprint": m.fingerprint,
-                    "distance": m.distance,
-                })
-            })
-            .collect();
         json_line(&json!({
             "fingerprint": fingerprint,
             "distance": k,
-            "matches": list,
+            "matches": to_json(&matches)?,
         }))
     } else {
         matches
@@ -629,7 +621,7 @@ pub fn stats(args: &StatsArgs) -> Result<(), CliError> {
     let total_bytes = dir_bytes(&args.db.db)?;
     let text = if args.json {
         json_line(&json!({
-            "plan": s.plan.to_string(),
+            "plan": &s.plan,
             "k": s.plan.k(),
             "tables": s.plan.tables().len(),
             "fingerprint_config": s.fingerprint_config,
@@ -698,14 +690,11 @@ pub struct CheckArgs {
 /// for each, atomically inserts it and prints `new`, or prints
 /// `dup<TAB>NAME<TAB>DISTANCE` of the nearest existing document.
 pub fn check(args: &CheckArgs) -> Result<(), CliError> {
-    let options = Options {
-        durability: if args.sync {
-            Durability::Sync
-        } else {
-            Durability::Buffered
-        },
-        ..Options::default()
-    };
+    let options = Options::new().durability(if args.sync {
+        Durability::Sync
+    } else {
+        Durability::Buffered
+    });
     // Checked before the index is opened (or created).
     let plan_k = recorded_settings(&args.db.db)?.map_or(options.k, |m| m.k);
     let k = args.distance.unwrap_or(plan_k);
@@ -810,12 +799,7 @@ pub fn get(args: &GetArgs) -> Result<(), CliError> {
     let mut missing = Vec::new();
     for (id, label) in args.which.ids() {
         match index.get_doc(id)? {
-            Some(doc) if args.json => text.push_str(&json_line(&json!({
-                "id": doc.id,
-                "fingerprint": doc.fingerprint,
-                "name": doc.name,
-                "timestamp_ms": doc.timestamp_ms,
-            }))),
+            Some(doc) if args.json => text.push_str(&json_line(&to_json(&doc)?)),
             Some(doc) => text.push_str(&format!(
                 "{}\t{}\t{}\t{}\n",
                 doc.id,
@@ -900,12 +884,8 @@ pub fn repair(args: &RepairArgs) -> Result<(), CliError> {
     let hasher = args.fingerprint.hasher()?;
     let plan = simhashdb::plan::Plan::auto(args.expected_n, args.distance)
         .map_err(|e| CliError::Input(format!("--distance {}: {e}", args.distance)))?;
-    let options = Options {
-        plan: Some(plan),
-        fingerprint: Some(hasher.config()),
-        retention: args.retention,
-        ..Options::default()
-    };
+    let mut options = Options::new().plan(plan).fingerprint(hasher.config());
+    options.retention = args.retention;
     let report = Index::repair(&args.db.db, options)?;
     let mut text = format!(
         "settings from: {}\nkept: {} segment(s){}; {} WAL record(s) in {}\n",

@@ -5,7 +5,9 @@ mod api;
 mod error;
 mod handlers;
 mod metrics;
-#[cfg(test)]
+// Over the fault-injecting file system, which the crate's dev-dependency on
+// itself turns on (a published crate's tests build without it).
+#[cfg(all(test, feature = "fault-injection"))]
 mod tests;
 
 use std::io::Write;
@@ -269,14 +271,10 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     };
     let index = Index::open(
         &args.db.db,
-        Options {
-            durability,
-            // A write that fills the memtable hands it to the flush thread
-            // instead of writing the segment itself: writes run on the
-            // threads that answer requests (docs/SERVER.md, "Threads").
-            flush_thread: true,
-            ..Options::default()
-        },
+        // A write that fills the memtable hands it to the flush thread
+        // instead of writing the segment itself: writes run on the
+        // threads that answer requests (docs/SERVER.md, "Threads").
+        Options::new().durability(durability).flush_thread(true),
     )?;
     let limits = Limits {
         max_body_bytes: args.max_body_bytes,

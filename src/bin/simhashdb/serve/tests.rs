@@ -30,14 +30,8 @@ fn get(client: &mut Client, path: &str) -> (u16, Value) {
 #[test]
 fn a_poisoned_index_answers_writes_with_503_and_reads_go_on() {
     let fs = FaultFs::new();
-    let index = Index::open(
-        "/index",
-        Options {
-            file_system: Some(Arc::new(fs.clone())),
-            ..Options::default()
-        },
-    )
-    .expect("open");
+    let index =
+        Index::open("/index", Options::new().file_system(Arc::new(fs.clone()))).expect("open");
     let limits = Limits {
         max_body_bytes: 1 << 20,
         max_documents: 100,

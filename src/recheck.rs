@@ -1,5 +1,6 @@
 //! Exact re-checks of candidate pairs: the Jaccard similarity of two texts'
-//! shingle sets.
+//! shingle sets. (Not to be confused with [`Index::verify`](crate::Index::verify),
+//! which checks an index's files against their checksums.)
 //!
 //! Simhash at a small `k` misses near-duplicates among short texts, where one
 //! edited word moves many bits, and at a larger `k` it lets unrelated texts
@@ -7,7 +8,7 @@
 //! whose shingle sets overlap enough fixes both:
 //!
 //! ```
-//! use simhashdb::verify::ShingleSet;
+//! use simhashdb::recheck::ShingleSet;
 //! use simhashdb::Simhasher;
 //!
 //! let hasher = Simhasher::default();
@@ -112,7 +113,7 @@ pub fn jaccard(hasher: &Simhasher, a: &str, b: &str, width: usize) -> f64 {
 /// `jaccard:T:W`, with `0 <= T <= 1` and `W >= 1`:
 ///
 /// ```
-/// use simhashdb::verify::JaccardRule;
+/// use simhashdb::recheck::JaccardRule;
 /// let rule: JaccardRule = "jaccard:0.5".parse().unwrap();
 /// assert_eq!(rule, JaccardRule { threshold: 0.5, width: 2 });
 /// assert_eq!("jaccard:0.7:3".parse::<JaccardRule>().unwrap().width, 3);
@@ -217,13 +218,13 @@ impl FromStr for JaccardRule {
 }
 
 /// Keeps the candidate pairs `(i, j)` (indices into `texts`, e.g. from
-/// [`find_all`](crate::find_all)) whose texts pass `rule`, with their
+/// [`find_all`](crate::batch::find_all)) whose texts pass `rule`, with their
 /// Jaccard similarity, in the order given. Each text's shingles are computed
 /// once, and only for texts that occur in a pair.
 ///
 /// ```
 /// use simhashdb::Simhasher;
-/// use simhashdb::verify::{JaccardRule, verify_pairs};
+/// use simhashdb::recheck::{JaccardRule, verify_pairs};
 ///
 /// let texts = [
 ///     "the quick brown fox jumps over the lazy dog",

@@ -1,0 +1,142 @@
+//! `Index::len`, `Index::docs` and `Index::query_batch` on real files, with
+//! documents in the memtable and in segments, replaced, deleted and
+//! reopened, checked against a model and a brute-force scan.
+
+mod common;
+
+use common::{CENTRES, Model, Rng, brute_force};
+use simhashdb::plan::Plan;
+use simhashdb::{Error, Index, Options};
+
+fn options() -> Options {
+    // Small memtables: the workload leaves several segments and a memtable.
+    Options::new()
+        .plan(Plan::new(5, 3).unwrap())
+        .memtable_bytes(4096)
+}
+
+/// Inserts, replaces and deletes `steps` times, with names on some
+/// documents; returns the live documents.
+fn churn(index: &Index, model: &mut Model, rng: &mut Rng, steps: usize) {
+    for _ in 0..steps {
+        let id = rng.below(400);
+        match rng.below(10) {
+            0 | 1 => {
+                index.delete(id).unwrap();
+                model.remove(&id);
+            }
+            2 | 3 => {
+                let fp = rng.fingerprint();
+                let name = format!("doc {id} {fp:x}");
+                index.insert_named(id, fp, name.clone()).unwrap();
+                model.insert(id, (fp, Some(name)));
+            }
+            _ => {
+                let fp = rng.fingerprint();
+                index.insert(id, fp).unwrap();
+                model.insert(id, (fp, None));
+            }
+        }
+    }
+}
+
+fn docs_as_model(index: &Index) -> Model {
+    let docs: Vec<_> = index.docs().unwrap().collect();
+    let model: Model = docs
+        .iter()
+        .map(|d| (d.id, (d.fingerprint, d.name.clone())))
+        .collect();
+    assert_eq!(model.len(), docs.len(), "docs() repeated a document");
+    model
+}
+
+#[test]
+fn len_and_docs_hold_exactly_the_live_documents() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut model = Model::new();
+    let mut rng = Rng(7);
+    {
+        let index = Index::open(dir.path(), options()).unwrap();
+        assert_eq!(index.len().unwrap(), 0);
+        assert!(index.is_empty().unwrap());
+        for round in 0..4 {
+            churn(&index, &mut model, &mut rng, 600);
+            if round == 1 {
+                index.flush().unwrap();
+            }
+            assert!(index.stats().segments > 0, "round {round}: no segment yet");
+            assert_eq!(index.len().unwrap(), model.len() as u64, "round {round}");
+            assert_eq!(docs_as_model(&index), model, "round {round}");
+            assert!(!index.is_empty().unwrap());
+        }
+        index.compact().unwrap();
+        assert_eq!(index.len().unwrap(), model.len() as u64, "after compact");
+        assert_eq!(docs_as_model(&index), model, "after compact");
+    }
+    let index = Index::open(dir.path(), options()).unwrap();
+    assert_eq!(index.len().unwrap(), model.len() as u64, "after reopening");
+    assert_eq!(docs_as_model(&index), model, "after reopening");
+    for id in model.keys().copied().collect::<Vec<_>>() {
+        index.delete(id).unwrap();
+    }
+    assert_eq!(index.len().unwrap(), 0);
+    assert!(index.is_empty().unwrap());
+    assert_eq!(index.docs().unwrap().count(), 0);
+}
+
+#[test]
+fn docs_is_a_snapshot_that_later_writes_do_not_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::open(dir.path(), options()).unwrap();
+    let mut model = Model::new();
+    churn(&index, &mut model, &mut Rng(11), 800);
+    let docs = index.docs().unwrap();
+    assert_eq!(docs.len(), model.len());
+    // Delete everything the snapshot holds, and add new documents.
+    for id in model.keys() {
+        index.delete(*id).unwrap();
+    }
+    index.insert(10_000, 1).unwrap();
+    let seen: Model = docs.map(|d| (d.id, (d.fingerprint, d.name))).collect();
+    assert_eq!(seen, model);
+    assert_eq!(index.len().unwrap(), 1);
+}
+
+#[test]
+fn query_batch_answers_each_fingerprint_as_brute_force_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::open(dir.path(), options()).unwrap();
+    let mut model = Model::new();
+    let mut rng = Rng(23);
+    churn(&index, &mut model, &mut rng, 2_000);
+    assert!(index.stats().segments > 0 && index.stats().memtable_docs > 0);
+    // Stored fingerprints, fingerprints near the centres, and far ones, in
+    // an order the answers must keep (with repeats).
+    let mut queries: Vec<u64> = model.values().map(|(fp, _)| *fp).take(50).collect();
+    queries.extend((0..50).map(|_| rng.fingerprint()));
+    queries.extend((0..20).map(|_| rng.next()));
+    queries.extend(CENTRES);
+    queries.push(queries[0]);
+    for k in [0, 2, 3] {
+        let answers = index.query_batch(&queries, k).unwrap();
+        assert_eq!(answers.len(), queries.len());
+        let mut nonempty = 0;
+        for (fp, answer) in queries.iter().zip(&answers) {
+            assert_eq!(*answer, brute_force(&model, *fp, k), "k = {k}, {fp:#x}");
+            nonempty += usize::from(!answer.is_empty());
+        }
+        assert!(
+            nonempty >= 50,
+            "k = {k}: only {nonempty} queries had answers"
+        );
+    }
+    assert_eq!(index.query_batch(&[], 3).unwrap(), Vec::<Vec<_>>::new());
+    // A distance above the plan's is refused, as for one query.
+    assert!(matches!(
+        index.query_batch(&queries, 4),
+        Err(Error::DistanceTooLarge {
+            requested: 4,
+            plan_k: 3
+        })
+    ));
+}
