@@ -237,20 +237,18 @@ mod tests {
     use super::*;
     use crate::format::FileKind;
 
-    /// Version 3 is written; version 2 files (plans without probing) are
-    /// still read; anything else is refused naming both versions.
+    /// Version 3 is written and read; anything else (version 2 included:
+    /// its doc map has another layout) is refused naming both versions.
     #[test]
-    fn reads_versions_two_and_three_only() {
+    fn reads_version_three_only() {
         let with_version = |v: u32| {
             let mut bytes = FileKind::Manifest.magic().to_vec();
             bytes.extend_from_slice(&v.to_le_bytes());
             bytes
         };
         assert_eq!(super::super::FORMAT_VERSION, 3);
-        for v in [2, 3] {
-            check_magic_and_version(&with_version(v), FileKind::Manifest).unwrap();
-        }
-        for v in [0, 1, 4] {
+        check_magic_and_version(&with_version(3), FileKind::Manifest).unwrap();
+        for v in [0, 1, 2, 4] {
             let e = check_magic_and_version(&with_version(v), FileKind::Manifest).unwrap_err();
             assert_eq!(
                 e.kind,

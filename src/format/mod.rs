@@ -94,8 +94,10 @@ pub use wal::{
 pub const FORMAT_VERSION: u32 = 3;
 
 /// The oldest format version this build reads (it reads every version from
-/// this one to [`FORMAT_VERSION`]).
-pub const OLDEST_READ_VERSION: u32 = 2;
+/// this one to [`FORMAT_VERSION`]). Version 3 changed the doc map's layout
+/// and this build has no reader for version 2's, so a version-2 index is
+/// refused as a whole (docs/FORMAT.md, "Versions").
+pub const OLDEST_READ_VERSION: u32 = 3;
 
 /// Longest document name, in bytes, that the WAL and the doc map accept.
 pub const MAX_NAME_LEN: usize = 64 * 1024;
