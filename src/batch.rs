@@ -20,6 +20,12 @@
 //! directly. Work grows with `n log n` plus the size of the answer, not with
 //! the square of a run.
 //!
+//! The plan must not probe ([`Plan::radius`] 0): sorting a table groups
+//! fingerprints by their exact prefix, and a probed plan's pairs may differ in
+//! their prefixes. [`Budget::Unprobed`](crate::plan::Budget::Unprobed)
+//! chooses among the plans that suit; a probed plan is refused with a panic
+//! that says so.
+//!
 //! Memory: the input, plus one permuted copy of it (8 bytes per fingerprint:
 //! a key's prefix packed with its position) while a table is processed, plus
 //! the pairs found.
@@ -52,8 +58,10 @@ type Entry = u64;
 ///
 /// # Panics
 ///
-/// If `fingerprints` holds more than `u32::MAX` values.
+/// If `fingerprints` holds more than `u32::MAX` values, or `plan` probes
+/// (see the [module docs](self)).
 pub fn find_all(fingerprints: &[u64], plan: &Plan) -> Vec<(usize, usize)> {
+    assert_unprobed(plan);
     assert!(
         u32::try_from(fingerprints.len()).is_ok(),
         "find_all handles at most u32::MAX fingerprints"
@@ -94,9 +102,10 @@ pub fn find_all(fingerprints: &[u64], plan: &Plan) -> Vec<(usize, usize)> {
 ///
 /// # Panics
 ///
-/// If `t` is not a table of `plan`, or `fingerprints` holds more than
-/// `u32::MAX` values.
+/// If `t` is not a table of `plan`, `fingerprints` holds more than
+/// `u32::MAX` values, or `plan` probes.
 pub fn find_all_in_table(fingerprints: &[u64], plan: &Plan, t: usize) -> Vec<(usize, usize)> {
+    assert_unprobed(plan);
     assert!(t < plan.tables().len(), "the plan has no table {t}");
     assert!(
         u32::try_from(fingerprints.len()).is_ok(),
@@ -129,8 +138,9 @@ pub fn find_all_in_table(fingerprints: &[u64], plan: &Plan, t: usize) -> Vec<(us
 ///
 /// # Panics
 ///
-/// If `fingerprints` holds more than `u32::MAX` values.
+/// If `fingerprints` holds more than `u32::MAX` values, or `plan` probes.
 pub fn clusters(fingerprints: &[u64], plan: &Plan) -> Vec<Vec<usize>> {
+    assert_unprobed(plan);
     let n =
         u32::try_from(fingerprints.len()).expect("clusters handles at most u32::MAX fingerprints");
     let mut sets = UnionFind::new(n);
@@ -156,6 +166,16 @@ pub fn clusters(fingerprints: &[u64], plan: &Plan) -> Vec<Vec<usize>> {
         sets.union(representative[a], representative[b]);
     }
     sets.components()
+}
+
+/// Refuses a probed plan, naming the way to a plan that suits.
+fn assert_unprobed(plan: &Plan) {
+    assert!(
+        plan.radius() == 0,
+        "batch search cannot use the probed plan ({plan}): it groups each table by exact \
+         prefix, so it needs a plan without probing; choose one with \
+         Plan::choose(n, k, Budget::Unprobed) or Plan::new(blocks, k)"
+    );
 }
 
 /// The search of one table.

@@ -176,6 +176,15 @@ impl std::error::Error for Error {
     }
 }
 
+impl From<crate::search::DistanceError> for Error {
+    fn from(e: crate::search::DistanceError) -> Error {
+        Error::DistanceTooLarge {
+            requested: e.requested,
+            plan_k: e.plan_k,
+        }
+    }
+}
+
 impl From<PlanError> for Error {
     fn from(e: PlanError) -> Error {
         Error::Plan(e)

@@ -7,7 +7,7 @@
 //!
 //! ```
 //! use simhashdb::batch::find_all;
-//! use simhashdb::plan::Plan;
+//! use simhashdb::plan::{Budget, Plan};
 //! use simhashdb::search::PermutedTables;
 //! use simhashdb::{Simhasher, hamming};
 //!
@@ -20,13 +20,15 @@
 //! let fps: Vec<u64> = docs.iter().map(|d| hasher.fingerprint(d)).collect();
 //! assert!(hamming(fps[0], fps[1]) < hamming(fps[0], fps[2]));
 //!
-//! // Every pair within the plan's k = 3 bits, exactly.
-//! let plan = Plan::auto(fps.len() as u64, 3)?;
+//! // Every pair within the plan's k = 3 bits, exactly (a batch search sorts
+//! // its tables, so its plan permutes without probing).
+//! let plan = Plan::choose(fps.len() as u64, 3, Budget::Unprobed)?;
 //! let pairs = find_all(&fps, &plan);
 //! assert!(pairs.iter().all(|&(i, j)| hamming(fps[i], fps[j]) <= 3));
 //!
-//! // One query: all fingerprints within 3 bits, nearest first.
-//! let tables = PermutedTables::new(&fps, &plan);
+//! // One query: all fingerprints within 3 bits, nearest first, from two
+//! // tables probed at every prefix within 1 bit of the query's.
+//! let tables = PermutedTables::new(&fps, &Plan::probed(2, 1, 3)?);
 //! let hits = tables.query(fps[0], 3)?;
 //! assert_eq!((hits[0].fingerprint, hits[0].distance), (fps[0], 0));
 //! # Ok::<(), Box<dyn std::error::Error>>(())

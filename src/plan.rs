@@ -18,6 +18,17 @@
 //! the remaining bits into `m2` sub-blocks and choose `m2 - k` of them, for
 //! `C(m1, m1-k) · C(m2, m2-k)` tables with a longer prefix.
 //!
+//! A [probed](Plan::probed) plan trades tables for lookups (multi-index
+//! hashing: Norouzi, Punjani and Fleet, "Fast search in Hamming space with
+//! multi-index hashing", CVPR 2012). Its `t` tables are probed not only at the
+//! query's prefix but at every prefix value within Hamming radius `r` of it,
+//! so a pair is found when it differs in at most `r` of some table's prefix
+//! bits. Split 64 bits into `m` blocks: a pair within `k` differs in at most
+//! `floor(k / m)` bits of its least different block, so one table per block
+//! and `r = floor(k / m)` is exact, which is `m · (r + 1) > k`. A prefix of `c`
+//! blocks ([`Plan::probed`] takes the most that stay exact) lengthens the
+//! prefix at the price of `C(m, c)` tables. `r = 0` is the permuted plan above.
+//!
 //! Bit numbering: bit 63 is the most significant bit; block 0 holds the most
 //! significant bits. Blocks are contiguous and their widths differ by at most
 //! one, wider blocks first (64 bits in 6 blocks: 11, 11, 11, 11, 10, 10).
@@ -32,6 +43,23 @@ pub const CANDIDATE_BUDGET: f64 = 64.0;
 
 /// Plans with more tables than this are not considered by [`Plan::auto`].
 pub const MAX_AUTO_TABLES: usize = 64;
+
+/// Hard upper bound on the prefix values a plan probes per query (over all tables).
+pub const MAX_PROBES: u64 = 1 << 18;
+
+/// Plans probing more prefix values than this per query are not considered by [`Plan::choose`].
+pub const MAX_AUTO_PROBES: u64 = 1 << 14;
+
+/// What one probe (finding the run of one prefix value in a sorted table)
+/// costs, in candidate checks: the cost model's unit. A probe of a segment
+/// searches a block index and decodes the start of a block (about 330 ns
+/// measured); a candidate check decodes one key and counts the bits of one
+/// XOR (about 10 ns). docs/BENCHMARKS.md, "Probed plans".
+pub const PROBE_COST: f64 = 32.0;
+
+/// The expected cost per query (candidates plus [`PROBE_COST`] per probe)
+/// that [`Budget::default`] accepts before it adds tables.
+pub const DEFAULT_LATENCY_BUDGET: f64 = 1024.0;
 
 /// Why a plan cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +83,21 @@ pub enum PlanError {
         /// The number of tables the plan would need.
         tables: u128,
     },
+    /// With `blocks` blocks, probing radius `radius` cannot cover distance `k`:
+    /// exactness needs `blocks × (radius + 1) > k`.
+    RadiusTooSmall {
+        /// The number of blocks asked for.
+        blocks: u32,
+        /// The probing radius asked for.
+        radius: u32,
+        /// The distance the plan is for.
+        k: u32,
+    },
+    /// The plan would probe more than [`MAX_PROBES`] prefix values per query.
+    TooManyProbes {
+        /// The prefix values the plan would probe per query.
+        probes: u128,
+    },
 }
 
 impl fmt::Display for PlanError {
@@ -75,6 +118,16 @@ impl fmt::Display for PlanError {
                 f,
                 "the plan needs {tables} tables, more than the limit of {MAX_TABLES}; \
                  use fewer blocks or a smaller distance"
+            ),
+            PlanError::RadiusTooSmall { blocks, radius, k } => write!(
+                f,
+                "{blocks} blocks probed at radius {radius} cannot find every pair within {k}: \
+                 need blocks × (radius + 1) > k"
+            ),
+            PlanError::TooManyProbes { probes } => write!(
+                f,
+                "the plan probes {probes} prefix values per query, more than the limit of \
+                 {MAX_PROBES}; use a smaller radius or more blocks"
             ),
         }
     }
@@ -99,6 +152,15 @@ pub enum Shape {
         /// blocks are split into.
         inner: u32,
     },
+    /// `blocks` blocks over 64 bits; one table per choice of the most blocks
+    /// that stay exact when each table is probed at every prefix within
+    /// `radius` (at least 1) of the query's ([`Plan::probed`]).
+    Probed {
+        /// The number of blocks.
+        blocks: u32,
+        /// The probing radius (at least 1).
+        radius: u32,
+    },
 }
 
 impl fmt::Display for Shape {
@@ -106,6 +168,7 @@ impl fmt::Display for Shape {
         match self {
             Shape::Flat { blocks } => write!(f, "{blocks} blocks"),
             Shape::Nested { outer, inner } => write!(f, "{outer}x{inner} nested blocks"),
+            Shape::Probed { blocks, radius } => write!(f, "{blocks} blocks, radius {radius}"),
         }
     }
 }
@@ -121,6 +184,10 @@ pub struct Table {
     prefix_bits: u32,
     /// The prefix bits, in unpermuted positions.
     prefix_source_mask: u64,
+    /// Every XOR of the prefix bits (in permuted positions) of weight at most
+    /// the plan's radius, ascending: the prefix values a query probes are its
+    /// own XOR each of these. `[0]` when the plan does not probe.
+    probes: Vec<u64>,
 }
 
 impl Table {
@@ -146,7 +213,38 @@ impl Table {
             moves,
             prefix_bits,
             prefix_source_mask,
+            probes: vec![0],
         }
+    }
+
+    /// Sets the probes of radius `radius` (see [`Table::probe_ranges`]).
+    fn with_radius(mut self, radius: u32) -> Table {
+        let prefix = self.prefix_mask();
+        let mut probes = vec![0u64];
+        // Masks of weight w + 1 are those of weight w with one more bit set
+        // below their lowest (so each is made once).
+        let mut last: Vec<u64> = vec![0];
+        for _ in 0..radius {
+            let mut next = Vec::new();
+            for &m in &last {
+                let below = if m == 0 {
+                    prefix
+                } else {
+                    (m & m.wrapping_neg()).wrapping_sub(1) & prefix
+                };
+                let mut bits = below;
+                while bits != 0 {
+                    let b = bits & bits.wrapping_neg();
+                    next.push(m | b);
+                    bits ^= b;
+                }
+            }
+            probes.extend_from_slice(&next);
+            last = next;
+        }
+        probes.sort_unstable();
+        self.probes = probes;
+        self
     }
 
     /// The fingerprint with this table's bits moved into place.
@@ -196,6 +294,32 @@ impl Table {
     pub fn shares_prefix(&self, diff: u64) -> bool {
         diff & self.prefix_source_mask == 0
     }
+
+    /// Whether two fingerprints whose XOR is `diff` differ in at most
+    /// `radius` bits of this table's prefix.
+    #[inline]
+    pub fn prefix_within(&self, diff: u64, radius: u32) -> bool {
+        (diff & self.prefix_source_mask).count_ones() <= radius
+    }
+
+    /// Number of prefix values a query probes in this table.
+    #[inline]
+    pub fn probe_count(&self) -> usize {
+        self.probes.len()
+    }
+
+    /// The inclusive ranges of permuted keys a query probes: one per prefix
+    /// value within the plan's radius of `permuted_query`'s, in a fixed order
+    /// (the query's own prefix first), disjoint. Without probing, the one
+    /// range of [`prefix_range`](Self::prefix_range).
+    #[inline]
+    pub fn probe_ranges(&self, permuted_query: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let prefix = self.prefix_mask();
+        self.probes.iter().map(move |&m| {
+            let lo = (permuted_query ^ m) & prefix;
+            (lo, lo | !prefix)
+        })
+    }
 }
 
 /// How the 64 bits are split into permuted tables; fixed when an index is created.
@@ -203,6 +327,8 @@ impl Table {
 pub struct Plan {
     shape: Shape,
     k: u32,
+    /// Prefix values within this distance of the query's are probed (0: only its own).
+    radius: u32,
     tables: Vec<Table>,
 }
 
@@ -285,6 +411,28 @@ fn check_k(k: u32) -> Result<(), PlanError> {
     Ok(())
 }
 
+/// The most bits a pair within `k` can differ in, over the least different
+/// `c` of `m` blocks: `k` spread as evenly as the blocks allow.
+fn worst_prefix_diff(m: u32, c: u32, k: u32) -> u32 {
+    let (q, rem) = (k / m, k % m);
+    c * q + c.saturating_sub(m - rem)
+}
+
+/// The most of `m` blocks a probed table's prefix may take so that every
+/// pair within `k` differs in at most `radius` bits of some table's prefix
+/// (0 when even one block does not do).
+fn probed_prefix_blocks(m: u32, radius: u32, k: u32) -> u32 {
+    (1..=m)
+        .rev()
+        .find(|&c| worst_prefix_diff(m, c, k) <= radius)
+        .unwrap_or(0)
+}
+
+/// Number of values within distance `radius` of a `bits`-bit value.
+fn ball(bits: u32, radius: u32) -> u128 {
+    (0..=radius.min(bits)).map(|i| binomial(bits, i)).sum()
+}
+
 fn check_tables(tables: u128) -> Result<(), PlanError> {
     if tables > MAX_TABLES as u128 {
         return Err(PlanError::TooManyTables { tables });
@@ -312,6 +460,53 @@ impl Plan {
         Ok(Plan {
             shape: Shape::Flat { blocks },
             k,
+            radius: 0,
+            tables,
+        })
+    }
+
+    /// `blocks` near-equal blocks, one table per choice of `c` of them,
+    /// each probed at every prefix value within `radius` of the query's
+    /// (multi-index hashing). `c` is the most blocks that keep the plan
+    /// exact: every pair within `k` must differ in at most `radius` bits
+    /// of some table's prefix. `Plan::probed(2, 1, 3)` is two tables of
+    /// 32-bit prefixes, each probed at 33 values.
+    ///
+    /// `radius = 0` is [`Plan::new`]. Errors when `blocks × (radius + 1) <= k`,
+    /// `blocks` is 0 or above 64, or the plan needs more than [`MAX_TABLES`]
+    /// tables or [`MAX_PROBES`] probes per query.
+    pub fn probed(blocks: u32, radius: u32, k: u32) -> Result<Plan, PlanError> {
+        check_k(k)?;
+        if radius == 0 {
+            return Plan::new(blocks, k);
+        }
+        if blocks == 0 || blocks > 64 {
+            return Err(PlanError::BadBlocks {
+                blocks,
+                k,
+                bits: 64,
+            });
+        }
+        let c = probed_prefix_blocks(blocks, radius, k);
+        if c == 0 {
+            return Err(PlanError::RadiusTooSmall { blocks, radius, k });
+        }
+        let tables = binomial(blocks, c);
+        check_tables(tables)?;
+        let widest_prefix: u32 = block_widths(64, blocks)[..c as usize].iter().sum();
+        let probes = tables.saturating_mul(ball(widest_prefix, radius));
+        if probes > u128::from(MAX_PROBES) {
+            return Err(PlanError::TooManyProbes { probes });
+        }
+        // One level with `blocks - c` blocks left out of each prefix.
+        let tables = one_level(&all_positions(), blocks, blocks - c)
+            .into_iter()
+            .map(|(order, prefix)| Table::from_order(&order, prefix).with_radius(radius))
+            .collect();
+        Ok(Plan {
+            shape: Shape::Probed { blocks, radius },
+            k,
+            radius,
             tables,
         })
     }
@@ -339,6 +534,7 @@ impl Plan {
         Ok(Plan {
             shape: Shape::Nested { outer, inner },
             k,
+            radius: 0,
             tables,
         })
     }
@@ -348,25 +544,40 @@ impl Plan {
         match shape {
             Shape::Flat { blocks } => Plan::new(blocks, k),
             Shape::Nested { outer, inner } => Plan::nested(outer, inner, k),
+            Shape::Probed { blocks, radius } if radius > 0 => Plan::probed(blocks, radius, k),
+            // A radius of 0 is a flat shape; recorded shapes never say this.
+            Shape::Probed { blocks, .. } => Err(PlanError::BadBlocks {
+                blocks,
+                k,
+                bits: 64,
+            }),
         }
     }
 
     /// The plan the cost model prefers for about `expected_n` fingerprints
-    /// searched at distance `k`. See [`Plan::alternatives`] for the reasoning.
+    /// searched at distance `k`, within the default [`Budget`]
+    /// (`Plan::choose(expected_n, k, Budget::default())`). The plan may probe;
+    /// [`batch::find_all`](crate::batch::find_all) needs [`Budget::Unprobed`].
     pub fn auto(expected_n: u64, k: u32) -> Result<Plan, PlanError> {
-        let choice = Plan::alternatives(expected_n, k)?;
+        Plan::choose(expected_n, k, Budget::default())
+    }
+
+    /// The plan the cost model prefers for about `expected_n` fingerprints
+    /// searched at distance `k`, within `budget`. See [`Plan::alternatives`].
+    pub fn choose(expected_n: u64, k: u32, budget: Budget) -> Result<Plan, PlanError> {
+        let choice = Plan::alternatives(expected_n, k, budget)?;
         Plan::from_shape(choice.chosen().shape, k)
     }
 
-    /// Every plan [`Plan::auto`] considers for `expected_n` fingerprints at
-    /// distance `k`, with its estimated costs and the one it chooses.
+    /// Every plan [`Plan::choose`] considers for `expected_n` fingerprints at
+    /// distance `k` within `budget`, with its estimated costs and the one it
+    /// chooses (see [`Budget`] for each rule).
     ///
-    /// The rule: the fewest tables (least space) whose expected candidates per
-    /// query stay within [`CANDIDATE_BUDGET`]; among equals, the fewest
-    /// candidates. When no plan of at most [`MAX_AUTO_TABLES`] tables meets the
-    /// budget, the plan minimising `candidates + tables × budget` (a table
-    /// probe is priced like a budget's worth of candidate checks).
-    pub fn alternatives(expected_n: u64, k: u32) -> Result<PlanChoice, PlanError> {
+    /// Considered: flat plans ([`Plan::new`]) and nested ones
+    /// ([`Plan::nested`]) of at most [`MAX_AUTO_TABLES`] tables, and unless
+    /// the budget is [`Budget::Unprobed`], probed ones ([`Plan::probed`]) of
+    /// at most [`MAX_AUTO_TABLES`] tables and [`MAX_AUTO_PROBES`] probes.
+    pub fn alternatives(expected_n: u64, k: u32, budget: Budget) -> Result<PlanChoice, PlanError> {
         check_k(k)?;
         let mut shapes: Vec<Shape> = Vec::new();
         for blocks in k + 1..=64 {
@@ -383,46 +594,96 @@ impl Plan {
                 }
             }
         }
+        if budget != Budget::Unprobed {
+            for radius in 1..=k {
+                for blocks in 1..=64 {
+                    let c = probed_prefix_blocks(blocks, radius, k);
+                    // A radius no prefix needs is a smaller radius's plan.
+                    if c == 0 || probed_prefix_blocks(blocks, radius - 1, k) == c {
+                        continue;
+                    }
+                    let widest: u32 = block_widths(64, blocks)[..c as usize].iter().sum();
+                    let tables = binomial(blocks, c);
+                    if tables <= MAX_AUTO_TABLES as u128
+                        && tables * ball(widest, radius) <= u128::from(MAX_AUTO_PROBES)
+                    {
+                        shapes.push(Shape::Probed { blocks, radius });
+                    }
+                }
+            }
+        }
         let mut costs: Vec<PlanCost> = shapes
             .into_iter()
             .filter_map(|shape| Plan::from_shape(shape, k).ok())
             .map(|plan| plan.cost(expected_n))
             .collect();
         costs.sort_by(|a, b| {
-            (a.tables, a.shape)
-                .cmp(&(b.tables, b.shape))
-                .then(a.expected_candidates.total_cmp(&b.expected_candidates))
+            a.tables
+                .cmp(&b.tables)
+                .then(a.expected_cost.total_cmp(&b.expected_cost))
+                .then(a.shape.cmp(&b.shape))
         });
-        let within: Option<usize> = costs
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| c.expected_candidates <= CANDIDATE_BUDGET)
-            .min_by(|(_, a), (_, b)| {
-                a.tables
-                    .cmp(&b.tables)
-                    .then(a.expected_candidates.total_cmp(&b.expected_candidates))
-            })
-            .map(|(i, _)| i);
+        let fewest_tables_then_cost = |a: &&PlanCost, b: &&PlanCost| {
+            a.tables
+                .cmp(&b.tables)
+                .then(a.expected_cost.total_cmp(&b.expected_cost))
+        };
+        let position = |c: &PlanCost| costs.iter().position(|x| x == c);
+        let within =
+            match budget {
+                Budget::Unprobed => costs
+                    .iter()
+                    .filter(|c| c.expected_candidates <= CANDIDATE_BUDGET)
+                    .min_by(fewest_tables_then_cost),
+                Budget::Latency(max_cost) => costs
+                    .iter()
+                    .filter(|c| c.expected_cost <= max_cost)
+                    .min_by(fewest_tables_then_cost),
+                Budget::Space(max_tables) => costs
+                    .iter()
+                    .filter(|c| c.tables <= max_tables)
+                    .min_by(|a, b| {
+                        a.expected_cost
+                            .total_cmp(&b.expected_cost)
+                            .then(a.tables.cmp(&b.tables))
+                    }),
+            }
+            .and_then(position);
         let chosen = match within {
             Some(i) => i,
-            None => costs
-                .iter()
-                .enumerate()
-                .min_by(|(_, a), (_, b)| {
-                    let score =
-                        |c: &PlanCost| c.expected_candidates + c.tables as f64 * CANDIDATE_BUDGET;
-                    score(a).total_cmp(&score(b))
-                })
-                .map(|(i, _)| i)
-                .ok_or(PlanError::BadBlocks {
-                    blocks: 0,
-                    k,
-                    bits: 64,
-                })?,
+            None => {
+                // A table is priced like the budget's worth of work (for
+                // Space, like one more table of the cheapest plan).
+                let per_table = match budget {
+                    Budget::Unprobed => CANDIDATE_BUDGET,
+                    Budget::Latency(max_cost) => max_cost,
+                    Budget::Space(_) => 0.0,
+                };
+                let score = |c: &PlanCost| match budget {
+                    Budget::Unprobed => c.expected_candidates + c.tables as f64 * per_table,
+                    Budget::Latency(_) => c.expected_cost + c.tables as f64 * per_table,
+                    Budget::Space(_) => c.tables as f64,
+                };
+                costs
+                    .iter()
+                    .enumerate()
+                    .min_by(|(_, a), (_, b)| {
+                        score(a)
+                            .total_cmp(&score(b))
+                            .then(a.expected_cost.total_cmp(&b.expected_cost))
+                    })
+                    .map(|(i, _)| i)
+                    .ok_or(PlanError::BadBlocks {
+                        blocks: 0,
+                        k,
+                        bits: 64,
+                    })?
+            }
         };
         Ok(PlanChoice {
             expected_n,
             k,
+            budget,
             within_budget: within.is_some(),
             chosen,
             alternatives: costs,
@@ -432,18 +693,22 @@ impl Plan {
     /// Estimated costs of this plan for `n` fingerprints.
     pub fn cost(&self, n: u64) -> PlanCost {
         let n_f = n as f64;
+        let probes: f64 = self.tables.iter().map(|t| t.probes.len() as f64).sum();
         let expected_candidates = self
             .tables
             .iter()
-            .map(|t| n_f / 2f64.powi(t.prefix_bits as i32))
-            .sum();
+            .map(|t| t.probes.len() as f64 * n_f / 2f64.powi(t.prefix_bits as i32))
+            .sum::<f64>();
         let per_table = estimated_table_bytes_per_key(n);
         PlanCost {
             shape: self.shape,
             tables: self.tables.len(),
+            radius: self.radius,
             min_prefix_bits: self.tables.iter().map(|t| t.prefix_bits).min().unwrap_or(0),
             max_prefix_bits: self.tables.iter().map(|t| t.prefix_bits).max().unwrap_or(0),
+            probes,
             expected_candidates,
+            expected_cost: expected_candidates + probes * PROBE_COST,
             bytes_per_fingerprint: per_table * self.tables.len() as f64,
             total_bytes: per_table * self.tables.len() as f64 * n_f,
         }
@@ -471,6 +736,31 @@ impl Plan {
     pub fn first_table_sharing(&self, t: usize, diff: u64) -> bool {
         !self.tables[..t].iter().any(|e| e.shares_prefix(diff))
     }
+
+    /// The radius each table's prefix is probed at (0: the plan permutes only).
+    pub fn radius(&self) -> u32 {
+        self.radius
+    }
+
+    /// Prefix values looked up per query, over all tables.
+    pub fn probes_per_query(&self) -> usize {
+        self.tables.iter().map(Table::probe_count).sum()
+    }
+
+    /// The rule every search applies to a candidate: whether one whose XOR
+    /// with the query is `diff`, met while probing table `t`, is a match
+    /// within `k` to report there. A match is reported by the first table
+    /// whose prefix it reaches (differs in at most the plan's radius bits),
+    /// so each is reported exactly once without a set; a candidate that
+    /// merely shares a hash bucket with the query (as in the memtable) is
+    /// refused by the same test.
+    #[inline]
+    pub fn reports(&self, t: usize, diff: u64, k: u32) -> bool {
+        let r = self.radius;
+        diff.count_ones() <= k
+            && self.tables[t].prefix_within(diff, r)
+            && !self.tables[..t].iter().any(|e| e.prefix_within(diff, r))
+    }
 }
 
 /// With the `serde` feature: a plan serializes as its [`Display`](fmt::Display)
@@ -490,7 +780,11 @@ impl fmt::Display for Plan {
             self.shape,
             self.k,
             self.tables.len()
-        )
+        )?;
+        if self.radius > 0 {
+            write!(f, ", {} probes per query", self.probes_per_query())?;
+        }
+        Ok(())
     }
 }
 
@@ -509,30 +803,80 @@ pub struct PlanCost {
     pub shape: Shape,
     /// Number of permuted tables.
     pub tables: usize,
+    /// Probing radius (0: each table is looked up at the query's prefix only).
+    pub radius: u32,
     /// Shortest table prefix, in bits.
     pub min_prefix_bits: u32,
     /// Longest table prefix, in bits.
     pub max_prefix_bits: u32,
-    /// Expected fingerprints examined per query: the sum over tables of `n / 2^prefix`.
+    /// Prefix values looked up per query, over all tables.
+    pub probes: f64,
+    /// Expected fingerprints examined per query: the sum over tables and
+    /// probes of `n / 2^prefix`.
     pub expected_candidates: f64,
+    /// Expected work per query in candidate checks: candidates plus
+    /// [`PROBE_COST`] per probe.
+    pub expected_cost: f64,
     /// Estimated table bytes per fingerprint over all tables (compressed).
     pub bytes_per_fingerprint: f64,
     /// Estimated table bytes for all `n` fingerprints.
     pub total_bytes: f64,
 }
 
-/// The plans [`Plan::auto`] weighed, and its choice.
+/// What [`Plan::choose`] may spend: tables (space) or work per query (latency).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Budget {
+    /// At most this many tables; among them, the lowest expected cost per
+    /// query, then the fewest tables. When no plan is that small, the
+    /// plan with the fewest tables.
+    Space(usize),
+    /// An expected cost per query ([`PlanCost::expected_cost`]: candidates
+    /// plus [`PROBE_COST`] per probe) of at most this; among such plans, the
+    /// fewest tables, then the lowest cost. When none meets it, the plan
+    /// minimising `cost + tables × budget`.
+    Latency(f64),
+    /// Permuted tables only, never probed: the fewest tables whose expected
+    /// candidates per query stay within [`CANDIDATE_BUDGET`] (the only rule
+    /// before probed plans), else the plan minimising
+    /// `candidates + tables × CANDIDATE_BUDGET`. The budget for
+    /// [`batch::find_all`](crate::batch::find_all), which cannot probe.
+    Unprobed,
+}
+
+impl Default for Budget {
+    /// `Latency(DEFAULT_LATENCY_BUDGET)`: see docs/ARCHITECTURE.md, "Plans".
+    fn default() -> Budget {
+        Budget::Latency(DEFAULT_LATENCY_BUDGET)
+    }
+}
+
+impl fmt::Display for Budget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Budget::Space(tables) => write!(f, "space: at most {tables} tables"),
+            Budget::Latency(cost) => write!(f, "latency: expected cost at most {cost}"),
+            Budget::Unprobed => write!(
+                f,
+                "unprobed: expected candidates at most {CANDIDATE_BUDGET}"
+            ),
+        }
+    }
+}
+
+/// The plans [`Plan::choose`] weighed, and its choice.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlanChoice {
     /// The corpus size the costs are estimated for.
     pub expected_n: u64,
     /// The distance the plans answer.
     pub k: u32,
-    /// Whether the chosen plan meets [`CANDIDATE_BUDGET`].
+    /// The budget the choice was made within.
+    pub budget: Budget,
+    /// Whether the chosen plan meets the budget.
     pub within_budget: bool,
     /// Index of the chosen plan in `alternatives`.
     pub chosen: usize,
-    /// Every plan considered, ordered by number of tables.
+    /// Every plan considered, ordered by number of tables, then expected cost.
     pub alternatives: Vec<PlanCost>,
 }
 
@@ -542,22 +886,62 @@ impl PlanChoice {
         &self.alternatives[self.chosen]
     }
 
+    /// Indexes into `alternatives` of the plans worth showing: those no other
+    /// plan beats on both tables and expected cost (the space/time
+    /// frontier), and the chosen one, in the order of `alternatives`.
+    pub fn frontier(&self) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut best_cost = f64::INFINITY;
+        for (i, c) in self.alternatives.iter().enumerate() {
+            // Ordered by tables, then cost: the first of each table count that
+            // is cheaper than every plan with fewer tables.
+            let first_of_count = i == 0 || self.alternatives[i - 1].tables != c.tables;
+            if (first_of_count && c.expected_cost < best_cost) || i == self.chosen {
+                out.push(i);
+            }
+            if first_of_count {
+                best_cost = best_cost.min(c.expected_cost);
+            }
+        }
+        out
+    }
+
     /// One sentence saying why the choice was made.
     pub fn reason(&self) -> String {
         let c = self.chosen();
-        if self.within_budget {
-            format!(
-                "{} ({} tables) is the smallest plan that keeps the expected candidates per query \
-                 ({:.3}) within the budget of {CANDIDATE_BUDGET} for n = {}, k = {}",
-                c.shape, c.tables, c.expected_candidates, self.expected_n, self.k
-            )
-        } else {
-            format!(
-                "no plan of at most {MAX_AUTO_TABLES} tables keeps the expected candidates per query \
-                 within {CANDIDATE_BUDGET} for n = {}, k = {}; {} ({} tables, {:.0} candidates) has the \
-                 lowest combined cost",
-                self.expected_n, self.k, c.shape, c.tables, c.expected_candidates
-            )
+        let (n, k) = (self.expected_n, self.k);
+        match (self.budget, self.within_budget) {
+            (Budget::Unprobed, true) => format!(
+                "{} ({} tables) is the smallest unprobed plan that keeps the expected candidates \
+                 per query ({:.3}) within the budget of {CANDIDATE_BUDGET} for n = {n}, k = {k}",
+                c.shape, c.tables, c.expected_candidates
+            ),
+            (Budget::Unprobed, false) => format!(
+                "no unprobed plan of at most {MAX_AUTO_TABLES} tables keeps the expected \
+                 candidates per query within {CANDIDATE_BUDGET} for n = {n}, k = {k}; {} ({} \
+                 tables, {:.0} candidates) has the lowest combined cost",
+                c.shape, c.tables, c.expected_candidates
+            ),
+            (Budget::Latency(max), true) => format!(
+                "{} ({} tables) is the smallest plan whose expected cost per query ({:.0}: {:.0} \
+                 probes, {:.3} candidates) is within the budget of {max} for n = {n}, k = {k}",
+                c.shape, c.tables, c.expected_cost, c.probes, c.expected_candidates
+            ),
+            (Budget::Latency(max), false) => format!(
+                "no plan of at most {MAX_AUTO_TABLES} tables keeps the expected cost per query \
+                 within {max} for n = {n}, k = {k}; {} ({} tables, cost {:.0}) has the lowest \
+                 cost plus {max} per table",
+                c.shape, c.tables, c.expected_cost
+            ),
+            (Budget::Space(max), true) => format!(
+                "{} has the lowest expected cost per query ({:.0}) of the plans of at most {max} \
+                 tables for n = {n}, k = {k}",
+                c.shape, c.expected_cost
+            ),
+            (Budget::Space(max), false) => format!(
+                "no plan has at most {max} tables for k = {k}; {} has the fewest ({})",
+                c.shape, c.tables
+            ),
         }
     }
 }
@@ -634,22 +1018,215 @@ mod tests {
     }
 
     #[test]
-    fn auto_matches_the_papers_choices() {
+    fn unprobed_budget_matches_the_papers_choices() {
         // Tens of millions at k = 3: 10 tables of 26-bit prefixes.
-        let c = Plan::alternatives(50_000_000, 3).unwrap();
+        let c = Plan::alternatives(50_000_000, 3, Budget::Unprobed).unwrap();
         assert!(c.within_budget);
         assert_eq!(c.chosen().shape, Shape::Flat { blocks: 5 });
         // Eight billion (the paper's corpus): 20 tables.
-        let c = Plan::alternatives(8_000_000_000, 3).unwrap();
+        let c = Plan::alternatives(8_000_000_000, 3, Budget::Unprobed).unwrap();
         assert_eq!(c.chosen().tables, 20);
         // Small corpora need only k + 1 tables.
-        assert_eq!(Plan::auto(100_000, 3).unwrap().tables().len(), 4);
+        let small = Plan::choose(100_000, 3, Budget::Unprobed).unwrap();
+        assert_eq!(small.tables().len(), 4);
         assert_eq!(Plan::auto(1000, 0).unwrap().tables().len(), 1);
         // A large k falls back to the combined cost, never an error.
-        let c = Plan::alternatives(1_000_000, 12).unwrap();
+        let c = Plan::alternatives(1_000_000, 12, Budget::Unprobed).unwrap();
         assert!(!c.within_budget);
         assert!(c.chosen().tables <= MAX_AUTO_TABLES);
-        assert!(c.reason().contains("no plan"));
+        assert!(c.reason().contains("no unprobed plan"));
+        // Never a probed plan.
+        for k in 0..12 {
+            let c = Plan::alternatives(10_000_000, k, Budget::Unprobed).unwrap();
+            assert!(c.alternatives.iter().all(|p| p.radius == 0), "k = {k}");
+        }
+    }
+
+    #[test]
+    fn default_budget_serves_large_k_with_few_tables() {
+        // k = 3 by 4 tables at ten million (was 10), and by 10 where 4 would
+        // examine thousands of candidates; k = 8 without the 45 tables an
+        // unprobed plan needs.
+        assert_eq!(Plan::auto(10_000_000, 3).unwrap().tables().len(), 4);
+        assert_eq!(Plan::auto(50_000_000, 3).unwrap().tables().len(), 10);
+        let eight = Plan::auto(10_000_000, 8).unwrap();
+        assert!(eight.tables().len() <= 5 && eight.radius() > 0, "{eight}");
+        // The space budget reaches 2 tables at k = 3.
+        let two = Plan::choose(10_000_000, 3, Budget::Space(2)).unwrap();
+        assert_eq!(
+            two.shape(),
+            Shape::Probed {
+                blocks: 2,
+                radius: 1
+            }
+        );
+        assert_eq!(two.probes_per_query(), 66);
+        assert_eq!(
+            Plan::choose(10_000_000, 8, Budget::Unprobed)
+                .unwrap()
+                .tables()
+                .len(),
+            45
+        );
+        for k in 0..=10 {
+            let c = Plan::alternatives(10_000_000, k, Budget::default()).unwrap();
+            assert!(c.chosen().tables <= 16, "k = {k}: {}", c.reason());
+            assert!(c.chosen().probes <= MAX_AUTO_PROBES as f64);
+        }
+    }
+
+    #[test]
+    fn space_budget_caps_tables_and_latency_budget_caps_cost() {
+        for k in [3, 6, 8] {
+            for max in [1, 2, 3, 4, 10, 20] {
+                let c = Plan::alternatives(10_000_000, k, Budget::Space(max)).unwrap();
+                let chosen = c.chosen();
+                if c.within_budget {
+                    assert!(chosen.tables <= max);
+                    // Nothing as small is cheaper.
+                    assert!(
+                        c.alternatives
+                            .iter()
+                            .filter(|p| p.tables <= max)
+                            .all(|p| p.expected_cost >= chosen.expected_cost)
+                    );
+                } else {
+                    let fewest = c.alternatives.iter().map(|p| p.tables).min().unwrap();
+                    assert_eq!(chosen.tables, fewest);
+                }
+            }
+            for max in [200.0, 2000.0, 20_000.0] {
+                let c = Plan::alternatives(10_000_000, k, Budget::Latency(max)).unwrap();
+                if c.within_budget {
+                    let chosen = c.chosen();
+                    assert!(chosen.expected_cost <= max);
+                    assert!(
+                        c.alternatives
+                            .iter()
+                            .filter(|p| p.expected_cost <= max)
+                            .all(|p| p.tables >= chosen.tables)
+                    );
+                }
+            }
+        }
+        // The chosen plan is always on the frontier the CLI shows.
+        let c = Plan::alternatives(10_000_000, 3, Budget::Space(10)).unwrap();
+        assert!(c.frontier().contains(&c.chosen));
+        assert!(c.frontier().len() < c.alternatives.len());
+    }
+
+    #[test]
+    fn worst_prefix_diff_is_the_most_even_spread() {
+        // Every way of spreading k differing bits over m blocks: the c least
+        // different blocks hold at most worst_prefix_diff(m, c, k) of them,
+        // and some spread reaches it.
+        fn spreads(m: u32, k: u32) -> Vec<Vec<u32>> {
+            if m == 1 {
+                return vec![vec![k]];
+            }
+            (0..=k)
+                .flat_map(|first| {
+                    spreads(m - 1, k - first).into_iter().map(move |mut rest| {
+                        rest.push(first);
+                        rest
+                    })
+                })
+                .collect()
+        }
+        for m in 1..=6 {
+            for k in 0..=9 {
+                let all = spreads(m, k);
+                for c in 1..=m {
+                    let worst = all
+                        .iter()
+                        .map(|s| {
+                            let mut s = s.clone();
+                            s.sort_unstable();
+                            s[..c as usize].iter().sum::<u32>()
+                        })
+                        .max()
+                        .unwrap();
+                    assert_eq!(worst_prefix_diff(m, c, k), worst, "m {m} c {c} k {k}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn probed_plans_take_the_longest_exact_prefix() {
+        let p = Plan::probed(2, 1, 3).unwrap();
+        assert_eq!(p.tables().len(), 2);
+        assert_eq!(p.radius(), 1);
+        assert!(p.tables().iter().all(|t| t.prefix_bits() == 32));
+        assert!(p.tables().iter().all(|t| t.probe_count() == 33));
+        // 5 blocks at radius 2 for k = 8: prefixes of 2 blocks (10 tables).
+        let p = Plan::probed(5, 2, 8).unwrap();
+        assert_eq!(p.tables().len(), 10);
+        assert_eq!(p.tables()[0].probe_count(), 1 + 26 + 325);
+        // Radius 0 is the permuted plan.
+        assert_eq!(Plan::probed(5, 0, 3).unwrap(), Plan::new(5, 3).unwrap());
+        assert_eq!(
+            Plan::from_shape(
+                Shape::Probed {
+                    blocks: 2,
+                    radius: 1
+                },
+                3
+            )
+            .unwrap(),
+            Plan::probed(2, 1, 3).unwrap()
+        );
+        assert!(
+            Plan::from_shape(
+                Shape::Probed {
+                    blocks: 2,
+                    radius: 0
+                },
+                3
+            )
+            .is_err()
+        );
+        assert!(matches!(
+            Plan::probed(2, 1, 4),
+            Err(PlanError::RadiusTooSmall { .. })
+        ));
+        assert!(matches!(
+            Plan::probed(2, 8, 16),
+            Err(PlanError::TooManyProbes { .. })
+        ));
+        assert!(matches!(
+            Plan::probed(0, 1, 1),
+            Err(PlanError::BadBlocks { .. })
+        ));
+        assert!(
+            Plan::probed(2, 1, 4)
+                .unwrap_err()
+                .to_string()
+                .contains("radius + 1")
+        );
+    }
+
+    #[test]
+    fn probe_ranges_cover_the_prefix_ball_once() {
+        let p = Plan::probed(4, 1, 7).unwrap();
+        let q = 0x0123_4567_89ab_cdef;
+        for t in p.tables() {
+            let pq = t.permute(q);
+            let ranges: Vec<(u64, u64)> = t.probe_ranges(pq).collect();
+            assert_eq!(
+                ranges[0],
+                t.prefix_range(pq),
+                "the query's own prefix first"
+            );
+            let mut starts: Vec<u64> = ranges.iter().map(|r| r.0).collect();
+            starts.sort_unstable();
+            starts.dedup();
+            assert_eq!(starts.len() as u128, ball(t.prefix_bits(), 1));
+            for (lo, hi) in ranges {
+                assert_eq!(hi, lo | !t.prefix_mask());
+                assert!(((lo ^ pq) & t.prefix_mask()).count_ones() <= 1);
+            }
+        }
     }
 
     #[test]
@@ -668,6 +1245,10 @@ mod tests {
             Just(Plan::new(64, 63).unwrap()),
             Just(Plan::nested(4, 4, 3).unwrap()),
             Just(Plan::nested(3, 5, 2).unwrap()),
+            (1u32..10)
+                .prop_flat_map(|k| (Just(k), 1u32..=3, 1u32..=k.min(6)))
+                .prop_filter_map("an exact probed plan", |(k, r, m)| Plan::probed(m, r, k)
+                    .ok()),
         ]
     }
 
@@ -697,7 +1278,23 @@ mod tests {
             for f in flips.iter().take(plan.k() as usize) {
                 b ^= 1 << f;
             }
-            prop_assert!(plan.tables().iter().any(|t| t.shares_prefix(a ^ b)));
+            prop_assert!(plan.tables().iter().any(|t| t.prefix_within(a ^ b, plan.radius())));
+        }
+
+        /// The worst case for a probed plan: the differing bits packed into
+        /// as few blocks as possible, or spread one per block.
+        #[test]
+        fn exactly_one_table_reports_every_close_pair(
+            plan in arb_plan(), a in any::<u64>(), spread in any::<bool>(), start in 0u32..64
+        ) {
+            let k = plan.k();
+            let mut b = a;
+            for i in 0..k {
+                let bit = if spread { (start + i * 64 / k.max(1)) % 64 } else { (start + i) % 64 };
+                b ^= 1 << bit;
+            }
+            let reporting = (0..plan.tables().len()).filter(|&t| plan.reports(t, a ^ b, k)).count();
+            prop_assert_eq!(reporting, 1);
         }
     }
 }

@@ -1,10 +1,12 @@
 //! Exact search over sorted permuted tables held in memory.
 //!
-//! [`PermutedTables`] is the in-memory form of a [`Plan`]: one sorted vector of
-//! permuted keys per table. A query looks at the run of keys sharing its prefix
-//! in every table and reports each candidate within distance `k` from the first
-//! table whose prefix it shares ([`Plan::first_table_sharing`]), so results need
-//! no deduplication.
+//! [`probe`] is the one search loop over sorted permuted tables, whatever holds
+//! them ([`SortedTables`]): the in-memory [`PermutedTables`] here and the
+//! engine's segments. In every table it looks at the runs of keys whose prefix
+//! is within the plan's radius of the query's ([`Table::probe_ranges`](crate::plan::Table::probe_ranges); only
+//! the query's own prefix when the plan does not probe) and reports each
+//! candidate that [`Plan::reports`]: within distance `k`, from the first table
+//! whose prefix reaches it, so results need no deduplication.
 
 use std::fmt;
 
@@ -48,6 +50,60 @@ pub fn check_distance(plan: &Plan, k: u32) -> Result<(), DistanceError> {
             requested: k,
             plan_k: plan.k(),
         });
+    }
+    Ok(())
+}
+
+/// Sorted permuted keys, one table per table of a [`Plan`], that [`probe`] searches.
+pub trait SortedTables {
+    /// What reading a table can fail with.
+    type Error;
+    /// One opened table.
+    type Table<'a>
+    where
+        Self: 'a;
+
+    /// Opens table `t` (plan order) for probing.
+    fn table(&self, t: usize) -> Result<Self::Table<'_>, Self::Error>;
+
+    /// Calls `visit` with every key of `table` in `lo..=hi`, ascending.
+    fn keys_in(
+        table: &Self::Table<'_>,
+        lo: u64,
+        hi: u64,
+        visit: impl FnMut(u64),
+    ) -> Result<(), Self::Error>;
+}
+
+/// Calls `found` with every fingerprint of `tables` (laid out by `plan`)
+/// within distance `k` of `fp`, each once, in no particular order.
+///
+/// The caller has checked `k` against the plan ([`check_distance`]).
+pub fn probe<S: SortedTables>(
+    plan: &Plan,
+    tables: &S,
+    fp: u64,
+    k: u32,
+    mut found: impl FnMut(Hit),
+) -> Result<(), S::Error> {
+    debug_assert!(k <= plan.k());
+    for (t, table) in plan.tables().iter().enumerate() {
+        let keys = tables.table(t)?;
+        let q = table.permute(fp);
+        for (lo, hi) in table.probe_ranges(q) {
+            S::keys_in(&keys, lo, hi, |key| {
+                let distance = (key ^ q).count_ones();
+                if distance <= k {
+                    let fingerprint = table.unpermute(key);
+                    if plan.reports(t, fingerprint ^ fp, k) {
+                        found(Hit {
+                            distance,
+                            fingerprint,
+                        });
+                    }
+                }
+            })?;
+        }
     }
     Ok(())
 }
@@ -128,35 +184,40 @@ impl PermutedTables {
     pub fn query(&self, fp: u64, k: u32) -> Result<Vec<Hit>, DistanceError> {
         check_distance(&self.plan, k)?;
         let mut hits = Vec::new();
-        let tables = self
-            .plan
-            .tables()
-            .iter()
-            .zip(&self.tables)
-            .zip(&self.directories);
-        for (t, ((table, keys), directory)) in tables.enumerate() {
-            let q = table.permute(fp);
-            let (lo, hi) = table.prefix_range(q);
-            // Keys in [lo, hi] lie between the directory entries of lo and hi.
-            let from = directory[top_bits(lo, self.directory_bits)] as usize;
-            let to = directory[top_bits(hi, self.directory_bits) + 1] as usize;
-            let run = &keys[from..to];
-            let start = from + run.partition_point(|&key| key < lo);
-            for &key in keys[start..to].iter().take_while(|&&key| key <= hi) {
-                let distance = (key ^ q).count_ones();
-                if distance <= k {
-                    let fingerprint = table.unpermute(key);
-                    if self.plan.first_table_sharing(t, fingerprint ^ fp) {
-                        hits.push(Hit {
-                            distance,
-                            fingerprint,
-                        });
-                    }
-                }
-            }
+        match probe(&self.plan, self, fp, k, |hit| hits.push(hit)) {
+            Ok(()) => {}
+            Err(never) => match never {},
         }
         hits.sort_unstable();
         Ok(hits)
+    }
+}
+
+impl SortedTables for PermutedTables {
+    type Error = std::convert::Infallible;
+    /// The keys, the directory and its width.
+    type Table<'a> = (&'a [u64], &'a [u32], u32);
+
+    fn table(&self, t: usize) -> Result<Self::Table<'_>, Self::Error> {
+        Ok((&self.tables[t], &self.directories[t], self.directory_bits))
+    }
+
+    #[inline]
+    fn keys_in(
+        &(keys, directory, bits): &Self::Table<'_>,
+        lo: u64,
+        hi: u64,
+        mut visit: impl FnMut(u64),
+    ) -> Result<(), Self::Error> {
+        // Keys in [lo, hi] lie between the directory entries of lo and hi.
+        let from = directory[top_bits(lo, bits)] as usize;
+        let to = directory[top_bits(hi, bits) + 1] as usize;
+        let run = &keys[from..to];
+        let start = from + run.partition_point(|&key| key < lo);
+        for &key in keys[start..to].iter().take_while(|&&key| key <= hi) {
+            visit(key);
+        }
+        Ok(())
     }
 }
 

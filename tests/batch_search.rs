@@ -177,6 +177,25 @@ proptest! {
         prop_assert_eq!(clusters(&fps, &plan), brute_clusters(&fps, plan.k()));
     }
 
+    /// Probed plans (multi-index hashing) answer queries exactly too.
+    #[test]
+    fn probed_query_equals_brute_force(
+        fps in arb_fingerprints(),
+        (k, blocks, radius) in (1u32..=8).prop_flat_map(|k| (Just(k), 1u32..=6, 1u32..=3)),
+        probe in any::<prop::sample::Index>(),
+        flips in 0u32..=9,
+        seed in any::<u64>(),
+    ) {
+        let Ok(plan) = Plan::probed(blocks, radius, k) else {
+            // Not exact (blocks × (radius + 1) <= k): refused, never built.
+            prop_assert!(blocks * (radius + 1) <= k);
+            return Ok(());
+        };
+        let tables = PermutedTables::new(&fps, &plan);
+        let q = if fps.is_empty() { seed } else { flip(*probe.get(&fps), flips, seed) };
+        prop_assert_eq!(tables.query(q, k).unwrap(), brute_query(&fps, q, k));
+    }
+
     #[test]
     fn query_equals_brute_force(
         fps in arb_fingerprints(),

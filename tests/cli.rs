@@ -171,7 +171,66 @@ fn plan_marks_the_choice() {
     let chosen: Vec<&str> = text.lines().filter(|l| l.starts_with('*')).collect();
     assert_eq!(chosen.len(), 1, "{text}");
     assert!(chosen[0].contains("5 blocks"), "{text}");
-    assert!(text.contains("candidates/query"));
+    assert!(text.contains("candidates") && text.contains("probes") && text.contains("radius"));
+}
+
+/// The alternatives include probed plans, with their probes per query, and a
+/// budget moves the choice: at k = 8 the default takes 3 tables probed at
+/// radius 2, not the 45 an unprobed plan needs; a space budget of 2 tables
+/// at k = 3 takes 2 tables probed at radius 1 (66 probes).
+#[test]
+fn plan_lists_probed_alternatives_and_follows_a_budget() {
+    let chosen_line = |args: &[&str]| {
+        let out = run(args, b"");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = stdout(&out);
+        let chosen: Vec<String> = text
+            .lines()
+            .filter(|l| l.starts_with('*'))
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(chosen.len(), 1, "{text}");
+        chosen[0].split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    let eight = chosen_line(&["plan", "--n", "10000000", "-d", "8"]);
+    assert!(
+        eight.starts_with("* 3 blocks, radius 2 3 2 21-22 718 "),
+        "{eight}"
+    );
+    let unprobed = chosen_line(&["plan", "--n", "10000000", "-d", "8", "--unprobed"]);
+    assert!(unprobed.starts_with("* 10 blocks 45 0 "), "{unprobed}");
+    let two = chosen_line(&["plan", "--n", "10000000", "-d", "3", "--max-tables", "2"]);
+    assert!(two.starts_with("* 2 blocks, radius 1 2 1 32 66 "), "{two}");
+    let out = run(&["plan", "-d", "3", "--max-cost", "0"], b"");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--max-cost"));
+}
+
+/// `create -d 8` records the default plan: a few probed tables, which stats
+/// reports, and queries at distance 8 answer exactly.
+#[test]
+fn create_at_distance_eight_gets_a_probed_plan_of_few_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let db_arg = db.to_str().unwrap();
+    let out = run(&["create", "--db", db_arg, "-d", "8"], b"");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout(&out).contains("radius"), "{}", stdout(&out));
+    let out = run(&["stats", "--db", db_arg, "--json"], b"");
+    assert!(out.status.success());
+    let stats: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    let tables = stats["tables"].as_u64().unwrap();
+    assert!(tables <= 5, "{stats}");
+    assert!(stats["radius"].as_u64().unwrap() >= 1, "{stats}");
+    assert_eq!(stats["k"].as_u64(), Some(8));
 }
 
 #[test]

@@ -69,6 +69,14 @@ proptest! {
     }
 
     #[test]
+    fn fingerprint_checked_is_none_exactly_for_texts_without_features(text in text()) {
+        for h in hashers() {
+            let expected = (!h.features(&text).is_empty()).then(|| h.fingerprint(&text));
+            prop_assert_eq!(h.fingerprint_checked(&text), expected, "{}", h.config());
+        }
+    }
+
+    #[test]
     fn weights_match_the_weighting(text in text()) {
         for h in hashers() {
             let features = h.features(&text);

@@ -753,3 +753,35 @@ fn for_each_doc_visits_exactly_the_live_documents() {
         .unwrap();
     assert_eq!(seen, model);
 }
+
+#[test]
+fn stats_count_flushes_merges_and_their_failures() {
+    let fs = FaultFs::new();
+    let index = open(&fs);
+    let counts = |index: &Index| {
+        let s = index.stats();
+        (s.flushes, s.flush_failures, s.merges, s.merge_failures)
+    };
+    assert_eq!(counts(&index), (0, 0, 0, 0));
+    index.insert(1, A).unwrap();
+    index.flush().unwrap();
+    // An empty memtable is not flushed.
+    index.flush().unwrap();
+    index.insert(2, B).unwrap();
+    index.flush().unwrap();
+    assert_eq!(counts(&index), (2, 0, 0, 0));
+    index.compact().unwrap();
+    assert_eq!(counts(&index), (2, 0, 1, 0));
+    assert_eq!(index.stats().segments, 1);
+
+    index.insert(3, C).unwrap();
+    fs.inject(Fault::new(FaultKind::Eio).on(&[Op::Create]).sticky());
+    assert!(index.flush().is_err());
+    assert_eq!(counts(&index), (2, 1, 1, 0));
+    fs.clear_faults();
+    // Counts start again at each open.
+    drop(index);
+    let index = open(&fs);
+    assert_eq!(counts(&index), (0, 0, 0, 0));
+    assert_eq!(index.get(3).unwrap(), Some(C));
+}

@@ -312,6 +312,20 @@ fn every_endpoint_answers_as_brute_force_says() {
     assert_eq!(value("simhashdb_inserted_documents_total"), 320);
     assert_eq!(value("simhashdb_deleted_documents_total"), 4);
     assert_eq!(value("simhashdb_segments"), 1);
+    // The compaction flushed the memtable and merged: counted in /metrics
+    // as in /v1/stats, and nothing failed.
+    let stats = ok_json(client.get("/v1/stats").expect("stats"));
+    let flushes = value("simhashdb_flushes_total{result=\"ok\"}");
+    let merges = value("simhashdb_merges_total{result=\"ok\"}");
+    assert!(flushes >= 1 && merges >= 1, "{flushes} {merges}");
+    assert_eq!(stats["flushes"], flushes);
+    assert_eq!(stats["merges"], merges);
+    assert_eq!(value("simhashdb_flushes_total{result=\"failed\"}"), 0);
+    assert_eq!(value("simhashdb_merges_total{result=\"failed\"}"), 0);
+    assert_eq!(
+        (&stats["flush_failures"], &stats["merge_failures"]),
+        (&json!(0), &json!(0))
+    );
     assert_eq!(
         value("simhashdb_http_requests_total{method=\"POST\",route=\"/v1/check\",status=\"200\"}"),
         61

@@ -1,7 +1,7 @@
 //! Synthetic edits: base texts cut from the sources, edited, in pools.
 
 use simhashdb::fingerprint::fmix64;
-use simhashdb::verify::ShingleSet;
+use simhashdb::recheck::ShingleSet;
 
 use crate::truth::words_hasher;
 

@@ -52,7 +52,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use simhashdb::verify::ShingleSet;
+use simhashdb::recheck::ShingleSet;
 
 use crate::configs::{Config, configs};
 use crate::corpus::{Doc, load};

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use simhashdb::verify::ShingleSet;
+use simhashdb::recheck::ShingleSet;
 
 use crate::configs::Config;
 use crate::edits::{Edit, Pool};

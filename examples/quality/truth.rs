@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use simhashdb::Simhasher;
 use simhashdb::fingerprint::Tokenizer;
-use simhashdb::verify::ShingleSet;
+use simhashdb::recheck::ShingleSet;
 
 use crate::configs::builder;
 

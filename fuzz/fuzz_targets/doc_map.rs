@@ -6,8 +6,10 @@
 //! agrees with the full listing.
 //!
 //! Round-trip mode (first byte odd): arbitrary entries and tombstones are
-//! written and read back unchanged; then one byte is damaged, and every
-//! lookup returns either an error or exactly what was written.
+//! written and read back unchanged (up to 512 documents: several blocks,
+//! runs of one fingerprint across block boundaries); then one byte is
+//! damaged, and every lookup returns either an error or exactly what was
+//! written.
 
 #![no_main]
 
@@ -55,7 +57,8 @@ fn round_trip(probe: u64, damage: (u16, u8), rest: &[u8]) {
     let mut docs: BTreeMap<u64, (u64, u64, Option<String>)> = BTreeMap::new();
     let mut tombs: BTreeMap<u64, Tombstone> = BTreeMap::new();
     for (i, c) in rest.chunks(3).enumerate() {
-        let id = u64::from(c[0] % 64);
+        // Ids 0..512: enough documents to fill several 128-entry blocks.
+        let id = u64::from(c[0]) | (u64::from(c.get(2).copied().unwrap_or(0) & 0x80) << 1);
         let fp = u64::from(*c.get(1).unwrap_or(&0) % 8).wrapping_mul(0x0101_0101_0101_0101);
         let seq = i as u64 + 1;
         match c.get(2).copied().unwrap_or(0) % 4 {
@@ -95,7 +98,7 @@ fn round_trip(probe: u64, damage: (u16, u8), rest: &[u8]) {
     let (at, mask) = (usize::from(damage.0) % bytes.len(), damage.1);
     bytes[at] ^= mask;
     let Ok(reader) = DocMapReader::new(&bytes[..]) else { return };
-    for id in (0..64).chain([probe]) {
+    for id in (0..512).chain([probe]) {
         if let Ok(found) = reader.by_id(id) {
             assert_eq!(found, expected_entry(id), "by_id({id}) after damage at {at}");
         }

@@ -39,7 +39,8 @@ def clusters(
 class Plan:
     """How the 64 bits are split into permuted tables, and the largest
     distance k it answers exactly: ``Plan(blocks, k=3)``,
-    ``Plan.nested(outer, inner, k=3)`` or ``Plan.auto(expected_n, k=3)``.
+    ``Plan.nested(outer, inner, k=3)``, ``Plan.probed(blocks, radius, k=3)``
+    or ``Plan.auto(expected_n, k=3)``.
     Compares by shape and k; pickles."""
 
     def __init__(self, blocks: int, k: int = 3) -> None: ...
@@ -47,8 +48,13 @@ class Plan:
     def nested(outer: int, inner: int, k: int = 3) -> "Plan":
         """The two-level split (``Plan.nested(4, 4, 3)``: the paper's 16 tables)."""
     @staticmethod
+    def probed(blocks: int, radius: int, k: int = 3) -> "Plan":
+        """Tables probed at every prefix within ``radius`` of the query's
+        (multi-index hashing); not for ``find_all_in_table``."""
+    @staticmethod
     def auto(expected_n: int, k: int = 3) -> "Plan":
-        """The cost model's choice for about ``expected_n`` fingerprints."""
+        """The cost model's choice without probing for about ``expected_n``
+        fingerprints (what ``find_all`` uses)."""
     @property
     def k(self) -> int:
         """The largest distance the plan answers exactly."""
@@ -57,7 +63,7 @@ class Plan:
         """The number of permuted tables."""
     @property
     def shape(self) -> tuple:
-        """``("flat", blocks)`` or ``("nested", outer, inner)``."""
+        """``("flat", blocks)``, ``("nested", outer, inner)`` or ``("probed", blocks, radius)``."""
     def prefix_bits(self, table: int) -> int:
         """How many leading bits of a permuted fingerprint form the table's prefix."""
     def permute(self, fingerprints: _U64Array, table: int) -> npt.NDArray[np.uint64]:
@@ -196,6 +202,16 @@ class Index:
         k: Optional[int] = None,
     ) -> list[Match]:
         """Inserts unless near-duplicates exist; returns them (empty: inserted)."""
+    def insert_if_new_many(
+        self,
+        ids: _U64Array,
+        fingerprints: _U64Array,
+        names: Optional[Sequence[Optional[str]]] = None,
+        k: Optional[int] = None,
+    ) -> list[list[Match]]:
+        """``insert_if_new`` for each document in order (each sees those
+        inserted before it, in the index and in the batch), the inserted
+        ones as one atomic write; one list per document (empty: inserted)."""
     def add(self, name: str, text: str) -> int:
         """Inserts ``text`` as the document ``name`` (id ``doc_id(name)``); returns the id."""
     def add_many(self, names: Sequence[str], texts: Sequence[str]) -> npt.NDArray[np.uint64]:
@@ -208,8 +224,10 @@ class Index:
         """Syncs the write-ahead log to the device."""
     def compact(self) -> None:
         """Merges every segment into one."""
-    def verify(self) -> dict[str, int]:
-        """Checks every checksum; returns {"files": n, "bytes": n}."""
+    def verify(self) -> dict[str, Any]:
+        """Checks every checksum; returns {"files": n, "bytes": n,
+        "wal_tails": [{"path", "offset", "bytes", "unsynced_appends",
+        "complete_frame"}, ...]}: each WAL end that recovery drops."""
     def stats(self) -> dict[str, Any]:
         """Shape and size of the index."""
     def __len__(self) -> int: ...
@@ -219,6 +237,9 @@ class Index:
     @property
     def k(self) -> int:
         """The largest distance queries may ask for."""
+    @property
+    def retention(self) -> Optional[datetime.timedelta]:
+        """How long documents are kept, as recorded in the index (None: forever)."""
     @property
     def plan(self) -> str:
         """The table plan."""

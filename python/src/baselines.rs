@@ -86,7 +86,9 @@ fn find_all(
     let fps: Vec<u64> = u64s_arg(fingerprints, "fingerprints")?.as_slice().to_vec();
     let plan = match blocks {
         Some(b) => simhashdb::plan::Plan::new(b, k),
-        None => simhashdb::plan::Plan::auto(fps.len() as u64, k),
+        None => {
+            simhashdb::plan::Plan::choose(fps.len() as u64, k, simhashdb::plan::Budget::Unprobed)
+        }
     }
     .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
     Ok(py.detach(|| {

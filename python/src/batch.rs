@@ -3,7 +3,7 @@
 use numpy::{PyArray1, PyArray2, PyArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use simhashdb::plan::Plan;
+use simhashdb::plan::{Budget, Plan};
 
 use crate::args::{U64s, u32_arg, u64_arg, u64s_arg};
 use crate::errors::guard;
@@ -19,7 +19,8 @@ pub fn hamming(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<u32> {
 fn plan_for(n: usize, k: u32, blocks: Option<&Bound<'_, PyAny>>) -> PyResult<Plan> {
     let plan = match blocks {
         Some(b) if !b.is_none() => Plan::new(u32_arg(b, "blocks")?, k),
-        _ => Plan::auto(n as u64, k),
+        // Batch search sorts tables; it cannot probe.
+        _ => Plan::choose(n as u64, k, Budget::Unprobed),
     };
     plan.map_err(|e| PyValueError::new_err(e.to_string()))
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use numpy::PyArray1;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyDelta, PyDict, PyList, PyString, PyTuple};
 use rayon::prelude::*;
 use simhashdb::plan::Plan;
 use simhashdb::{Durability, Index, Options, Simhasher, doc_id};
@@ -47,6 +47,8 @@ pub struct PyIndex {
     k: u32,
     plan: String,
     config: String,
+    /// The recorded retention window (`None`: forever).
+    retention: Option<Duration>,
     /// The recorded configuration's hasher, or why it cannot be built.
     hasher: Result<Simhasher, String>,
 }
@@ -121,6 +123,7 @@ impl PyIndex {
             k: index.plan().k(),
             plan: stats.plan.to_string(),
             config: stats.fingerprint_config.clone(),
+            retention: index.retention(),
             hasher: index.simhasher().map_err(|e| {
                 format!(
                     "the index records fingerprint config `{}`, which this version cannot use: {e}",
@@ -438,6 +441,52 @@ impl PyIndex {
         matches_list(py, found.err().unwrap_or_default())
     }
 
+    /// insert_if_new for many documents, in order, as one write: each
+    /// document is checked against the index and the documents of the batch
+    /// inserted before it, exactly as the same insert_if_new calls one after
+    /// another would be; the documents inserted are one atomic write (all or
+    /// none survive a crash). Returns one list per document: empty if it was
+    /// inserted, else its near-duplicates, nearest first.
+    #[pyo3(signature = (ids, fingerprints, names = None, k = None))]
+    fn insert_if_new_many<'py>(
+        &self,
+        py: Python<'py>,
+        ids: &Bound<'py, PyAny>,
+        fingerprints: &Bound<'py, PyAny>,
+        names: Option<&Bound<'py, PyAny>>,
+        k: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let ids = u64s_arg(ids, "ids")?;
+        let fps = u64s_arg(fingerprints, "fingerprints")?;
+        let (ids, fps) = (ids.as_slice(), fps.as_slice());
+        if ids.len() != fps.len() {
+            return Err(PyValueError::new_err(format!(
+                "ids has {} values but fingerprints has {}",
+                ids.len(),
+                fps.len()
+            )));
+        }
+        let names = match names.filter(|n| !n.is_none()) {
+            None => vec![None; ids.len()],
+            Some(names) => names_arg(names, ids.len())?,
+        };
+        let k = k_arg(k, self.k)?;
+        let answers = self.run(py, |index| {
+            Ok(index.insert_if_new_many(
+                ids.iter()
+                    .zip(fps)
+                    .zip(names)
+                    .map(|((&id, &fp), name)| (id, fp, name)),
+                k,
+            )?)
+        })?;
+        let lists = answers
+            .into_iter()
+            .map(|answer| matches_list(py, answer.err().unwrap_or_default()))
+            .collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, lists)
+    }
+
     /// Inserts the document `name` (a URL or path) with the fingerprint of
     /// `text` under the index's recorded configuration, as the command line's
     /// `simhashdb add` does: its id is `doc_id(name)`. Returns the id.
@@ -543,12 +592,29 @@ impl PyIndex {
 
     /// Reads every file of the index and checks every checksum; raises
     /// CorruptedError (with the file and offset) at the first damage.
-    /// Returns {"files": n, "bytes": n} of what was checked.
+    /// Returns {"files": n, "bytes": n, "wal_tails": [...]}: what was
+    /// checked, and each WAL's end that recovery drops (a crash in the middle
+    /// of an append, or damage to the last frame), as a dict {"path",
+    /// "offset", "bytes", "unsynced_appends", "complete_frame"}. A
+    /// complete_frame tail in a WAL without unsynced_appends (durability
+    /// "sync") that was not just through a power cut is a lost acknowledged
+    /// write.
     fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let report = self.run(py, |index| Ok(index.verify()?))?;
         let dict = PyDict::new(py);
         dict.set_item("files", report.files)?;
         dict.set_item("bytes", report.bytes)?;
+        let tails = PyList::empty(py);
+        for tail in &report.wal_tails {
+            let t = PyDict::new(py);
+            t.set_item("path", tail.path.to_string_lossy())?;
+            t.set_item("offset", tail.offset)?;
+            t.set_item("bytes", tail.bytes)?;
+            t.set_item("unsynced_appends", tail.unsynced_appends)?;
+            t.set_item("complete_frame", tail.complete_frame)?;
+            tails.append(t)?;
+        }
+        dict.set_item("wal_tails", tails)?;
         Ok(dict)
     }
 
@@ -615,6 +681,19 @@ impl PyIndex {
         Ok(PySimhasher {
             hasher: self.hasher(py)?.clone(),
         })
+    }
+
+    /// How long documents are kept (a datetime.timedelta), as recorded in
+    /// the index when it was created; None: forever.
+    #[getter]
+    fn retention<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDelta>>> {
+        self.retention
+            .map(|r| {
+                let days = i32::try_from(r.as_secs() / 86_400).unwrap_or(i32::MAX);
+                let seconds = (r.as_secs() % 86_400) as i32;
+                PyDelta::new(py, days, seconds, r.subsec_micros() as i32, true)
+            })
+            .transpose()
     }
 
     /// Whether the index was opened with `open_read_only`.

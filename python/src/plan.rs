@@ -5,7 +5,7 @@ use numpy::{PyArray1, PyArray2, PyArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
-use simhashdb::plan::{Plan, Shape};
+use simhashdb::plan::{Budget, Plan, Shape};
 
 use crate::args::{u32_arg, u64_arg, u64s_arg};
 use crate::errors::guard;
@@ -78,13 +78,30 @@ impl PyPlan {
         Ok(PyPlan { plan })
     }
 
-    /// The plan the cost model chooses for about expected_n fingerprints (the
-    /// one `find_all` and `Index.open` use when blocks is not given).
+    /// Tables probed at every prefix within radius of the query's
+    /// (multi-index hashing): for queries, not for `find_all_in_table`.
+    #[staticmethod]
+    #[pyo3(signature = (blocks, radius, k = None), text_signature = "(blocks, radius, k=3)")]
+    fn probed(
+        blocks: &Bound<'_, PyAny>,
+        radius: &Bound<'_, PyAny>,
+        k: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let k = crate::args::k_arg(k, 3)?;
+        let plan = Plan::probed(u32_arg(blocks, "blocks")?, u32_arg(radius, "radius")?, k)
+            .map_err(plan_error)?;
+        Ok(PyPlan { plan })
+    }
+
+    /// The plan without probing that the cost model chooses for about
+    /// expected_n fingerprints (the one `find_all` uses when blocks is not
+    /// given; batch searches and their Spark partitions need unprobed tables).
     #[staticmethod]
     #[pyo3(signature = (expected_n, k = None), text_signature = "(expected_n, k=3)")]
     fn auto(expected_n: &Bound<'_, PyAny>, k: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
         let k = crate::args::k_arg(k, 3)?;
-        let plan = Plan::auto(u64_arg(expected_n, "expected_n")?, k).map_err(plan_error)?;
+        let plan = Plan::choose(u64_arg(expected_n, "expected_n")?, k, Budget::Unprobed)
+            .map_err(plan_error)?;
         Ok(PyPlan { plan })
     }
 
@@ -100,12 +117,13 @@ impl PyPlan {
         self.plan.tables().len()
     }
 
-    /// ("flat", blocks) or ("nested", outer, inner).
+    /// ("flat", blocks), ("nested", outer, inner) or ("probed", blocks, radius).
     #[getter]
     fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         match self.plan.shape() {
             Shape::Flat { blocks } => ("flat", blocks).into_pyobject(py),
             Shape::Nested { outer, inner } => ("nested", outer, inner).into_pyobject(py),
+            Shape::Probed { blocks, radius } => ("probed", blocks, radius).into_pyobject(py),
         }
     }
 
@@ -143,6 +161,13 @@ impl PyPlan {
         table: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArray2<i64>>> {
         let t = self.table_arg(table)?;
+        if self.plan.radius() > 0 {
+            return Err(PyValueError::new_err(format!(
+                "find_all_in_table needs a plan without probing, not {}: a batch search \
+                 groups each table by exact prefix",
+                self.plan
+            )));
+        }
         let fps = crate::batch::batch_input(fingerprints)?;
         let slice = fps.as_slice();
         let plan = &self.plan;
@@ -171,6 +196,9 @@ impl PyPlan {
             Shape::Nested { outer, inner } => {
                 (class.getattr("nested")?, (outer, inner, k)).into_pyobject(py)
             }
+            Shape::Probed { blocks, radius } => {
+                (class.getattr("probed")?, (blocks, radius, k)).into_pyobject(py)
+            }
         }
     }
 
@@ -179,6 +207,9 @@ impl PyPlan {
             Shape::Flat { blocks } => format!("Plan({blocks}, k={})", self.plan.k()),
             Shape::Nested { outer, inner } => {
                 format!("Plan.nested({outer}, {inner}, k={})", self.plan.k())
+            }
+            Shape::Probed { blocks, radius } => {
+                format!("Plan.probed({blocks}, {radius}, k={})", self.plan.k())
             }
         }
     }

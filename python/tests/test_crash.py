@@ -113,3 +113,62 @@ def test_nothing_acknowledged_is_lost_when_the_writer_is_killed(tmp_path, durabi
                 assert any(m.id == i for m in index.query(fingerprint(i), 0))
             start = top + (3 - top % 3)
     assert len(all_acknowledged) > 100
+
+
+# The child for the WAL tail test: a few synced writes, then it waits to be killed.
+WRITE_AND_WAIT = textwrap.dedent(
+    """
+    import sys, time
+    from simhashdb import Index
+
+    index = Index.open(sys.argv[1], durability="sync")
+    for i in range(10):
+        index.insert(i, (i * 0x9E3779B97F4A7C15) % 2**64, f"doc {i}")
+    print("written", flush=True)
+    time.sleep(600)
+    """
+)
+
+
+def test_verify_reports_the_wal_tails_recovery_drops(tmp_path):
+    path = tmp_path / "index"
+    child = subprocess.Popen(
+        [sys.executable, "-c", WRITE_AND_WAIT, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout.readline().strip() == "written"
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    wals = [p for p in path.iterdir() if p.suffix == ".wal" and p.stat().st_size > 0]
+    wal = max(wals, key=lambda p: p.stat().st_size)
+    whole = wal.read_bytes()
+
+    with Index.open_read_only(path) as index:
+        assert index.verify()["wal_tails"] == []
+
+    # A torn append: the last frame cut short.
+    wal.write_bytes(whole[:-5])
+    with Index.open_read_only(path) as index:
+        report = index.verify()
+    assert report["wal_tails"] == [
+        {
+            "path": str(wal),
+            "offset": report["wal_tails"][0]["offset"],
+            "bytes": report["wal_tails"][0]["bytes"],
+            "unsynced_appends": False,
+            "complete_frame": False,
+        }
+    ], report
+    tail = report["wal_tails"][0]
+    assert tail["offset"] + tail["bytes"] == len(whole) - 5
+    assert 0 < tail["bytes"] < len(whole)
+
+    # A whole last frame failing its checksum: a lost acknowledged write in a sync WAL.
+    flipped = bytearray(whole)
+    flipped[-3] ^= 0x08
+    wal.write_bytes(bytes(flipped))
+    with Index.open_read_only(path) as index:
+        (tail,) = index.verify()["wal_tails"]
+    assert tail["complete_frame"] and not tail["unsynced_appends"], tail
+    assert tail["offset"] + tail["bytes"] == len(whole)

@@ -125,6 +125,37 @@ def test_insert_if_new_inserts_only_what_has_no_near_duplicate(index_dir, rng):
         assert index.query(0xFF00) == [Match(1, 0xFF00, 0, "first"), Match(3, 0xFF01, 1, None)]
 
 
+def test_insert_if_new_many_answers_as_insert_if_new_calls_in_order(index_dir, tmp_path, rng):
+    with Index.open(index_dir) as batched, Index.open(tmp_path / "sequential") as one_by_one:
+        model = Model()
+        for round_ in range(20):
+            n = int(rng.integers(1, 80))
+            ids = rng.integers(0, 200, size=n).astype(np.uint64)
+            centres = [0, 0xFFFF_0000_FFFF_0000, 0x0123_4567_89AB_CDEF]
+            fps = np.array(
+                [flip_bits(rng, centres[int(rng.integers(3))], int(rng.integers(6))) for _ in range(n)],
+                dtype=np.uint64,
+            )
+            names = [f"doc {i}" if i % 2 else None for i in ids.tolist()]
+            k = int(rng.integers(0, 4))
+            expected = []
+            for i, fp, name in zip(ids.tolist(), fps.tolist(), names):
+                near = model.expected(fp, k)
+                assert one_by_one.insert_if_new(i, fp, name, k=k) == near
+                if not near:
+                    model.docs[i] = (fp, name)
+                expected.append(near)
+            assert batched.insert_if_new_many(ids, fps, names, k=k) == expected, round_
+        for i, (fp, name) in model.docs.items():
+            assert batched.get_doc(i).fingerprint == fp and batched.get_doc(i).name == name
+        assert len(batched) == len(model.docs)
+        assert batched.insert_if_new_many([], []) == []
+        with pytest.raises(ValueError, match="ids has 2 values but fingerprints has 1"):
+            batched.insert_if_new_many([1, 2], [3])
+        with pytest.raises(simhashdb.DistanceError):
+            batched.insert_if_new_many([1], [3], k=9)
+
+
 def test_add_and_check_use_the_recorded_config_and_the_name_rule(index_dir):
     text = "a page about rust storage engines, fetched by a crawler in the morning"
     with Index.open(index_dir, tokenizer="chars:4", weighting="binary") as index:
@@ -248,6 +279,20 @@ def test_sync_durability_and_explicit_sync(index_dir):
     with Index.open(index_dir) as index:
         assert index.durability == "buffered"
         assert [index.get(i) for i in (1, 2, 3)] == [10, 20, 30]
+
+
+def test_retention_is_read_back_from_the_index(index_dir, tmp_path):
+    with Index.open(index_dir, retention=90.5) as index:
+        assert index.retention == datetime.timedelta(seconds=90.5)
+    # Recorded: an open that gives none, or a read-only open, reads it back.
+    with Index.open(index_dir) as index:
+        assert index.retention == datetime.timedelta(seconds=90.5)
+    with Index.open_read_only(index_dir) as index:
+        assert index.retention == datetime.timedelta(seconds=90.5)
+    with Index.open(tmp_path / "forever") as index:
+        assert index.retention is None
+    with Index.open(tmp_path / "days", retention=datetime.timedelta(days=3)) as index:
+        assert index.retention == datetime.timedelta(days=3)
 
 
 def test_retention_hides_old_documents(index_dir):

@@ -15,13 +15,13 @@
 //! the merge signal (so nothing that holds the state takes the signal).
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
 use crate::format::{FileKind, Manifest};
-use crate::plan::Plan;
+use crate::plan::{Budget, Plan};
 
 use super::compaction::policy::MergePolicy;
 use super::files::commit_manifest;
@@ -56,6 +56,30 @@ pub(super) struct Core {
     /// What runs at each schedule point (nothing without the
     /// `schedule-hooks` feature).
     pub(super) hooks: Hooks,
+    /// Flushes and merges run since the open ([`Stats`](super::Stats)).
+    pub(super) activity: Activity,
+}
+
+/// Counts of flushes and merges since the open, wherever they ran (the
+/// writing thread, the flush thread, the merge thread, `compact`).
+#[derive(Debug, Default)]
+pub(super) struct Activity {
+    pub(super) flushes: AtomicU64,
+    pub(super) flush_failures: AtomicU64,
+    pub(super) merges: AtomicU64,
+    pub(super) merge_failures: AtomicU64,
+}
+
+impl Activity {
+    /// Counts `result` as a success in `ok` or a failure in `failed`.
+    pub(super) fn count<T>(&self, result: &Result<T>, ok: &AtomicU64, failed: &AtomicU64) {
+        let counter = if result.is_ok() { ok } else { failed };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(super) fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
 }
 
 #[derive(Debug)]
@@ -144,12 +168,19 @@ impl Core {
 
     /// The plan of a new segment of `keys` distinct fingerprints: with
     /// [`Options::small_segment_plans`], the plan the cost model prefers for
-    /// that many (`Plan::auto`) when it has fewer tables than the index's;
+    /// that many (`Plan::auto`; `Budget::Unprobed` when the index's plan does
+    /// not probe) when it has fewer tables than the index's;
     /// else the index's. A flush of the default
     /// memtable gets 4 tables instead of 10 (docs/ARCHITECTURE.md, "Small
     /// segments have fewer tables").
     pub(super) fn segment_plan(&self, keys: u64) -> Plan {
-        match Plan::auto(keys, self.plan.k()) {
+        // An index whose plan does not probe keeps its segments unprobed too.
+        let budget = if self.plan.radius() == 0 {
+            Budget::Unprobed
+        } else {
+            Budget::default()
+        };
+        match Plan::choose(keys, self.plan.k(), budget) {
             Ok(small)
                 if self.small_segment_plans && small.tables().len() < self.plan.tables().len() =>
             {

@@ -215,6 +215,13 @@ impl Index {
     /// Writes the memtable as a new segment, starts a new WAL, and commits a
     /// manifest naming both (and no longer the old WALs).
     fn flush_memtable(&self, w: &mut Writer) -> Result<()> {
+        let result = self.flush_memtable_now(w);
+        let a = &self.core.activity;
+        a.count(&result, &a.flushes, &a.flush_failures);
+        result
+    }
+
+    fn flush_memtable_now(&self, w: &mut Writer) -> Result<()> {
         let core = &*self.core;
         let (segment_id, new_wal_id) = core.next_segment_and_wal_ids();
         // Queries go on reading the memtable meanwhile; this thread is the
@@ -252,6 +259,13 @@ impl Core {
     /// names the WALs it was logged in, and puts the segment in the
     /// memtable's place.
     fn flush_frozen(&self, job: &FlushJob) -> Result<()> {
+        let result = self.flush_frozen_now(job);
+        let a = &self.activity;
+        a.count(&result, &a.flushes, &a.flush_failures);
+        result
+    }
+
+    fn flush_frozen_now(&self, job: &FlushJob) -> Result<()> {
         let Some(m) = read_lock(&self.state).frozen.clone() else {
             unreachable!("the flush thread is given a job only with a frozen memtable")
         };

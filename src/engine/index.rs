@@ -31,7 +31,7 @@ use crate::format::{FileKind, Record};
 use crate::plan::Plan;
 
 use super::compaction::Merger;
-use super::core::{Core, lock, now_ms, read_lock};
+use super::core::{Activity, Core, lock, now_ms, read_lock};
 use super::files::io_error;
 use super::flush::Flusher;
 use super::lock::DirLock;
@@ -213,6 +213,94 @@ impl Index {
         Ok(Ok(()))
     }
 
+    /// [`insert_if_new_named`](Index::insert_if_new_named) for many
+    /// documents, in order, answered exactly as the same calls one after
+    /// another would be: each document is checked against the index and
+    /// against the documents of the batch inserted before it (a later
+    /// document with the same id replaces an earlier one, in the batch or in
+    /// the index), and gets `Ok(())` (inserted) or its near-duplicates,
+    /// nearest first. The documents inserted are one write, under one
+    /// acquisition of the writer lock: all or none survive a crash, in
+    /// [`Durability::Sync`] they share one sync, and no other write comes
+    /// between them. `k` above the plan's `k`, or a name over the limit,
+    /// is refused and nothing is written.
+    pub fn insert_if_new_many<I, S>(
+        &self,
+        docs: I,
+        k: u32,
+    ) -> Result<Vec<std::result::Result<(), Vec<Match>>>>
+    where
+        I: IntoIterator<Item = (u64, u64, Option<S>)>,
+        S: Into<String>,
+    {
+        if k > self.core.plan.k() {
+            return Err(Error::DistanceTooLarge {
+                requested: k,
+                plan_k: self.core.plan.k(),
+            });
+        }
+        let mut docs: Vec<(u64, u64, Option<String>)> = docs
+            .into_iter()
+            .map(|(id, fp, name)| (id, fp, name.map(Into::into)))
+            .collect();
+        for (_, _, name) in &docs {
+            check_name(name.as_deref())?;
+        }
+        let mut writer = self.writer()?;
+        let mut answers = Vec::with_capacity(docs.len());
+        // The batch's inserted documents, by id: position in `docs` of the
+        // latest one (it replaces any version in the index or the batch).
+        let mut inserted: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
+        for i in 0..docs.len() {
+            let (id, fingerprint) = (docs[i].0, docs[i].1);
+            let mut matches = self.query(fingerprint, k)?;
+            matches.retain(|m| !inserted.contains_key(&m.id));
+            for &j in inserted.values() {
+                let (other, other_fp, name) = &docs[j];
+                let distance = crate::hamming(*other_fp, fingerprint);
+                if distance <= k {
+                    matches.push(Match {
+                        id: *other,
+                        fingerprint: *other_fp,
+                        distance,
+                        name: name.clone(),
+                    });
+                }
+            }
+            if matches.is_empty() {
+                inserted.insert(id, i);
+                answers.push(Ok(()));
+            } else {
+                matches.sort_unstable_by_key(|m| (m.distance, m.id));
+                answers.push(Err(matches));
+            }
+        }
+        let timestamp = now_ms();
+        let records: Vec<Record> = answers
+            .iter()
+            .zip(&mut docs)
+            .filter(|(answer, _)| answer.is_ok())
+            .map(|(_, (id, fingerprint, name))| Record::Insert {
+                seq: 0,
+                id: *id,
+                fingerprint: *fingerprint,
+                timestamp,
+                name: name.take(),
+            })
+            .collect();
+        if !records.is_empty() {
+            self.write(&mut writer, records)?;
+        }
+        Ok(answers)
+    }
+
+    /// How long documents are kept, as recorded in the index when it was
+    /// created ([`Options::retention`]); `None`: forever.
+    pub fn retention(&self) -> Option<std::time::Duration> {
+        (self.core.retention_ms > 0)
+            .then(|| std::time::Duration::from_millis(self.core.retention_ms))
+    }
+
     /// Syncs the WAL: every acknowledged write survives power loss afterwards.
     pub fn sync(&self) -> Result<()> {
         let mut writer = self.writer()?;
@@ -310,6 +398,10 @@ impl Index {
             memtable_docs: state.memtable.len(),
             memtable_bytes: state.memtable.approximate_bytes(),
             flushing_docs: state.frozen.as_ref().map_or(0, |m| m.len()),
+            flushes: Activity::get(&self.core.activity.flushes),
+            flush_failures: Activity::get(&self.core.activity.flush_failures),
+            merges: Activity::get(&self.core.activity.merges),
+            merge_failures: Activity::get(&self.core.activity.merge_failures),
         };
         let mut table_bytes = 0u64;
         let mut table_keys = 0u64;

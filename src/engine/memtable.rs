@@ -5,7 +5,10 @@
 //! is emptied. Live slots are indexed for queries by `k + 1` chained hash
 //! tables: split the 64 bits into `k + 1` blocks, and any fingerprint within
 //! `k` of a query equals it in at least one block (pigeonhole), so a query
-//! walks one bucket chain per block and skips emptied slots. An insert costs
+//! walks one bucket chain per block and skips emptied slots. Each link
+//! carries its slot's fingerprint folded to 32 bits, which rules out most of
+//! a bucket without reading the slots (a cache miss each: they are seven
+//! times larger than the links). An insert costs
 //! one hash-map update, a push and `k + 1` chain links; the segment's
 //! permuted tables are sorted only once, at flush, by [`sort_keys`], which
 //! also drops duplicate fingerprints. (Earlier designs kept one hash map per
@@ -43,7 +46,7 @@ pub(crate) struct Doc {
 /// link, used for the flush budget.
 const SLOT_BYTES: usize = 56;
 const ID_BYTES: usize = 24;
-const LINK_BYTES: usize = 4;
+const LINK_BYTES: usize = std::mem::size_of::<Link>();
 
 /// At most this many bits of a block select its bucket: 2^16 buckets of
 /// four bytes per chain table.
@@ -52,13 +55,31 @@ const BUCKET_BITS: u32 = 16;
 /// End of a chain.
 const NONE: u32 = u32::MAX;
 
+/// A slot's place in one chain: the next older slot in its bucket, and its
+/// fingerprint folded to 32 bits ([`fold`]), so that a query rejects most
+/// of a bucket's slots without reading them (a random access into the
+/// larger slot vector each).
+#[derive(Debug, Clone, Copy)]
+struct Link {
+    next: u32,
+    folded: u32,
+}
+
+/// The high half of `fp` XOR its low half. The folded difference of two
+/// fingerprints has at most as many bits set as their difference, so a
+/// folded difference of more than `k` bits rules a match out.
+#[inline]
+fn fold(fp: u64) -> u32 {
+    (fp ^ (fp >> 32)) as u32
+}
+
 /// One block's hash table: bucket → the newest slot (position in
 /// `Memtable::slots`) inserted live whose fingerprint's block falls in it,
 /// and for every slot the next older one in its bucket.
 #[derive(Debug, Clone)]
 struct Chains {
     heads: Vec<u32>,
-    next: Vec<u32>,
+    next: Vec<Link>,
     /// The block's bits.
     mask: u64,
     /// `64 - bits`, where `bits` is the block's width capped at [`BUCKET_BITS`].
@@ -147,9 +168,13 @@ impl Memtable {
         let fingerprint = doc.fingerprint;
         let pos = self.push(id, Version::Live(doc));
         self.live += 1;
+        let folded = fold(fingerprint);
         for chains in &mut self.chains {
             let bucket = chains.bucket(fingerprint);
-            chains.next.push(chains.heads[bucket]);
+            chains.next.push(Link {
+                next: chains.heads[bucket],
+                folded,
+            });
             chains.heads[bucket] = pos;
         }
     }
@@ -159,7 +184,10 @@ impl Memtable {
     pub(crate) fn delete(&mut self, id: u64, seq: u64, timestamp: u64) {
         self.push(id, Version::Deleted { seq, timestamp });
         for chains in &mut self.chains {
-            chains.next.push(NONE);
+            chains.next.push(Link {
+                next: NONE,
+                folded: 0,
+            });
         }
     }
 
@@ -198,25 +226,41 @@ impl Memtable {
     }
 
     /// Every live document within `k` of `fp` (`k` at most the plan's),
-    /// each once, with its id.
+    /// each once, with its id, in no particular order.
+    ///
+    /// The `k + 1` chains are walked in step, a link of each in turn: every
+    /// link is a likely cache miss, and the walks do not depend on each
+    /// other, so their misses overlap instead of adding up.
     pub(crate) fn matching(&self, fp: u64, k: u32) -> Vec<(u64, &Doc)> {
         let mut out = Vec::new();
-        for (t, (table, chains)) in self.blocks.tables().iter().zip(&self.chains).enumerate() {
-            let mut pos = chains.heads[chains.bucket(fp)];
-            while pos != NONE {
-                if let Some((id, Version::Live(doc))) = &self.slots[pos as usize] {
+        let folded = fold(fp);
+        // At most 64 blocks (k < 64).
+        let mut cursor = [NONE; 64];
+        for (c, chains) in cursor.iter_mut().zip(&self.chains) {
+            *c = chains.heads[chains.bucket(fp)];
+        }
+        let cursor = &mut cursor[..self.chains.len()];
+        let mut walking = true;
+        while walking {
+            walking = false;
+            for (t, (pos, chains)) in cursor.iter_mut().zip(&self.chains).enumerate() {
+                if *pos == NONE {
+                    continue;
+                }
+                walking = true;
+                let link = chains.next[*pos as usize];
+                if (link.folded ^ folded).count_ones() <= k
+                    && let Some((id, Version::Live(doc))) = &self.slots[*pos as usize]
+                {
                     let diff = doc.fingerprint ^ fp;
-                    // A bucket holds other blocks too; `shares_prefix` checks
-                    // the whole block, and `first_table_sharing` reports a
-                    // match in one table only.
-                    if diff.count_ones() <= k
-                        && table.shares_prefix(diff)
-                        && self.blocks.first_table_sharing(t, diff)
-                    {
+                    // A bucket holds other blocks too: the search rule
+                    // checks the whole block, and reports a match in one
+                    // table only.
+                    if self.blocks.reports(t, diff, k) {
                         out.push((*id, doc));
                     }
                 }
-                pos = chains.next[pos as usize];
+                *pos = link.next;
             }
         }
         out

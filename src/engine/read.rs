@@ -11,8 +11,9 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::format::DocEntry;
+use crate::search;
 
 use super::core::{State, read_lock};
 use super::files::corrupted;
@@ -125,12 +126,7 @@ impl Index {
     /// Every live document within distance `k` of `fingerprint`, sorted by
     /// (distance, id). `k` above the plan's `k` is refused.
     pub fn query(&self, fingerprint: u64, k: u32) -> Result<Vec<Match>> {
-        if k > self.core.plan.k() {
-            return Err(Error::DistanceTooLarge {
-                requested: k,
-                plan_k: self.core.plan.k(),
-            });
-        }
+        search::check_distance(&self.core.plan, k)?;
         let state = read_lock(&self.core.state);
         let mut matches = Vec::new();
         let frozen = state.frozen.iter().flat_map(|frozen| {

@@ -299,6 +299,7 @@ impl Index {
             merging: Mutex::new(()),
             poisoned: AtomicBool::new(false),
             poison_cause: Mutex::new(None),
+            activity: Default::default(),
             #[cfg(feature = "schedule-hooks")]
             hooks: Hooks::new(options.schedule.clone()),
             #[cfg(not(feature = "schedule-hooks"))]

@@ -11,12 +11,29 @@ use crate::format::{
     SegmentReader, SegmentWriter, Tombstone,
 };
 use crate::plan::Plan;
+use crate::search::{self, SortedTables};
 
 use super::core::Core;
 use super::files::{
     corrupted, create_buffered, encode_error, foreign, io_error, named_file_error, sync_buffered,
 };
 use super::fs::{FileSystem, Mapped};
+
+/// Keys per table block in a new segment of `plan`. A probe decodes its
+/// block from the start up to the probed prefix, so a plan that probes many
+/// prefix values per query gets shorter blocks (a larger block index: 16
+/// bytes per block) to cut what each probe decodes. docs/BENCHMARKS.md,
+/// "Probed plans".
+fn block_len(plan: &Plan) -> u32 {
+    if plan.radius() > 0 {
+        PROBED_BLOCK_LEN
+    } else {
+        DEFAULT_BLOCK_LEN
+    }
+}
+
+/// Keys per table block of a probed plan's segment.
+const PROBED_BLOCK_LEN: u32 = 32;
 
 /// A live segment: its tables and doc map, mapped.
 #[derive(Debug)]
@@ -82,7 +99,7 @@ impl Core {
                 table_count: plan.tables().len() as u32,
                 key_count,
             },
-            DEFAULT_BLOCK_LEN,
+            block_len(plan),
         )
         .map_err(encode_error(&seg_path))?;
         let mut keys = Vec::new();
@@ -318,27 +335,11 @@ impl Segment {
         })
     }
 
-    /// Distinct fingerprints of this segment within `k` of `fp`, each once.
+    /// Distinct fingerprints of this segment within `k` of `fp`, each once
+    /// (the search of [`search::probe`] over this segment's tables).
     pub(super) fn matching_fingerprints(&self, fp: u64, k: u32) -> Result<Vec<u64>> {
-        let plan = &self.plan;
         let mut out = Vec::new();
-        for (t, table) in plan.tables().iter().enumerate() {
-            let reader = self
-                .tables
-                .table(t)
-                .map_err(|e| corrupted(&self.seg_path, &e))?;
-            let q = table.permute(fp);
-            let (lo, hi) = table.prefix_range(q);
-            for key in reader.range(lo, hi) {
-                let key = key.map_err(|e| corrupted(&self.seg_path, &e))?;
-                if (key ^ q).count_ones() <= k {
-                    let found = table.unpermute(key);
-                    if plan.first_table_sharing(t, found ^ fp) {
-                        out.push(found);
-                    }
-                }
-            }
-        }
+        search::probe(&self.plan, self, fp, k, |hit| out.push(hit.fingerprint))?;
         Ok(out)
     }
 
@@ -406,4 +407,30 @@ fn fmix64(mut x: u64) -> u64 {
     x ^= x >> 33;
     x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
     x ^ (x >> 33)
+}
+
+impl SortedTables for Segment {
+    type Error = Error;
+    type Table<'a> = (crate::format::TableReader<'a>, &'a Path);
+
+    fn table(&self, t: usize) -> Result<Self::Table<'_>> {
+        let reader = self
+            .tables
+            .table(t)
+            .map_err(|e| corrupted(&self.seg_path, &e))?;
+        Ok((reader, &self.seg_path))
+    }
+
+    #[inline]
+    fn keys_in(
+        (reader, path): &Self::Table<'_>,
+        lo: u64,
+        hi: u64,
+        mut visit: impl FnMut(u64),
+    ) -> Result<()> {
+        for key in reader.range(lo, hi) {
+            visit(key.map_err(|e| corrupted(path, &e))?);
+        }
+        Ok(())
+    }
 }

@@ -101,6 +101,16 @@ pub struct Stats {
     /// to a segment; 0 when no flush is running. Queries search it too, and
     /// its writes are still in the WAL.
     pub flushing_docs: usize,
+    /// Memtables written to segments since the index was opened, on any
+    /// thread (each adds a segment).
+    pub flushes: u64,
+    /// Flushes that failed since the open (a failure poisons the index).
+    pub flush_failures: u64,
+    /// Merges of segments since the open: by the merge policy (on the
+    /// merge thread or the writing thread) and by [`compact`](super::Index::compact).
+    pub merges: u64,
+    /// Merges that failed since the open.
+    pub merge_failures: u64,
 }
 
 /// The documents of [`Index::docs`](crate::Index::docs), owned.

@@ -333,12 +333,40 @@ impl Simhasher {
     /// [`Simhasher::features`]); an empty or whitespace-only text (no
     /// features) gives 0. Never panics.
     pub fn fingerprint(&self, text: &str) -> u64 {
-        match (&self.idf, self.weighting) {
+        self.fingerprint_and_features(text).0
+    }
+
+    /// The 64-bit simhash of `text`, or `None` if the text is blank: it
+    /// yields no feature (empty, whitespace or punctuation only for the word
+    /// tokenizers, no letter for [`Tokenizer::Letters`]), so its fingerprint
+    /// would be 0 and every blank text a duplicate of every other. An index
+    /// that checks documents for duplicates should leave blank ones out.
+    ///
+    /// ```
+    /// use simhashdb::Simhasher;
+    /// let hasher = Simhasher::default();
+    /// assert_eq!(hasher.fingerprint_checked("  ...\n"), None);
+    /// assert_eq!(hasher.fingerprint_checked("a word"), Some(hasher.fingerprint("a word")));
+    /// ```
+    pub fn fingerprint_checked(&self, text: &str) -> Option<u64> {
+        match self.fingerprint_and_features(text) {
+            (fp, true) => Some(fp),
+            (_, false) => None,
+        }
+    }
+
+    /// The fingerprint of `text`, and whether it had any feature.
+    fn fingerprint_and_features(&self, text: &str) -> (u64, bool) {
+        let mut any = false;
+        let fp = match (&self.idf, self.weighting) {
             // Unit votes per occurrence sum to the term frequency weights.
             (None, Weighting::TermFrequency) => {
                 let mut vote = CountVote::new();
                 let hash = self.hash;
-                self.for_each_feature(text, &mut |f| vote.add(hash.hash(f.as_bytes())));
+                self.for_each_feature(text, &mut |f| {
+                    any = true;
+                    vote.add(hash.hash(f.as_bytes()));
+                });
                 vote.finish()
             }
             (None, Weighting::Binary) => {
@@ -346,6 +374,7 @@ impl Simhasher {
                 let mut seen = FnvHashSet::default();
                 let hash = self.hash;
                 self.for_each_feature(text, &mut |f| {
+                    any = true;
                     let h = hash.hash(f.as_bytes());
                     if seen.insert(h) {
                         vote.add(h);
@@ -356,11 +385,13 @@ impl Simhasher {
             (Some(_), _) => {
                 let mut vote = WeightedVote::new();
                 for (h, w) in self.features(text) {
+                    any = true;
                     vote.add(h, w);
                 }
                 vote.finish()
             }
-        }
+        };
+        (fp, any)
     }
 
     /// The simhash of caller-chosen features and weights, e.g. title words
@@ -564,6 +595,28 @@ mod tests {
         let mut out = Vec::new();
         h.for_each_feature(text, &mut |f| out.push(f.to_owned()));
         out
+    }
+
+    #[test]
+    fn blank_texts_have_no_checked_fingerprint() {
+        let words = Simhasher::default();
+        for blank in ["", "   ", "\n\t\r", "\u{a0}\u{3000}", "... -- !?", "<>"] {
+            assert_eq!(words.fingerprint(blank), 0, "{blank:?}");
+            assert_eq!(words.fingerprint_checked(blank), None, "{blank:?}");
+        }
+        assert_eq!(
+            words.fingerprint_checked("42"),
+            Some(words.fingerprint("42"))
+        );
+        let shingled = hasher(Tokenizer::Words, 3, Weighting::Binary);
+        assert_eq!(shingled.fingerprint_checked(" , "), None);
+        assert_eq!(
+            shingled.fingerprint_checked("two words"),
+            Some(shingled.fingerprint("two words"))
+        );
+        // Digits are no letters: blank for the letter-run tokenizer.
+        let letters = hasher(Tokenizer::Letters, 1, Weighting::TermFrequency);
+        assert_eq!(letters.fingerprint_checked("123 456"), None);
     }
 
     #[test]

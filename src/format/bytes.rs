@@ -197,7 +197,7 @@ pub(crate) fn check_magic_and_version(bytes: &[u8], file: FileKind) -> Result<()
             },
         )
     })?;
-    if version != super::FORMAT_VERSION {
+    if !(super::OLDEST_READ_VERSION..=super::FORMAT_VERSION).contains(&version) {
         return Err(FormatError::new(
             file,
             8,
@@ -229,4 +229,34 @@ pub(crate) fn check_crc(
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::format::FileKind;
+
+    /// Version 3 is written and read; anything else (version 2 included:
+    /// its doc map has another layout) is refused naming both versions.
+    #[test]
+    fn reads_version_three_only() {
+        let with_version = |v: u32| {
+            let mut bytes = FileKind::Manifest.magic().to_vec();
+            bytes.extend_from_slice(&v.to_le_bytes());
+            bytes
+        };
+        assert_eq!(super::super::FORMAT_VERSION, 3);
+        check_magic_and_version(&with_version(3), FileKind::Manifest).unwrap();
+        for v in [0, 1, 2, 4] {
+            let e = check_magic_and_version(&with_version(v), FileKind::Manifest).unwrap_err();
+            assert_eq!(
+                e.kind,
+                FormatErrorKind::UnsupportedVersion {
+                    expected: 3,
+                    got: v
+                }
+            );
+        }
+    }
 }

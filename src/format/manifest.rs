@@ -187,7 +187,8 @@ impl Manifest {
         c.take(12)?; // magic and version, checked above
         let shape_at = c.offset();
         let shape_bytes = c.take(4)?.first_chunk::<4>().copied().unwrap_or_default();
-        let (shape, k) = decode_shape(shape_bytes)
+        let version = u32_at(bytes, 8).unwrap_or_default();
+        let (shape, k) = decode_shape(shape_bytes, version)
             .map_err(|what| FormatError::malformed(FILE, shape_at, what))?;
         if c.u64()? != to_u64(len) {
             return Err(FormatError::malformed(

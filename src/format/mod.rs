@@ -88,10 +88,16 @@ pub use wal::{
     looks_like_lost_write_back,
 };
 
-/// The format version this build writes and reads, for every file kind.
+/// The format version this build writes, for every file kind.
 ///
 /// See docs/FORMAT.md#versions.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
+
+/// The oldest format version this build reads (it reads every version from
+/// this one to [`FORMAT_VERSION`]). Version 3 changed the doc map's layout
+/// and this build has no reader for version 2's, so a version-2 index is
+/// refused as a whole (docs/FORMAT.md, "Versions").
+pub const OLDEST_READ_VERSION: u32 = 3;
 
 /// Longest document name, in bytes, that the WAL and the doc map accept.
 pub const MAX_NAME_LEN: usize = 64 * 1024;
@@ -202,7 +208,8 @@ pub enum FormatErrorKind {
     },
     /// The file was written by a format version this build cannot read.
     UnsupportedVersion {
-        /// The version this build reads ([`FORMAT_VERSION`]).
+        /// The version this build writes ([`FORMAT_VERSION`]); it reads
+        /// those from [`OLDEST_READ_VERSION`] on.
         expected: u32,
         /// The version recorded in the file.
         got: u32,
@@ -283,13 +290,14 @@ impl fmt::Display for FormatError {
             FormatErrorKind::UnsupportedVersion { expected, got } if got < expected => write!(
                 f,
                 "{file} has format version {got}, which this build no longer reads (it reads \
-                 version {expected}; docs/FORMAT.md, \"Versions\"); rebuild the index: with \
+                 versions {OLDEST_READ_VERSION} to {expected}; docs/FORMAT.md, \"Versions\"); rebuild the index: with \
                  the build that wrote it, read its documents (`Index::for_each_doc`) and insert \
                  them into a new index"
             ),
             FormatErrorKind::UnsupportedVersion { expected, got } => write!(
                 f,
-                "{file} has format version {got}, but this build reads version {expected}; \
+                "{file} has format version {got}, but this build reads versions \
+                 {OLDEST_READ_VERSION} to {expected}; \
                  open it with a simhashdb release that supports version {got}"
             ),
             FormatErrorKind::ChecksumMismatch { expected, got } => write!(
@@ -470,18 +478,18 @@ mod tests {
             FileKind::Manifest,
             8,
             FormatErrorKind::UnsupportedVersion {
-                expected: 1,
-                got: 2,
+                expected: 3,
+                got: 4,
             },
         );
-        assert!(e.to_string().contains("version 2"));
+        assert!(e.to_string().contains("version 4"));
         assert!(!e.is_corruption());
         // A file of an older version: say how to move its data over.
         let e = FormatError::new(
             FileKind::Manifest,
             8,
             FormatErrorKind::UnsupportedVersion {
-                expected: 2,
+                expected: 3,
                 got: 1,
             },
         );

@@ -34,8 +34,8 @@ pub struct SegmentInfo {
     pub key_count: u64,
 }
 
-/// Shape and k as 4 bytes: kind (0 flat, 1 nested), blocks or outer, inner
-/// (0 when flat), k. See docs/FORMAT.md#plan-shape.
+/// Shape and k as 4 bytes: kind (0 flat, 1 nested, 2 probed), blocks or
+/// outer, inner or radius (0 when flat), k. See docs/FORMAT.md#plan-shape.
 pub(crate) fn encode_shape(shape: Shape, k: u32) -> Result<[u8; 4], EncodeError> {
     let byte = |v: u32| {
         u8::try_from(v).map_err(|_| EncodeError::Invalid("plan block counts and k must be < 256"))
@@ -43,12 +43,23 @@ pub(crate) fn encode_shape(shape: Shape, k: u32) -> Result<[u8; 4], EncodeError>
     Ok(match shape {
         Shape::Flat { blocks } => [0, byte(blocks)?, 0, byte(k)?],
         Shape::Nested { outer, inner } => [1, byte(outer)?, byte(inner)?, byte(k)?],
+        Shape::Probed { blocks, radius } => [2, byte(blocks)?, byte(radius)?, byte(k)?],
     })
 }
 
-pub(crate) fn decode_shape(bytes: [u8; 4]) -> Result<(Shape, u32), &'static str> {
+/// Decodes the 4 shape bytes of a file of format `version` (probed shapes
+/// exist from version 3 on).
+pub(crate) fn decode_shape(bytes: [u8; 4], version: u32) -> Result<(Shape, u32), &'static str> {
     let [kind, a, b, k] = bytes;
     let shape = match (kind, b) {
+        (2, _) if version < 3 => {
+            return Err("a probed plan shape in a file of format version 2");
+        }
+        (2, 0) => return Err("a probed plan shape has radius 0"),
+        (2, _) => Shape::Probed {
+            blocks: u32::from(a),
+            radius: u32::from(b),
+        },
         (0, 0) => Shape::Flat {
             blocks: u32::from(a),
         },
@@ -192,8 +203,9 @@ impl<D: AsRef<[u8]>> SegmentReader<D> {
             .and_then(|s| s.first_chunk::<4>())
             .copied()
             .unwrap_or_default();
-        let (shape, k) =
-            decode_shape(shape_bytes).map_err(|what| FormatError::malformed(FILE, 32, what))?;
+        let version = u32_at(header, 8).unwrap_or_default();
+        let (shape, k) = decode_shape(shape_bytes, version)
+            .map_err(|what| FormatError::malformed(FILE, 32, what))?;
         if container.section_count() != table_count as usize {
             return Err(FormatError::malformed(
                 FILE,
@@ -389,12 +401,12 @@ mod tests {
     #[test]
     fn version_and_magic_errors_come_first() {
         let mut bytes = build(&sample());
-        bytes[8] = 3;
+        bytes[8] = (super::super::FORMAT_VERSION + 1) as u8;
         assert_eq!(
             SegmentReader::new(&bytes[..]).unwrap_err().kind,
             FormatErrorKind::UnsupportedVersion {
-                expected: 2,
-                got: 3
+                expected: super::super::FORMAT_VERSION,
+                got: super::super::FORMAT_VERSION + 1
             }
         );
         bytes[0] = b'X';
@@ -410,14 +422,25 @@ mod tests {
             (Shape::Flat { blocks: 6 }, 3),
             (Shape::Nested { outer: 4, inner: 5 }, 3),
             (Shape::Flat { blocks: 1 }, 0),
+            (
+                Shape::Probed {
+                    blocks: 2,
+                    radius: 1,
+                },
+                3,
+            ),
         ] {
             assert_eq!(
-                decode_shape(encode_shape(shape, k).unwrap()),
+                decode_shape(encode_shape(shape, k).unwrap(), 3),
                 Ok((shape, k))
             );
         }
         assert!(encode_shape(Shape::Flat { blocks: 300 }, 3).is_err());
-        assert!(decode_shape([0, 6, 1, 3]).is_err());
-        assert!(decode_shape([2, 6, 0, 3]).is_err());
+        assert!(decode_shape([0, 6, 1, 3], 3).is_err());
+        assert!(decode_shape([3, 6, 0, 3], 3).is_err());
+        assert!(decode_shape([2, 6, 0, 3], 3).is_err());
+        // Version 2 had no probed plans.
+        assert!(decode_shape([2, 2, 1, 3], 2).is_err());
+        assert!(decode_shape([0, 6, 0, 3], 2).is_ok());
     }
 }

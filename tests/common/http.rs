@@ -37,7 +37,11 @@ impl Reply {
 
 /// One connection to the server.
 pub struct Client {
+    addr: SocketAddr,
     reader: BufReader<TcpStream>,
+    /// The last response said `Connection: close`: the next request opens
+    /// a new connection.
+    closing: bool,
     token: Option<String>,
     head: String,
     line: String,
@@ -45,16 +49,29 @@ pub struct Client {
 
 impl Client {
     pub fn connect(addr: SocketAddr) -> io::Result<Client> {
-        let stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT)?;
-        stream.set_read_timeout(Some(IO_TIMEOUT))?;
-        stream.set_write_timeout(Some(IO_TIMEOUT))?;
-        stream.set_nodelay(true)?;
         Ok(Client {
-            reader: BufReader::with_capacity(64 * 1024, stream),
+            addr,
+            reader: BufReader::with_capacity(64 * 1024, Self::open(addr)?),
+            closing: false,
             token: None,
             head: String::new(),
             line: String::new(),
         })
+    }
+
+    fn open(addr: SocketAddr) -> io::Result<TcpStream> {
+        let stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT)?;
+        stream.set_read_timeout(Some(IO_TIMEOUT))?;
+        stream.set_write_timeout(Some(IO_TIMEOUT))?;
+        stream.set_nodelay(true)?;
+        Ok(stream)
+    }
+
+    /// Replaces the connection with a new one.
+    fn reconnect(&mut self) -> io::Result<()> {
+        self.reader = BufReader::with_capacity(64 * 1024, Self::open(self.addr)?);
+        self.closing = false;
+        Ok(())
     }
 
     /// Sends `Authorization: Bearer TOKEN` with every request from now on.
@@ -100,6 +117,12 @@ impl Client {
 
     /// Sends a request and reads its response. If sending the body fails
     /// (the server answered early and closed), the response is still read.
+    ///
+    /// Like any HTTP client reusing a connection, it opens a new one when the
+    /// last response said `Connection: close`, or when writing the head fails
+    /// because the server had already closed this one (a server that answers
+    /// before reading a request's body, a 401 for example, may close the
+    /// connection afterwards): no byte of the request reached the server.
     pub fn request(
         &mut self,
         method: &str,
@@ -107,7 +130,21 @@ impl Client {
         content_type: Option<&str>,
         body: &[u8],
     ) -> io::Result<Reply> {
-        self.send_head(method, path, content_type, body.len())?;
+        if self.closing {
+            self.reconnect()?;
+        }
+        if let Err(e) = self.send_head(method, path, content_type, body.len()) {
+            if !matches!(
+                e.kind(),
+                io::ErrorKind::BrokenPipe
+                    | io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::ConnectionAborted
+            ) {
+                return Err(e);
+            }
+            self.reconnect()?;
+            self.send_head(method, path, content_type, body.len())?;
+        }
         let sent = self.reader.get_mut().write_all(body);
         match self.read_reply() {
             Ok(reply) => Ok(reply),
@@ -170,6 +207,8 @@ impl Client {
                 chunked = value.eq_ignore_ascii_case("chunked");
             } else if name.eq_ignore_ascii_case("content-type") {
                 content_type = value.to_string();
+            } else if name.eq_ignore_ascii_case("connection") {
+                self.closing = value.eq_ignore_ascii_case("close");
             }
         }
         let mut body = Vec::new();

@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use simhashdb::batch::{clusters, find_all};
-use simhashdb::plan::Plan;
+use simhashdb::plan::{Budget, Plan};
 
 use crate::error::CliError;
 use crate::input::{display_name, open_output, parse_fingerprints, read_all};
@@ -38,7 +38,8 @@ pub fn run(args: &Args, mode: Mode) -> Result<(), CliError> {
     let fps = parse_fingerprints(&read_all(&args.input)?, &source)?;
     let plan = match args.blocks {
         Some(blocks) => Plan::new(blocks, args.distance),
-        None => Plan::auto(fps.len() as u64, args.distance),
+        // Batch search sorts tables; it cannot probe.
+        None => Plan::choose(fps.len() as u64, args.distance, Budget::Unprobed),
     }
     .map_err(|e| CliError::Input(e.to_string()))?;
     let show = |i: usize| if args.indices { i as u64 + 1 } else { fps[i] };

@@ -6,9 +6,10 @@ use std::io::Write as _;
 use serde_json::json;
 use simhashdb::batch::{clusters, find_all};
 use simhashdb::hamming;
-use simhashdb::plan::Plan;
+use simhashdb::plan::{Budget, Plan};
 use simhashdb::recheck::{JaccardRule, ShingleSet};
 
+use crate::dataset::{self, DatasetArgs};
 use crate::docs::{Blank, FingerprintArgs, ReadArgs, collect_inputs, read_documents};
 use crate::error::CliError;
 use crate::input::{escape_field, open_output};
@@ -25,9 +26,11 @@ pub struct Args {
     read: ReadArgs,
     #[command(flatten)]
     fingerprint: FingerprintArgs,
-    /// Largest Hamming distance between fingerprints that counts as a near-duplicate.
-    #[arg(short, long, default_value_t = 3)]
-    distance: u32,
+    /// Largest Hamming distance between fingerprints that counts as a
+    /// near-duplicate (default 3). For datasets (verified) the default
+    /// depends on the texts' lengths: see "Datasets" below.
+    #[arg(short, long)]
+    distance: Option<u32>,
     /// Re-check every candidate pair with the exact Jaccard similarity of the
     /// two texts' shingle sets and drop pairs below T. `jaccard:T` compares
     /// shingles of 2 tokens (tokens as --tokenizer makes them); `jaccard:T:W`
@@ -39,6 +42,8 @@ pub struct Args {
     /// Print the groups as one JSON object.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    dataset: DatasetArgs,
 }
 
 struct Doc {
@@ -55,8 +60,35 @@ struct Member {
 
 pub fn run(args: &Args) -> Result<(), CliError> {
     let hasher = args.fingerprint.hasher()?;
-    let plan =
-        Plan::new(args.distance + 1, args.distance).map_err(|e| CliError::Input(e.to_string()))?;
+    if dataset::is_dataset_mode(&args.paths, &args.read.walk, &args.dataset) {
+        if args.read.lines || args.read.html || args.json {
+            return Err(CliError::Input(
+                "--lines, --html and --json are for files and lines, not datasets \
+                 (datasets: --emit groups)"
+                    .into(),
+            ));
+        }
+        let hasher_explicit = hasher.config() != simhashdb::Simhasher::default().config();
+        let common = dataset::Common {
+            paths: &args.paths,
+            walk: &args.read.walk,
+            hasher,
+            hasher_explicit,
+            distance: args.distance,
+            rule: args.verify,
+        };
+        return dataset::run(common, &args.dataset);
+    }
+    if args.dataset.any_given() {
+        return Err(CliError::Input(
+            "the dataset options (--output, --emit, --keep, --text-field, --id-field, \
+             --against, --add-to, --no-verify, --stats-json, --format) need dataset inputs \
+             (.jsonl, .ndjson, .csv, .tsv, .parquet, optionally .gz/.zst) or --format"
+                .into(),
+        ));
+    }
+    let distance = args.distance.unwrap_or(3);
+    let plan = Plan::new(distance + 1, distance).map_err(|e| CliError::Input(e.to_string()))?;
 
     let (files, mut skipped) = collect_inputs(&args.paths, &args.read.walk);
     let bar = progress::bytes(files.iter().map(|f| f.len).sum(), "reading");
@@ -76,7 +108,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
 
     let fps: Vec<u64> = docs.iter().map(|d| d.fingerprint).collect();
     // The plan only changes the speed, never the answer; size it for the input.
-    let plan = Plan::auto(fps.len() as u64, args.distance).unwrap_or(plan);
+    let plan = Plan::choose(fps.len() as u64, distance, Budget::Unprobed).unwrap_or(plan);
     let spinner = progress::spinner("searching");
     let groups: Vec<Vec<usize>> = match args.verify {
         None => clusters(&fps, &plan),
@@ -120,7 +152,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         docs.len(),
         groups.len(),
         in_groups,
-        args.distance,
+        distance,
         args.verify
             .map(|v| format!(", Jaccard of {}-shingles >= {}", v.width, v.threshold))
             .unwrap_or_default()

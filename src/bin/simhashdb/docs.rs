@@ -118,6 +118,22 @@ impl Document {
     pub fn is_blank(&self) -> bool {
         is_blank_text(&self.text)
     }
+
+    /// The document's fingerprint ([`Document::fingerprint`]), or `None` if
+    /// it is blank: no letter or digit ([`Document::is_blank`]), or no
+    /// feature for `hasher` ([`Simhasher::fingerprint_checked`]: digits only,
+    /// say, for the letter-run tokenizer).
+    pub fn fingerprint_checked(&self, hasher: &Simhasher, heading_weight: f64) -> Option<u64> {
+        if self.is_blank() {
+            return None;
+        }
+        let fp = hasher.fingerprint_checked(&self.text)?;
+        if self.headings.is_empty() || heading_weight == 1.0 {
+            Some(fp)
+        } else {
+            Some(self.fingerprint(hasher, heading_weight))
+        }
+    }
 }
 
 /// Whether a text has no letter or digit (see [`Document::is_blank`]).

@@ -1,6 +1,7 @@
 //! The `simhashdb` command line. Uses only the library's public API.
 
 mod batch_cmd;
+mod dataset;
 mod dedup_cmd;
 mod docs;
 mod error;
@@ -43,9 +44,10 @@ bytes, so `get NAME` and `delete NAME` find what `add` and `check` stored.
 Names in tab-separated output have `\\`, tab, newline and carriage return
 written as `\\\\`, `\\t`, `\\n` and `\\r`.
 
-Blank documents (no letter or digit) are left out by dedup and add (counted on
-standard error), answered `blank` by check, refused by query (exit 2), and
-never stored: their
+Blank documents (no letter or digit; for check, query and `add -` also no word
+for the index's tokenizer) are left out by dedup and add (counted on standard
+error), answered `blank` by check, refused by query (exit 2), and never
+stored: their
 fingerprint would be 0, a duplicate of every other blank one (fingerprint
 prints it).
 
@@ -69,11 +71,30 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Print the groups of near-duplicate documents among files, directories or lines.
+    /// Print the groups of near-duplicate documents among files, directories
+    /// or lines; or deduplicate a dataset (JSONL, CSV/TSV, Parquet).
     ///
-    /// Each group lists its members with their distance to its first member
-    /// (in input order); largest groups first. A summary goes to standard
-    /// error. Unreadable files are reported and skipped (exit code 1 at the end).
+    /// Files and lines: each group lists its members with their distance to
+    /// its first member (in input order); largest groups first. A summary
+    /// goes to standard error. Unreadable files are reported and skipped
+    /// (exit code 1 at the end).
+    ///
+    /// Datasets: when every input is a .jsonl/.ndjson/.csv/.tsv/.parquet file
+    /// (JSONL/CSV/TSV optionally .gz or .zst; in directories, files named
+    /// `_*` such as Spark's `_SUCCESS` are skipped), or with --format, each record is a document: its text is the
+    /// --text-field. The output is the dataset without its near-duplicates
+    /// (--emit keep, the default), the removed records (--emit drop) or the
+    /// groups (--emit groups). Verified by default: candidates are pairs
+    /// within a distance chosen by the shorter text's length (up to 100
+    /// characters: 13; up to 300: 9; up to 1,000: 7; longer: 5), kept when
+    /// the Jaccard similarity of their word bigrams is at least 0.4, 0.4, 0.5
+    /// or 0.6 respectively (docs/QUALITY.md). -d and --verify override the
+    /// distance and the threshold; --no-verify is plain simhash within -d
+    /// (default 3). Memory holds fingerprints and positions, not texts: the
+    /// check re-reads the candidates' texts within --verify-memory. A bad
+    /// record stops the command (exit code 2, naming file and line or
+    /// record) and nothing is written. Summary on standard error; --stats-json
+    /// writes it as JSON.
     #[command(after_help = EXIT_CODES)]
     Dedup(dedup_cmd::Args),
     /// Create an index with chosen settings (`add` creates one with the defaults).

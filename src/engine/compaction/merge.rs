@@ -24,6 +24,17 @@ impl Core {
     /// The caller holds `merging`; flushes may add newer segments meanwhile
     /// (they stay newer than the run, so the run stays contiguous).
     pub(in crate::engine) fn merge_newest(&self, n: usize) -> Result<()> {
+        let result = self.merge_run(n);
+        // A run with nothing to merge (one compacted segment) is no merge.
+        if !matches!(result, Ok(false)) {
+            let a = &self.activity;
+            a.count(&result, &a.merges, &a.merge_failures);
+        }
+        result.map(|_| ())
+    }
+
+    /// Whether it merged.
+    fn merge_run(&self, n: usize) -> Result<bool> {
         let (run, all): (Vec<Arc<Segment>>, usize) = {
             let state = read_lock(&self.state);
             (
@@ -45,7 +56,7 @@ impl Core {
                 && (!includes_oldest
                     || (run[0].meta.tombstone_count == 0 && self.retention_ms == 0)))
         {
-            return Ok(());
+            return Ok(false);
         }
         let docs_in_run: u64 = run
             .iter()
@@ -243,7 +254,7 @@ impl Core {
             segment.obsolete.store(true, Ordering::Release);
         }
         self.hooks.pause(Point::MergeCommitted);
-        Ok(())
+        Ok(true)
     }
 }
 

@@ -62,11 +62,10 @@ pub fn add(args: &AddArgs) -> Result<(), CliError> {
             for (n, line) in lines(&data).enumerate() {
                 let (name, text) = parse_named_text(line, "standard input", n + 1)?;
                 let doc = docs::document(name.to_owned(), text.as_bytes(), args.read.html);
-                if doc.is_blank() {
+                let Some(fp) = doc.fingerprint_checked(&hasher, weight) else {
                     blanks += 1;
                     continue;
-                }
-                let fp = doc.fingerprint(&hasher, weight);
+                };
                 batch.push((doc_id(&doc.name), fp, Some(doc.name)));
             }
         }
@@ -103,10 +102,7 @@ pub fn add(args: &AddArgs) -> Result<(), CliError> {
         .len();
 
     // The recorded configuration is checked again under the lock.
-    let options = Options {
-        fingerprint: Some(config),
-        ..Options::default()
-    };
+    let options = Options::new().fingerprint(config);
     let index = Index::open(&args.db.db, options)?;
     let mut rest = batch.into_iter().peekable();
     while rest.peek().is_some() {

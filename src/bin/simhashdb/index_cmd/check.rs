@@ -29,14 +29,11 @@ pub struct CheckArgs {
 /// for each, atomically inserts it and prints `new`, or prints
 /// `dup<TAB>NAME<TAB>DISTANCE` of the nearest existing document.
 pub fn check(args: &CheckArgs) -> Result<(), CliError> {
-    let options = Options {
-        durability: if args.sync {
-            Durability::Sync
-        } else {
-            Durability::Buffered
-        },
-        ..Options::default()
-    };
+    let options = Options::new().durability(if args.sync {
+        Durability::Sync
+    } else {
+        Durability::Buffered
+    });
     // Checked before the index is opened (or created).
     let plan_k = recorded_settings(&args.db.db)?.map_or(options.k, |m| m.k);
     let k = args.distance.unwrap_or(plan_k);
@@ -96,13 +93,12 @@ pub fn check(args: &CheckArgs) -> Result<(), CliError> {
         }
         let (name, text) = parse_named_text(&line, "standard input", n)?;
         let doc = docs::document(name.to_owned(), text.as_bytes(), args.html);
-        if doc.is_blank() {
+        let Some(fp) = doc.fingerprint_checked(&hasher, 1.0) else {
             out.write_all(b"blank\n")
                 .and_then(|()| out.flush())
                 .map_err(write_err)?;
             continue;
-        }
-        let fp = doc.fingerprint(&hasher, 1.0);
+        };
         let answer = match index.insert_if_new_named(doc_id(&doc.name), fp, Some(doc.name), k)? {
             Ok(()) => "new\n".to_string(),
             Err(matches) => {

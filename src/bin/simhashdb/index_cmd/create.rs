@@ -42,13 +42,11 @@ pub fn create(args: &CreateArgs) -> Result<(), CliError> {
     // Checked before anything is created.
     let plan = simhashdb::plan::Plan::auto(args.expected_n, args.distance)
         .map_err(|e| CliError::Input(format!("--distance {}: {e}", args.distance)))?;
-    let options = Options {
-        plan: Some(plan),
-        fingerprint: Some(hasher.config()),
-        retention: args.retention,
-        create_in_non_empty_dir: args.force,
-        ..Options::default()
-    };
+    let mut options = Options::new()
+        .plan(plan)
+        .fingerprint(hasher.config())
+        .create_in_non_empty_dir(args.force);
+    options.retention = args.retention;
     let index = Index::open(&args.db.db, options)?;
     let stats = index.stats();
     print(&format!(

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use super::{Db, Which, json_line, print_then_report_missing};
+use super::{Db, Which, json_line, print_then_report_missing, to_json};
 use crate::error::CliError;
 use crate::input::escape_field;
 
@@ -24,12 +24,7 @@ pub fn get(args: &GetArgs) -> Result<(), CliError> {
     let mut missing = Vec::new();
     for (id, label) in args.which.ids() {
         match index.get_doc(id)? {
-            Some(doc) if args.json => text.push_str(&json_line(&json!({
-                "id": doc.id,
-                "fingerprint": doc.fingerprint,
-                "name": doc.name,
-                "timestamp_ms": doc.timestamp_ms,
-            }))),
+            Some(doc) if args.json => text.push_str(&json_line(&to_json(&doc)?)),
             Some(doc) => text.push_str(&format!(
                 "{}\t{}\t{}\t{}\n",
                 doc.id,

@@ -95,6 +95,18 @@ fn recorded_settings(dir: &Path) -> Result<Option<Manifest>, CliError> {
     }
 }
 
+/// The fingerprint configuration and hasher recorded by the index in `dir`,
+/// if there is one.
+pub fn existing_index_hasher(dir: &Path) -> Result<Option<(String, Simhasher)>, CliError> {
+    match recorded_settings(dir)? {
+        Some(manifest) => {
+            let hasher = docs::hasher_for_config(&manifest.fingerprint_config)?;
+            Ok(Some((manifest.fingerprint_config, hasher)))
+        }
+        None => Ok(None),
+    }
+}
+
 /// The fingerprint configuration the index in `dir` records, or the one a
 /// new index gets, with its hasher.
 fn index_hasher(dir: &Path) -> Result<(FingerprintConfig, Simhasher), CliError> {
@@ -115,6 +127,14 @@ fn print(text: &str) -> Result<(), CliError> {
 
 fn json_line(value: &serde_json::Value) -> String {
     format!("{value}\n")
+}
+
+/// The library's result types (`Match`, `Doc`) as JSON values, through their
+/// `Serialize` (the `serde` feature). An object's keys come out sorted, as
+/// for the objects built here with `json!`.
+fn to_json(value: &impl serde::Serialize) -> Result<serde_json::Value, CliError> {
+    serde_json::to_value(value)
+        .map_err(|e| CliError::Failure(format!("cannot write JSON output: {e}")))
 }
 
 /// Parses `N` followed by a unit: `s`, `m`, `h` or `d`.

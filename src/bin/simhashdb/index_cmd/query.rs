@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use super::{Db, json_line, print};
+use super::{Db, json_line, print, to_json};
 use crate::docs::{self};
 use crate::error::CliError;
 use crate::input::{display_name, escape_field, parse_decimal_u64, read_all, snippet};
@@ -37,40 +37,30 @@ pub fn query(args: &QueryArgs) -> Result<(), CliError> {
         (Some(fp), _, _) => parse_decimal_u64(fp.as_bytes())
             .map_err(|why| CliError::Input(format!("--fp {}: {why}", snippet(fp.as_bytes()))))?,
         (None, Some(text), _) => {
-            if docs::is_blank_text(text) {
-                return Err(blank_query("--text"));
+            let hasher = docs::hasher_for(&index)?;
+            match hasher.fingerprint_checked(text) {
+                Some(fp) if !docs::is_blank_text(text) => fp,
+                _ => return Err(blank_query("--text")),
             }
-            docs::hasher_for(&index)?.fingerprint(text)
         }
         (None, None, Some(path)) => {
             let hasher = docs::hasher_for(&index)?;
             let is_html = args.html || crate::html::is_html_name(path);
             let doc = docs::document(path.clone(), &read_all(path)?, is_html);
-            if doc.is_blank() {
+            let Some(fp) = doc.fingerprint_checked(&hasher, 1.0) else {
                 return Err(blank_query(&display_name(path, "standard input")));
-            }
-            doc.fingerprint(&hasher, 1.0)
+            };
+            fp
         }
         (None, None, None) => unreachable!("clap requires one of them"),
     };
     let k = args.distance.unwrap_or(index.plan().k());
     let matches = index.query(fingerprint, k)?;
     let text = if args.json {
-        let list: Vec<serde_json::Value> = matches
-            .iter()
-            .map(|m| {
-                json!({
-                    "id": m.id,
-                    "name": m.name,
-                    "fingerprint": m.fingerprint,
-                    "distance": m.distance,
-                })
-            })
-            .collect();
         json_line(&json!({
             "fingerprint": fingerprint,
             "distance": k,
-            "matches": list,
+            "matches": to_json(&matches)?,
         }))
     } else {
         matches

@@ -34,12 +34,8 @@ pub fn repair(args: &RepairArgs) -> Result<(), CliError> {
     let hasher = args.fingerprint.hasher()?;
     let plan = simhashdb::plan::Plan::auto(args.expected_n, args.distance)
         .map_err(|e| CliError::Input(format!("--distance {}: {e}", args.distance)))?;
-    let options = Options {
-        plan: Some(plan),
-        fingerprint: Some(hasher.config()),
-        retention: args.retention,
-        ..Options::default()
-    };
+    let mut options = Options::new().plan(plan).fingerprint(hasher.config());
+    options.retention = args.retention;
     let report = Index::repair(&args.db.db, options)?;
     let mut text = format!(
         "settings from: {}\nkept: {} segment(s){}; {} WAL record(s) in {}\n",

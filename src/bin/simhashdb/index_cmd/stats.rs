@@ -111,9 +111,10 @@ pub fn stats(args: &StatsArgs) -> Result<(), CliError> {
     let total_bytes = dir_bytes(&args.db.db)?;
     let text = if args.json {
         json_line(&json!({
-            "plan": s.plan.to_string(),
+            "plan": &s.plan,
             "k": s.plan.k(),
             "tables": s.plan.tables().len(),
+            "radius": s.plan.radius(),
             "fingerprint_config": s.fingerprint_config,
             "documents": live,
             "segments": s.segments,

@@ -9,7 +9,7 @@ use simhashdb::format::MAX_NAME_LEN;
 use simhashdb::{Doc, Match, Simhasher};
 
 use super::error::ApiError;
-use crate::docs::document;
+use crate::docs::{document, is_blank_text};
 use simhashdb::doc_id;
 
 /// An unsigned 64-bit integer, given as a JSON number or a decimal string
@@ -72,11 +72,38 @@ pub struct Document {
     pub name: Option<String>,
 }
 
+/// A request's document, resolved: ready for the index, or a blank text
+/// (no letter or digit, or no feature for the index's tokenizer), which the
+/// index never stores, as `simhashdb check` and `add` do not: its
+/// fingerprint would be 0, a duplicate of every other blank text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolved {
+    Document(Document),
+    Blank { id: u64 },
+}
+
+impl Resolved {
+    /// The document, or a 400 naming it if it is blank (`position`: its
+    /// index in the request).
+    pub fn non_blank(self, position: usize) -> Result<Document, ApiError> {
+        match self {
+            Resolved::Document(doc) => Ok(doc),
+            Resolved::Blank { .. } => Err(ApiError::invalid(format!(
+                "documents[{position}]: {BLANK_TEXT}; nothing was written"
+            ))),
+        }
+    }
+}
+
+/// Why a blank text is refused.
+pub const BLANK_TEXT: &str = "the text is blank (no letter or digit, or no word for the index's \
+     tokenizer): its fingerprint would be 0, a duplicate of every other blank text";
+
 impl DocumentIn {
     /// The document's id, fingerprint and name: a text is fingerprinted with
     /// the index's recorded configuration and gets the id of its name, as
     /// `simhashdb add` and `check` do; `position` names it in errors.
-    pub fn resolve(self, position: usize, hasher: &Simhasher) -> Result<Document, ApiError> {
+    pub fn resolve(self, position: usize, hasher: &Simhasher) -> Result<Resolved, ApiError> {
         let bad = |why: &str| {
             ApiError::invalid(format!(
                 "documents[{position}]: {why}; a document is {{\"name\", \"text\"}} or \
@@ -99,10 +126,14 @@ impl DocumentIn {
                 fingerprint: None,
             } => {
                 let doc = document(name, text.as_bytes(), false);
-                Ok(Document {
-                    id: doc_id(&doc.name),
-                    fingerprint: doc.fingerprint(hasher, 1.0),
-                    name: Some(doc.name),
+                let id = doc_id(&doc.name);
+                Ok(match doc.fingerprint_checked(hasher, 1.0) {
+                    Some(fingerprint) => Resolved::Document(Document {
+                        id,
+                        fingerprint,
+                        name: Some(doc.name),
+                    }),
+                    None => Resolved::Blank { id },
                 })
             }
             DocumentIn {
@@ -118,11 +149,11 @@ impl DocumentIn {
                 fingerprint: Some(U64(fingerprint)),
                 name,
                 text: None,
-            } => Ok(Document {
+            } => Ok(Resolved::Document(Document {
                 id,
                 fingerprint,
                 name,
-            }),
+            })),
             DocumentIn { id: None, .. } => Err(bad("no \"id\" (or \"text\")")),
             DocumentIn { .. } => Err(bad("no \"fingerprint\"")),
         }
@@ -180,7 +211,10 @@ impl QueryIn {
         default_k: u32,
     ) -> Result<(u64, u32), ApiError> {
         let fp = match (&self.text, self.fingerprint) {
-            (Some(text), None) => hasher.fingerprint(text),
+            (Some(text), None) => match hasher.fingerprint_checked(text) {
+                Some(fp) if !is_blank_text(text) => fp,
+                _ => return Err(ApiError::invalid(format!("{label}: {BLANK_TEXT}"))),
+            },
             (None, Some(U64(fp))) => fp,
             (Some(_), Some(_)) => {
                 return Err(ApiError::invalid(format!(
@@ -230,6 +264,8 @@ pub enum CheckResult<'a> {
         #[serde(rename = "match")]
         nearest: MatchOut<'a>,
     },
+    /// Not inserted, not looked up: the text is blank.
+    Blank { id: u64 },
 }
 
 /// A stored document.
@@ -295,6 +331,7 @@ mod tests {
     fn resolve(json: &str) -> Result<Document, String> {
         let doc: DocumentIn = serde_json::from_str(json).map_err(|e| e.to_string())?;
         doc.resolve(3, &Simhasher::default())
+            .and_then(|r| r.non_blank(3))
             .map_err(|e| e.message().to_string())
     }
 
@@ -310,6 +347,27 @@ mod tests {
         assert_eq!(doc.name.as_deref(), Some("https://a.example/x"));
         let doc = resolve(r#"{"id": "5", "fingerprint": 9}"#).expect("valid");
         assert_eq!((doc.id, doc.fingerprint, doc.name), (5, 9, None));
+    }
+
+    #[test]
+    fn blank_texts_resolve_to_blank_with_their_names_id() {
+        for text in ["", "  \n", "... !", "\u{a0}"] {
+            let json = serde_json::json!({"name": "n", "text": text}).to_string();
+            let doc: DocumentIn = serde_json::from_str(&json).expect("parses");
+            let resolved = doc.resolve(3, &Simhasher::default()).expect("resolves");
+            assert_eq!(resolved, Resolved::Blank { id: doc_id("n") }, "{text:?}");
+            let err = resolve(&json).expect_err(text);
+            assert!(err.starts_with("documents[3]: the text is blank"), "{err}");
+        }
+        let query = QueryIn {
+            text: Some(" ,".into()),
+            fingerprint: None,
+            k: None,
+        };
+        let err = query
+            .resolve("queries[1]", &Simhasher::default(), 3)
+            .expect_err("blank query");
+        assert!(err.message().starts_with("queries[1]: the text is blank"));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use serde_json::json;
 use super::Server;
 use super::api::{
     ByName, CheckRequest, CheckResult, DocOut, Document, DocumentIn, InsertRequest, MatchOut,
-    QueryIn, QueryRequest, parse_decimal,
+    QueryIn, QueryRequest, Resolved, parse_decimal,
 };
 use super::error::ApiError;
 use super::metrics::bump;
@@ -159,11 +159,21 @@ impl Server {
 
     /// Every document resolved, or the first bad one's error: a request is
     /// checked whole before anything is written.
-    fn resolve(&self, docs: Vec<DocumentIn>) -> Result<Vec<Document>, ApiError> {
+    fn resolve(&self, docs: Vec<DocumentIn>) -> Result<Vec<Resolved>, ApiError> {
         self.check_count("documents", docs.len())?;
         docs.into_iter()
             .enumerate()
             .map(|(i, d)| d.resolve(i, &self.hasher))
+            .collect()
+    }
+
+    /// Like [`Server::resolve`], refusing blank texts (an insert cannot
+    /// skip a document it was asked to store).
+    fn resolve_non_blank(&self, docs: Vec<DocumentIn>) -> Result<Vec<Document>, ApiError> {
+        self.check_count("documents", docs.len())?;
+        docs.into_iter()
+            .enumerate()
+            .map(|(i, d)| d.resolve(i, &self.hasher)?.non_blank(i))
             .collect()
     }
 
@@ -176,7 +186,8 @@ impl Server {
     }
 }
 
-/// The check-and-insert of each document in order; the JSON answer.
+/// The check-and-insert of each document in order, as one call of the
+/// library (one write for the request's new documents); the JSON answer.
 fn check_documents(
     s: &Server,
     documents: Vec<DocumentIn>,
@@ -184,34 +195,54 @@ fn check_documents(
     sync: bool,
 ) -> Result<Vec<u8>, ApiError> {
     let docs = s.resolve(documents)?;
-    let mut out = Vec::with_capacity(docs.len() * 64 + 16);
-    out.extend_from_slice(b"{\"results\":[");
-    let (mut new, mut duplicate) = (0, 0);
-    let mut failure = None;
-    for (i, doc) in docs.into_iter().enumerate() {
-        let (id, fingerprint) = (doc.id, doc.fingerprint);
-        let answer = match s.index.insert_if_new_named(id, fingerprint, doc.name, k) {
-            Ok(answer) => answer,
-            Err(e) => {
-                failure = Some(e);
-                break;
+    // Each document's id and fingerprint (`None`: blank), in order; the
+    // others go to the index.
+    let mut checked: Vec<(u64, Option<u64>)> = Vec::with_capacity(docs.len());
+    let mut batch = Vec::with_capacity(docs.len());
+    for doc in docs {
+        match doc {
+            Resolved::Document(doc) => {
+                checked.push((doc.id, Some(doc.fingerprint)));
+                batch.push((doc.id, doc.fingerprint, doc.name));
             }
-        };
+            Resolved::Blank { id } => checked.push((id, None)),
+        }
+    }
+    let answers = s
+        .index
+        .insert_if_new_many(batch, k)
+        .map_err(ApiError::from_write)?;
+    let mut answers = answers.iter();
+    let mut out = Vec::with_capacity(checked.len() * 64 + 16);
+    out.extend_from_slice(b"{\"results\":[");
+    let (mut new, mut duplicate, mut blank) = (0, 0, 0);
+    for (i, (id, fingerprint)) in checked.into_iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        let result = match &answer {
-            Ok(()) => {
+        let result = match (fingerprint, fingerprint.and_then(|_| answers.next())) {
+            (Some(fingerprint), Some(Ok(()))) => {
                 new += 1;
                 CheckResult::New { id, fingerprint }
             }
-            Err(matches) => {
+            (Some(fingerprint), Some(Err(matches))) => {
                 duplicate += 1;
                 CheckResult::Duplicate {
                     id,
                     fingerprint,
                     nearest: MatchOut::from(&matches[0]),
                 }
+            }
+            (Some(_), None) => {
+                return Err(ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "the index answered fewer documents than it was given",
+                ));
+            }
+            (None, _) => {
+                blank += 1;
+                CheckResult::Blank { id }
             }
         };
         serde_json::to_writer(&mut out, &result).map_err(|e| {
@@ -220,9 +251,7 @@ fn check_documents(
     }
     bump(&s.metrics.checked_new, new);
     bump(&s.metrics.checked_duplicate, duplicate);
-    if let Some(e) = failure {
-        return Err(ApiError::from_write(e));
-    }
+    bump(&s.metrics.checked_blank, blank);
     s.sync_if(sync)?;
     out.extend_from_slice(b"]}");
     Ok(out)
@@ -258,7 +287,7 @@ pub async fn insert(
     let sync = req.sync;
     let documents = req.documents;
     let n = write(&server, sync, move |s| {
-        let docs = s.resolve(documents)?;
+        let docs = s.resolve_non_blank(documents)?;
         let n = docs.len();
         s.index
             .insert_batch(docs.into_iter().map(|d| (d.id, d.fingerprint, d.name)))
@@ -425,6 +454,10 @@ pub async fn stats(State(server): Shared) -> Response {
             "segment_bytes": s.disk_bytes,
             "memtable_bytes": s.memtable_bytes,
             "table_bytes_per_key": s.table_bytes_per_key,
+            "flushes": s.flushes,
+            "flush_failures": s.flush_failures,
+            "merges": s.merges,
+            "merge_failures": s.merge_failures,
         }),
     )
 }

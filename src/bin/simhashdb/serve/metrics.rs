@@ -61,6 +61,7 @@ pub struct Metrics {
     endpoints: [EndpointMetrics; ENDPOINTS.len()],
     pub checked_new: AtomicU64,
     pub checked_duplicate: AtomicU64,
+    pub checked_blank: AtomicU64,
     pub inserted: AtomicU64,
     pub deleted: AtomicU64,
     pub queries: AtomicU64,
@@ -166,6 +167,11 @@ impl Metrics {
             "simhashdb_checked_documents_total{{result=\"duplicate\"}} {}",
             get(&self.checked_duplicate)
         );
+        let _ = writeln!(
+            out,
+            "simhashdb_checked_documents_total{{result=\"blank\"}} {}",
+            get(&self.checked_blank)
+        );
         let counters = [
             (
                 "simhashdb_inserted_documents_total",
@@ -196,6 +202,25 @@ impl Metrics {
         for (name, help, value) in counters {
             header(&mut out, name, "counter", help);
             let _ = writeln!(out, "{name} {value}");
+        }
+        let activity = [
+            (
+                "simhashdb_flushes_total",
+                "Memtables written to segments since the server opened the index, by result (a failure poisons the index).",
+                stats.flushes,
+                stats.flush_failures,
+            ),
+            (
+                "simhashdb_merges_total",
+                "Merges of segments since the server opened the index (background and POST /v1/compact), by result.",
+                stats.merges,
+                stats.merge_failures,
+            ),
+        ];
+        for (name, help, ok, failed) in activity {
+            header(&mut out, name, "counter", help);
+            let _ = writeln!(out, "{name}{{result=\"ok\"}} {ok}");
+            let _ = writeln!(out, "{name}{{result=\"failed\"}} {failed}");
         }
 
         let gauges = [

@@ -1,0 +1,1108 @@
+//! `dedup` on datasets: JSON Lines, CSV/TSV and Parquet files in, the
+//! deduplicated dataset (or the removed records, or the groups) out.
+//!
+//! The pipeline (docs/ARCHITECTURE.md, "Deduplicating a dataset"):
+//! 1. read every record once, keeping only its fingerprint, its text's
+//!    length and (for `--keep newest:F`) the value of F;
+//! 2. find the candidate pairs with `batch::find_all`, at a distance chosen
+//!    from the texts' lengths;
+//! 3. check each candidate with the exact Jaccard rule, re-reading only the
+//!    candidates' texts in bounded memory (`verify.rs`);
+//! 4. group the confirmed pairs (union-find), choose the record each group
+//!    keeps, check the survivors against `--against`;
+//! 5. write the output (a temporary file renamed at the end) and append the
+//!    survivors to `--add-to`.
+
+mod read;
+mod verify;
+mod write;
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rayon::prelude::*;
+use serde_json::{Value, json};
+use simhashdb::batch::find_all;
+use simhashdb::plan::{Budget, Plan};
+use simhashdb::recheck::JaccardRule;
+use simhashdb::{Index, Options, Simhasher, doc_id, hamming};
+
+use crate::docs::{WalkArgs, collect_inputs, is_blank_text};
+use crate::error::CliError;
+use read::{Counter, Fields, Format, Raw, Rec, Source};
+
+pub use read::by_extension;
+
+/// What `dedup` writes for a dataset.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Emit {
+    /// The records that survive, unchanged, in input order.
+    Keep,
+    /// One JSON line per removed record: id, duplicate_of, distance, similarity.
+    Drop,
+    /// The groups of near-duplicates as one JSON object.
+    Groups,
+}
+
+/// Which record of a group is kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeepRule {
+    First,
+    Longest,
+    Newest(String),
+}
+
+fn parse_keep(s: &str) -> Result<KeepRule, String> {
+    match s {
+        "first" => Ok(KeepRule::First),
+        "longest" => Ok(KeepRule::Longest),
+        _ => match s.strip_prefix("newest:") {
+            Some(f) if !f.is_empty() => Ok(KeepRule::Newest(f.to_owned())),
+            _ => Err(format!(
+                "expected `first`, `longest` or `newest:FIELD`, got `{s}`"
+            )),
+        },
+    }
+}
+
+fn parse_size(s: &str) -> Result<usize, String> {
+    let (digits, unit) = match s.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&s[..i], 1usize << 10),
+        Some((i, 'M' | 'm')) => (&s[..i], 1 << 20),
+        Some((i, 'G' | 'g')) => (&s[..i], 1 << 30),
+        _ => (s, 1 << 20),
+    };
+    match digits.parse::<usize>() {
+        Ok(n) if n > 0 => n
+            .checked_mul(unit)
+            .ok_or_else(|| format!("`{s}` is too large")),
+        _ => Err(format!(
+            "expected a positive size such as 512, 64K or 2G, got `{s}`"
+        )),
+    }
+}
+
+fn parse_format(s: &str) -> Result<Format, String> {
+    Format::parse(s)
+}
+
+/// The options of `dedup` for datasets.
+#[derive(clap::Args, Debug, Clone)]
+#[command(next_help_heading = "Datasets (JSONL, CSV/TSV, Parquet; .gz/.zst)")]
+pub struct DatasetArgs {
+    /// Read the inputs as this dataset format (jsonl, csv, tsv, parquet)
+    /// whatever their names; by default a file is a dataset when its name
+    /// ends in .jsonl, .ndjson, .csv, .tsv or .parquet (JSONL/CSV/TSV may add
+    /// .gz or .zst), and dataset mode is on when every input file is one.
+    #[arg(long, value_parser = parse_format, value_name = "FORMAT")]
+    pub format: Option<Format>,
+    /// The field (JSON key, CSV column, Parquet column) holding the text.
+    #[arg(long, default_value = "text", value_name = "F")]
+    pub text_field: String,
+    /// The field holding the record's id (a string or integer). Default: the
+    /// record's position, 0-based, counted over all inputs in order.
+    #[arg(long, value_name = "F")]
+    pub id_field: Option<String>,
+    /// Write the result to this file: its extension chooses the format
+    /// (the input's for `--emit keep`; JSON lines otherwise) and a .gz or
+    /// .zst compression. Written to a temporary file next to it and renamed
+    /// at the end: on any failure nothing is left. Default: standard output
+    /// (JSON lines; `--emit keep` needs JSONL inputs there).
+    #[arg(short, long, value_name = "PATH")]
+    pub output: Option<PathBuf>,
+    /// keep: the surviving records, unchanged, in input order; drop: one
+    /// JSON line per removed record `{"id", "duplicate_of" (the kept
+    /// record's id), "distance", "similarity" (Jaccard to the kept record)}`;
+    /// groups: one JSON object with every group, the kept record first.
+    #[arg(long, value_enum, default_value_t = Emit::Keep)]
+    pub emit: Emit,
+    /// Which record of a group is kept: first (in input order), longest
+    /// (text; ties: the first) or newest:FIELD (the largest value of FIELD,
+    /// a number or a string such as an ISO date; missing or null is oldest;
+    /// ties: the first).
+    #[arg(long, default_value = "first", value_parser = parse_keep, value_name = "RULE")]
+    pub keep: KeepRule,
+    /// Also drop the records whose fingerprint is within the distance
+    /// (`-d`, default 3, at most the index's) of a document of this index
+    /// (opened read-only). The index holds fingerprints, not texts, so these
+    /// matches are not verified; they are reported with similarity null.
+    /// The index's fingerprint configuration is used.
+    #[arg(long, value_name = "DIR")]
+    pub against: Option<PathBuf>,
+    /// Append the surviving records to this index (created if missing) once
+    /// the output is written: id = doc_id(id) for a string id (its name is
+    /// the id), the integer for an integer id. Needs --id-field.
+    #[arg(long, value_name = "DIR")]
+    pub add_to: Option<PathBuf>,
+    /// Plain simhash: every pair within `-d` (default 3) is a duplicate,
+    /// without re-reading texts.
+    #[arg(long)]
+    pub no_verify: bool,
+    /// Memory for the texts' shingle sets while checking candidates (a
+    /// number of MiB, or bytes with a K, M or G suffix); candidates that do
+    /// not fit are checked in further passes over the inputs.
+    #[arg(long, default_value = "512", value_parser = parse_size, value_name = "SIZE")]
+    pub verify_memory: usize,
+    /// Write the summary as a JSON object to this file.
+    #[arg(long, value_name = "PATH")]
+    pub stats_json: Option<PathBuf>,
+}
+
+impl DatasetArgs {
+    /// Whether an option that only datasets use was given.
+    pub fn any_given(&self) -> bool {
+        self.format.is_some()
+            || self.text_field != "text"
+            || self.id_field.is_some()
+            || self.output.is_some()
+            || self.emit != Emit::Keep
+            || self.keep != KeepRule::First
+            || self.against.is_some()
+            || self.add_to.is_some()
+            || self.no_verify
+            || self.stats_json.is_some()
+    }
+}
+
+/// The arguments `dedup` shares with its dataset mode.
+pub struct Common<'a> {
+    pub paths: &'a [OsString],
+    pub walk: &'a WalkArgs,
+    pub hasher: Simhasher,
+    pub hasher_explicit: bool,
+    pub distance: Option<u32>,
+    pub rule: Option<JaccardRule>,
+}
+
+/// Whether `dedup` should run in dataset mode: `--format` given, or every
+/// input a file with a dataset extension.
+pub fn is_dataset_mode(paths: &[OsString], walk: &WalkArgs, args: &DatasetArgs) -> bool {
+    if args.format.is_some() {
+        return true;
+    }
+    let (files, _) = collect_inputs(paths, walk);
+    let mut datasets = files.iter().filter(|f| !is_marker(&f.path)).peekable();
+    datasets.peek().is_some() && datasets.all(|f| f.name != "-" && by_extension(&f.path).is_some())
+}
+
+/// Whether a file is a job's marker (`_SUCCESS`, `_committed_...`, as Spark
+/// and Hadoop leave next to their shards), skipped in dataset mode.
+fn is_marker(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with('_'))
+}
+
+/// Candidate distance and Jaccard threshold by text length (characters),
+/// from docs/QUALITY.md: short texts need a large distance to find their
+/// edited copies and the exact check removes what that lets through.
+/// (upper length, distance, threshold); the last row has no upper bound.
+const TIERS: [(usize, u32, f64); 4] = [
+    (100, 13, 0.4),
+    (300, 9, 0.4),
+    (1000, 7, 0.5),
+    (usize::MAX, 5, 0.6),
+];
+/// A record takes part in the candidate search of the tiers whose length
+/// range, widened by this factor both ways, holds its length: two texts
+/// whose lengths differ by more cannot reach a Jaccard of 0.4.
+const TIER_OVERLAP: f64 = 2.5;
+
+fn tier_of(chars: u32) -> usize {
+    TIERS
+        .iter()
+        .position(|t| chars as usize <= t.0)
+        .unwrap_or(TIERS.len() - 1)
+}
+
+/// The inputs, their record counts and a byte counter for progress.
+pub struct Inputs {
+    sources: Vec<Source>,
+    fields: Fields,
+    /// Global number of each file's first record (filled by the first pass).
+    starts: Vec<u64>,
+    total_bytes: u64,
+    counter: Counter,
+    records: AtomicU64,
+}
+
+impl Inputs {
+    /// Streams every input, calling `f(global_index, record)` for every
+    /// record; `want(global_index)` says which ones to parse.
+    pub fn scan_all(
+        &self,
+        what: &'static str,
+        want: &mut dyn FnMut(u64) -> bool,
+        f: &mut dyn FnMut(u64, Rec<'_>) -> Result<(), CliError>,
+    ) -> Result<(), CliError> {
+        let bar = self.bar(what);
+        for (s, src) in self.sources.iter().enumerate() {
+            let start = self.starts.get(s).copied().unwrap_or(0);
+            read::scan(
+                src,
+                &self.fields,
+                &self.counter,
+                &mut |i| want(start + i),
+                &mut |rec| {
+                    let n = self.records.fetch_add(1, Ordering::Relaxed);
+                    if n.is_multiple_of(4096) {
+                        self.tick(&bar, n);
+                    }
+                    f(start + rec.index, rec)
+                },
+            )?;
+        }
+        bar.finish_and_clear();
+        Ok(())
+    }
+
+    fn bar(&self, what: &'static str) -> ProgressBar {
+        self.counter.store(0, Ordering::Relaxed);
+        self.records.store(0, Ordering::Relaxed);
+        let target = if std::io::stderr().is_terminal() {
+            ProgressDrawTarget::stderr()
+        } else {
+            ProgressDrawTarget::hidden()
+        };
+        let bar = ProgressBar::with_draw_target(Some(self.total_bytes), target);
+        if let Ok(style) = ProgressStyle::with_template(
+            "{prefix} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {msg} ({eta} left)",
+        ) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_prefix(what);
+        bar
+    }
+
+    fn tick(&self, bar: &ProgressBar, records: u64) {
+        bar.set_position(self.counter.load(Ordering::Relaxed));
+        bar.set_message(format!("{records} records"));
+    }
+}
+
+/// What was found, for the summary line and `--stats-json`.
+#[derive(Default)]
+struct Summary {
+    records: u64,
+    blank: u64,
+    text_bytes: u64,
+    candidates: u64,
+    verified: u64,
+    groups: u64,
+    in_groups: u64,
+    dropped_in_dataset: u64,
+    dropped_by_index: u64,
+    added: u64,
+    verify_passes: usize,
+}
+
+/// What happens to one record.
+#[derive(Clone, Copy, PartialEq)]
+enum Fate {
+    Kept,
+    /// A duplicate of record `of` in the dataset.
+    Duplicate {
+        of: u32,
+    },
+    /// A duplicate of index document `m` (into `index_matches`).
+    InIndex {
+        m: u32,
+    },
+}
+
+pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
+    let started = Instant::now();
+    // ---- arguments, checked before anything is read or written
+    if args.add_to.is_some() && args.id_field.is_none() {
+        return Err(CliError::Input(
+            "--add-to needs --id-field: the index stores each record under its id".into(),
+        ));
+    }
+    if common.rule.is_some() && args.no_verify {
+        return Err(CliError::Input(
+            "--verify and --no-verify contradict each other".into(),
+        ));
+    }
+    let (files, skipped) = collect_inputs(common.paths, common.walk);
+    if !skipped.is_empty() {
+        return Err(CliError::Failure(format!(
+            "nothing was written: cannot read {}",
+            skipped.join(", ")
+        )));
+    }
+    let mut sources = Vec::new();
+    for f in files {
+        if is_marker(&f.path) && args.format.is_none() {
+            continue;
+        }
+        if f.name == "-" {
+            return Err(CliError::Input(
+                "dataset mode reads its inputs more than once: write standard input to a file"
+                    .into(),
+            ));
+        }
+        let by_ext = by_extension(&f.path);
+        let format = match (args.format, by_ext) {
+            (Some(fmt), _) => fmt,
+            (None, Some((fmt, _))) => fmt,
+            (None, None) => {
+                return Err(CliError::Input(format!(
+                    "{}: not a dataset file name (.jsonl, .ndjson, .csv, .tsv, .parquet, \
+                     optionally .gz or .zst): give --format",
+                    f.name
+                )));
+            }
+        };
+        let compression = read::compression_of(&f.path);
+        if format == Format::Parquet && compression != read::Compression::None {
+            return Err(CliError::Input(format!(
+                "{}: a Parquet file compresses its own columns; .gz/.zst around it is not read",
+                f.name
+            )));
+        }
+        sources.push(Source {
+            path: f.path,
+            name: f.name,
+            format,
+            compression,
+            len: f.len,
+        });
+    }
+    if sources.is_empty() {
+        return Err(CliError::Input("no dataset files among the inputs".into()));
+    }
+    let first_format = sources[0].format;
+    if args.emit == Emit::Keep {
+        if let Some(s) = sources.iter().find(|s| s.format != first_format) {
+            return Err(CliError::Input(format!(
+                "--emit keep writes the input's format, but {} is {} and {} is {}",
+                sources[0].name, first_format, s.name, s.format
+            )));
+        }
+        match &args.output {
+            None if first_format != Format::Jsonl => {
+                return Err(CliError::Input(format!(
+                    "--emit keep writes {first_format}: give --output PATH"
+                )));
+            }
+            Some(out) => {
+                let out_format = by_extension(out).map(|(f, _)| f);
+                if out_format != Some(first_format) {
+                    return Err(CliError::Input(format!(
+                        "--output {}: --emit keep writes the input's format ({first_format}); \
+                         name the output with its extension",
+                        out.display()
+                    )));
+                }
+                if first_format == Format::Parquet
+                    && read::compression_of(out) != read::Compression::None
+                {
+                    return Err(CliError::Input(format!(
+                        "--output {}: Parquet output is not wrapped in .gz/.zst",
+                        out.display()
+                    )));
+                }
+            }
+            None => {}
+        }
+    }
+    if let Some(out) = &args.output {
+        for s in &sources {
+            if same_file(&s.path, out) {
+                return Err(CliError::Input(format!(
+                    "--output {} is also an input",
+                    out.display()
+                )));
+            }
+        }
+    }
+
+    // The hasher: the index's configuration when one is involved.
+    let mut hasher = common.hasher;
+    let index_dirs: Vec<&PathBuf> = args.against.iter().chain(args.add_to.iter()).collect();
+    let mut index_config: Option<String> = None;
+    for dir in &index_dirs {
+        if let Some((config, h)) = crate::index_cmd::existing_index_hasher(dir)? {
+            if let Some(prev) = &index_config
+                && *prev != config
+            {
+                return Err(CliError::Input(format!(
+                    "--against and --add-to record different fingerprint configurations \
+                     (`{prev}` and `{config}`)"
+                )));
+            }
+            if common.hasher_explicit && h.config() != hasher.config() {
+                return Err(CliError::Input(format!(
+                    "{} records fingerprint config `{config}`; the fingerprint options given differ",
+                    dir.display()
+                )));
+            }
+            index_config = Some(config);
+            hasher = h;
+        }
+    }
+    let against = match &args.against {
+        Some(dir) => {
+            if !dir.join("MANIFEST").exists() {
+                return Err(CliError::Input(format!(
+                    "--against {}: not an index (no MANIFEST)",
+                    dir.display()
+                )));
+            }
+            Some(Index::open_read_only(dir)?)
+        }
+        None => None,
+    };
+
+    let key_field = match &args.keep {
+        KeepRule::Newest(f) => Some(f.clone()),
+        _ => None,
+    };
+    let mut inputs = Inputs {
+        total_bytes: sources.iter().map(|s| s.len).sum(),
+        sources,
+        fields: Fields {
+            text: args.text_field.clone(),
+            id: args.id_field.clone(),
+            key: key_field,
+        },
+        starts: Vec::new(),
+        counter: Arc::new(AtomicU64::new(0)),
+        records: AtomicU64::new(0),
+    };
+    let mut summary = Summary::default();
+
+    // ---- pass 1: fingerprints, lengths, keys
+    let mut fps: Vec<u64> = Vec::new();
+    let mut lens: Vec<u32> = Vec::new();
+    let mut blank: Vec<bool> = Vec::new();
+    let mut keys: Vec<Value> = Vec::new();
+    {
+        let mut chunk: Vec<String> = Vec::new();
+        let mut chunk_bytes = 0usize;
+        let flush = |chunk: &mut Vec<String>,
+                     fps: &mut Vec<u64>,
+                     lens: &mut Vec<u32>,
+                     blank: &mut Vec<bool>| {
+            let done: Vec<(u64, u32, bool)> = chunk
+                .par_iter()
+                .map(|t| {
+                    let is_blank = is_blank_text(t);
+                    let fp = if is_blank { 0 } else { hasher.fingerprint(t) };
+                    let chars = t.chars().count().min(u32::MAX as usize) as u32;
+                    (fp, chars, is_blank)
+                })
+                .collect();
+            for (fp, chars, b) in done {
+                fps.push(fp);
+                lens.push(chars);
+                blank.push(b);
+            }
+            chunk.clear();
+        };
+        let bar = inputs.bar("reading");
+        let mut starts = Vec::new();
+        let mut total = 0u64;
+        for src in &inputs.sources {
+            starts.push(total);
+            read::scan(
+                src,
+                &inputs.fields,
+                &inputs.counter,
+                &mut |_| true,
+                &mut |rec| {
+                    summary.text_bytes += rec.text.len() as u64;
+                    if let Some(k) = rec.key {
+                        keys.push(k);
+                    }
+                    chunk_bytes += rec.text.len();
+                    chunk.push(rec.text.into_owned());
+                    total += 1;
+                    if chunk.len() >= 8192 || chunk_bytes >= 32 << 20 {
+                        flush(&mut chunk, &mut fps, &mut lens, &mut blank);
+                        chunk_bytes = 0;
+                        inputs.tick(&bar, total);
+                    }
+                    Ok(())
+                },
+            )?;
+        }
+        flush(&mut chunk, &mut fps, &mut lens, &mut blank);
+        bar.finish_and_clear();
+        inputs.starts = starts;
+    }
+    let n = fps.len();
+    if n > u32::MAX as usize {
+        return Err(CliError::Input(format!(
+            "{n} records: at most {} are supported in one run",
+            u32::MAX
+        )));
+    }
+    summary.records = n as u64;
+    summary.blank = blank.iter().filter(|&&b| b).count() as u64;
+
+    // ---- candidates
+    let verify = !args.no_verify;
+    let spinner = spinner("finding candidates");
+    let mut pairs: Vec<(u32, u32)> = Vec::new();
+    let pair_rule = |a: u32, b: u32| -> (u32, f64) {
+        let t = tier_of(lens[a as usize].min(lens[b as usize]));
+        let k = common.distance.unwrap_or(TIERS[t].1);
+        let threshold = common.rule.map_or(TIERS[t].2, |r| r.threshold);
+        (k, threshold)
+    };
+    if !verify || common.distance.is_some() {
+        let k = common.distance.unwrap_or(3);
+        let members: Vec<u32> = (0..n as u32).filter(|&i| !blank[i as usize]).collect();
+        pairs.extend(candidates(&fps, &members, k));
+    } else {
+        for (t, &(_, k, _)) in TIERS.iter().enumerate() {
+            let lo = if t == 0 {
+                0.0
+            } else {
+                TIERS[t - 1].0 as f64 / TIER_OVERLAP
+            };
+            let hi = TIERS[t].0 as f64 * TIER_OVERLAP;
+            let members: Vec<u32> = (0..n as u32)
+                .filter(|&i| {
+                    let l = lens[i as usize] as f64;
+                    !blank[i as usize] && l > lo && l <= hi
+                })
+                .collect();
+            pairs.extend(
+                candidates(&fps, &members, k).into_iter().filter(|&(a, b)| {
+                    hamming(fps[a as usize], fps[b as usize]) <= pair_rule(a, b).0
+                }),
+            );
+        }
+        pairs.sort_unstable();
+        pairs.dedup();
+    }
+    spinner.finish_and_clear();
+    summary.candidates = pairs.len() as u64;
+
+    // ---- the exact check
+    let width = common.rule.map_or(JaccardRule::DEFAULT_WIDTH, |r| r.width);
+    let budget = args.verify_memory;
+    let mut similarity_of_pair: HashMap<(u32, u32), f64> = HashMap::new();
+    let checker = verify::Checker {
+        inputs: &inputs,
+        hasher: &hasher,
+        width,
+        budget,
+        n,
+    };
+    if verify && !pairs.is_empty() {
+        let floor = common
+            .rule
+            .map_or(TIERS.iter().map(|t| t.2).fold(1.0, f64::min), |r| {
+                r.threshold
+            });
+        let (js, passes) = verify::jaccards(&checker, &pairs, floor, "checking")?;
+        summary.verify_passes += passes;
+        let mut confirmed = Vec::new();
+        for (&(a, b), j) in pairs.iter().zip(js) {
+            if j >= pair_rule(a, b).1 {
+                confirmed.push((a, b));
+                similarity_of_pair.insert((a, b), j);
+            }
+        }
+        pairs = confirmed;
+    }
+    summary.verified = pairs.len() as u64;
+
+    // ---- groups and the record each keeps
+    let groups = components(n, &pairs);
+    drop(pairs);
+    let mut fate = vec![Fate::Kept; n];
+    let mut kept_of_group: Vec<u32> = Vec::with_capacity(groups.len());
+    for g in &groups {
+        let kept = match &args.keep {
+            KeepRule::First => g[0],
+            KeepRule::Longest => *g
+                .iter()
+                .max_by(|&&a, &&b| lens[a as usize].cmp(&lens[b as usize]).then(b.cmp(&a)))
+                .unwrap_or(&g[0]),
+            KeepRule::Newest(_) => *g
+                .iter()
+                .max_by(|&&a, &&b| {
+                    compare_keys(&keys[a as usize], &keys[b as usize]).then(b.cmp(&a))
+                })
+                .unwrap_or(&g[0]),
+        };
+        for &m in g {
+            if m != kept {
+                fate[m as usize] = Fate::Duplicate { of: kept };
+            }
+        }
+        kept_of_group.push(kept);
+    }
+    summary.groups = groups.len() as u64;
+    summary.in_groups = groups.iter().map(|g| g.len() as u64).sum();
+    summary.dropped_in_dataset = summary.in_groups - summary.groups;
+
+    // ---- the survivors against an existing index (fingerprints only)
+    let mut index_matches: Vec<(Value, u32)> = Vec::new();
+    let used_index = against.is_some();
+    if let Some(index) = against {
+        let k = common.distance.unwrap_or(3).min(index.plan().k());
+        for i in 0..n {
+            if fate[i] != Fate::Kept || blank[i] {
+                continue;
+            }
+            if let Some(m) = index.query(fps[i], k)?.into_iter().next() {
+                let id = match m.name {
+                    Some(name) => Value::String(name),
+                    None => Value::from(m.id),
+                };
+                fate[i] = Fate::InIndex {
+                    m: index_matches.len() as u32,
+                };
+                index_matches.push((id, m.distance));
+                summary.dropped_by_index += 1;
+            }
+        }
+        // Closed before --add-to (possibly the same directory) opens it for writing.
+        drop(index);
+    }
+
+    // ---- ids (of the records that appear in the report) and similarities
+    let reported = args.emit != Emit::Keep;
+    let mut ids: HashMap<u32, Value> = HashMap::new();
+    let mut sim_to_kept: HashMap<u32, f64> = HashMap::new();
+    if reported {
+        let in_report = |i: usize| match fate[i] {
+            Fate::Kept => false,
+            Fate::Duplicate { .. } | Fate::InIndex { .. } => true,
+        };
+        let mut wanted: Vec<bool> = (0..n).map(in_report).collect();
+        for &k in &kept_of_group {
+            wanted[k as usize] = true;
+        }
+        if inputs.fields.id.is_some() {
+            inputs.scan_all("reading ids", &mut |g| wanted[g as usize], &mut |g, rec| {
+                if wanted[g as usize]
+                    && let Some(id) = rec.id
+                {
+                    ids.insert(g as u32, id);
+                }
+                Ok(())
+            })?;
+        }
+        if verify {
+            let mut to_check = Vec::new();
+            for (i, f) in fate.iter().enumerate() {
+                if let Fate::Duplicate { of } = *f {
+                    let key = (of.min(i as u32), of.max(i as u32));
+                    match similarity_of_pair.get(&key) {
+                        Some(&j) => {
+                            sim_to_kept.insert(i as u32, j);
+                        }
+                        None => to_check.push((of, i as u32)),
+                    }
+                }
+            }
+            if !to_check.is_empty() {
+                let (js, passes) = verify::jaccards(&checker, &to_check, 0.0, "similarity")?;
+                summary.verify_passes += passes;
+                for (&(_, i), j) in to_check.iter().zip(js) {
+                    sim_to_kept.insert(i, j);
+                }
+            }
+        }
+    }
+    drop(similarity_of_pair);
+    let id_of = |i: u32| -> Value { ids.get(&i).cloned().unwrap_or_else(|| Value::from(i)) };
+
+    // ---- output
+    match args.emit {
+        Emit::Keep => write_kept(&inputs, args.output.as_deref(), &fate)?,
+        Emit::Drop => {
+            let mut out = write::ByteOut::open(args.output.as_deref())?;
+            for (i, f) in fate.iter().enumerate() {
+                let line = match *f {
+                    Fate::Kept => continue,
+                    Fate::Duplicate { of } => json!({
+                        "id": id_of(i as u32),
+                        "duplicate_of": id_of(of),
+                        "distance": hamming(fps[i], fps[of as usize]),
+                        "similarity": sim_to_kept.get(&(i as u32)).copied(),
+                    }),
+                    Fate::InIndex { m } => {
+                        let (id, d) = &index_matches[m as usize];
+                        json!({
+                            "id": id_of(i as u32),
+                            "duplicate_of": id,
+                            "distance": d,
+                            "similarity": null,
+                            "in_index": true,
+                        })
+                    }
+                };
+                out.write_all(format!("{line}\n").as_bytes())?;
+            }
+            out.finish()?;
+        }
+        Emit::Groups => {
+            let mut out = write::ByteOut::open(args.output.as_deref())?;
+            let mut order: Vec<usize> = (0..groups.len()).collect();
+            order.sort_by(|&a, &b| groups[b].len().cmp(&groups[a].len()).then(a.cmp(&b)));
+            let list: Vec<Value> = order
+                .iter()
+                .map(|&g| {
+                    let kept = kept_of_group[g];
+                    let mut members = vec![json!({
+                        "id": id_of(kept),
+                        "fingerprint": fps[kept as usize],
+                        "distance": 0,
+                        "similarity": verify.then_some(1.0),
+                        "kept": true,
+                    })];
+                    members.extend(groups[g].iter().filter(|&&m| m != kept).map(|&m| {
+                        json!({
+                            "id": id_of(m),
+                            "fingerprint": fps[m as usize],
+                            "distance": hamming(fps[m as usize], fps[kept as usize]),
+                            "similarity": sim_to_kept.get(&m).copied(),
+                        })
+                    }));
+                    json!({ "members": members })
+                })
+                .collect();
+            let report = json!({ "records": n, "groups": list });
+            out.write_all(format!("{report}\n").as_bytes())?;
+            out.finish()?;
+        }
+    }
+
+    // ---- survivors into an index
+    if let Some(dir) = &args.add_to {
+        summary.added = add_survivors(&inputs, dir, index_config, &hasher, &fate, &fps, &blank)?;
+    }
+
+    // ---- summary
+    let seconds = started.elapsed().as_secs_f64();
+    let dropped = summary.dropped_in_dataset + summary.dropped_by_index;
+    let mb = summary.text_bytes as f64 / 1e6;
+    let rule = if verify {
+        match (common.distance, common.rule) {
+            (None, None) => {
+                "candidates at d <= 13/9/7/5 by length (<= 100 / 300 / 1000 / more characters), \
+                             kept if word-bigram Jaccard >= 0.4/0.4/0.5/0.6"
+                    .to_string()
+            }
+            (d, r) => format!(
+                "candidates at d <= {}, kept if Jaccard of {width}-token shingles >= {}",
+                d.map_or("13/9/7/5".to_string(), |d| d.to_string()),
+                r.map_or("0.4/0.4/0.5/0.6".to_string(), |r| r.threshold.to_string())
+            ),
+        }
+    } else {
+        format!("plain simhash, d <= {}", common.distance.unwrap_or(3))
+    };
+    eprintln!(
+        "simhashdb: dedup: {} records, {} dropped ({} in {} groups{}), {} kept; \
+         {:.1} MB of text in {:.2} s ({:.1} MB/s); {rule}",
+        summary.records,
+        dropped,
+        summary.dropped_in_dataset,
+        summary.groups,
+        if used_index {
+            format!(", {} found in the index", summary.dropped_by_index)
+        } else {
+            String::new()
+        },
+        summary.records - dropped,
+        mb,
+        seconds,
+        mb / seconds.max(1e-9),
+    );
+    if let Some(path) = &args.stats_json {
+        let stats = json!({
+            "records": summary.records,
+            "kept": summary.records - dropped,
+            "dropped": dropped,
+            "dropped_in_dataset": summary.dropped_in_dataset,
+            "dropped_by_index": summary.dropped_by_index,
+            "groups": summary.groups,
+            "records_in_groups": summary.in_groups,
+            "blank": summary.blank,
+            "candidate_pairs": summary.candidates,
+            "verified_pairs": summary.verified,
+            "verify": verify,
+            "verify_passes": summary.verify_passes,
+            "added_to_index": summary.added,
+            "input_bytes": inputs.total_bytes,
+            "text_bytes": summary.text_bytes,
+            "seconds": seconds,
+            "rule": rule,
+        });
+        let mut out = write::ByteOut::open(Some(path))?;
+        out.write_all(format!("{stats:#}\n").as_bytes())?;
+        out.finish()?;
+    }
+    Ok(())
+}
+
+fn spinner(what: &'static str) -> ProgressBar {
+    crate::progress::spinner(what)
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// The pairs within distance `k` among `members` (global record numbers).
+fn candidates(fps: &[u64], members: &[u32], k: u32) -> Vec<(u32, u32)> {
+    if members.len() < 2 {
+        return Vec::new();
+    }
+    let sub: Vec<u64> = members.iter().map(|&i| fps[i as usize]).collect();
+    // `find_all` needs an unprobed plan.
+    let plan = Plan::choose(sub.len() as u64, k, Budget::Unprobed)
+        .or_else(|_| Plan::new(k + 1, k))
+        .expect("k + 1 blocks make a plan for every k the rule chooses");
+    find_all(&sub, &plan)
+        .into_iter()
+        .map(|(a, b)| (members[a], members[b]))
+        .collect()
+}
+
+/// `--keep newest`: numbers before strings, null (missing) oldest.
+fn compare_keys(a: &Value, b: &Value) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    fn rank(v: &Value) -> u8 {
+        match v {
+            Value::Null => 0,
+            Value::Number(_) => 1,
+            Value::String(_) => 2,
+            _ => 3,
+        }
+    }
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x
+            .as_f64()
+            .unwrap_or(0.0)
+            .partial_cmp(&y.as_f64().unwrap_or(0.0))
+            .unwrap_or(Ordering::Equal),
+        (Value::String(x), Value::String(y)) => x.cmp(y),
+        _ => rank(a).cmp(&rank(b)),
+    }
+}
+
+/// Connected components of two or more members, each sorted, ordered by
+/// their first member.
+fn components(n: usize, pairs: &[(u32, u32)]) -> Vec<Vec<u32>> {
+    let mut parent: Vec<u32> = (0..n as u32).collect();
+    fn root(parent: &mut [u32], mut x: u32) -> u32 {
+        while parent[x as usize] != x {
+            parent[x as usize] = parent[parent[x as usize] as usize];
+            x = parent[x as usize];
+        }
+        x
+    }
+    let mut in_pair = vec![false; n];
+    for &(i, j) in pairs {
+        in_pair[i as usize] = true;
+        in_pair[j as usize] = true;
+        let (a, b) = (root(&mut parent, i), root(&mut parent, j));
+        if a != b {
+            parent[a.max(b) as usize] = a.min(b);
+        }
+    }
+    let mut by_root: HashMap<u32, Vec<u32>> = HashMap::new();
+    for x in 0..n as u32 {
+        if in_pair[x as usize] {
+            let r = root(&mut parent, x);
+            by_root.entry(r).or_default().push(x);
+        }
+    }
+    let mut groups: Vec<Vec<u32>> = by_root.into_values().filter(|g| g.len() > 1).collect();
+    groups.sort_unstable_by_key(|g| g[0]);
+    groups
+}
+
+/// Writes the kept records, unchanged and in input order.
+fn write_kept(inputs: &Inputs, output: Option<&Path>, fate: &[Fate]) -> Result<(), CliError> {
+    let format = inputs.sources[0].format;
+    let keep = |g: u64| fate[g as usize] == Fate::Kept;
+    match format {
+        Format::Jsonl => {
+            let mut out = write::ByteOut::open(output)?;
+            let mut result = Ok(());
+            inputs
+                .scan_all("writing", &mut |_| false, &mut |g, rec| {
+                    if keep(g)
+                        && let Raw::Line(line) = rec.raw
+                    {
+                        result = out.write_all(line).and_then(|()| out.write_all(b"\n"));
+                        result.as_ref().map_err(|_| CliError::BrokenPipe)?;
+                    }
+                    Ok(())
+                })
+                .or_else(|e| match e {
+                    CliError::BrokenPipe => Ok(()),
+                    e => Err(e),
+                })?;
+            result?;
+            out.finish()
+        }
+        Format::Csv | Format::Tsv => {
+            let path = output.expect("checked: CSV keep output has a path");
+            let mut out = write::ByteOut::open(Some(path))?;
+            let name = out.name().to_owned();
+            let mut header: Option<csv::ByteRecord> = None;
+            {
+                let mut writer = csv::WriterBuilder::new()
+                    .delimiter(if format == Format::Tsv { b'\t' } else { b',' })
+                    .from_writer(out.writer());
+                for (s, src) in inputs.sources.iter().enumerate() {
+                    let (mut reader, h) = read::csv_reader(src, &inputs.counter)?;
+                    match &header {
+                        None => {
+                            writer.write_byte_record(&h).map_err(|e| {
+                                CliError::Failure(format!("cannot write {name}: {e}"))
+                            })?;
+                            header = Some(h);
+                        }
+                        Some(first) if *first != h => {
+                            return Err(CliError::Input(format!(
+                                "{}: its header differs from that of {}; --emit keep writes one CSV",
+                                src.name, inputs.sources[0].name
+                            )));
+                        }
+                        Some(_) => {}
+                    }
+                    let start = inputs.starts[s];
+                    let mut record = csv::ByteRecord::new();
+                    let mut i = 0u64;
+                    while reader.read_byte_record(&mut record).map_err(|e| {
+                        CliError::Input(format!("{}, record {}: {e}", src.name, i + 1))
+                    })? {
+                        if keep(start + i) {
+                            writer.write_byte_record(&record).map_err(|e| {
+                                CliError::Failure(format!("cannot write {name}: {e}"))
+                            })?;
+                        }
+                        i += 1;
+                    }
+                }
+                writer.flush().map_err(|e| CliError::write(&name, e))?;
+            }
+            out.finish()
+        }
+        Format::Parquet => {
+            let path = output.expect("checked: Parquet keep output has a path");
+            let schema = read::parquet_schema(&inputs.sources[0])?;
+            let mut out = write::ParquetOut::open(path, schema.clone())?;
+            for (s, src) in inputs.sources.iter().enumerate() {
+                let start = inputs.starts[s];
+                read::for_each_batch(src, None, &inputs.counter, &mut |batch, first| {
+                    if batch.schema() != schema {
+                        return Err(CliError::Input(format!(
+                            "{}: its schema differs from that of {}; --emit keep writes one Parquet file",
+                            src.name, inputs.sources[0].name
+                        )));
+                    }
+                    let mask: arrow_array::BooleanArray = (0..batch.num_rows())
+                        .map(|r| Some(keep(start + first + r as u64)))
+                        .collect();
+                    let kept =
+                        arrow_select::filter::filter_record_batch(batch, &mask).map_err(|e| {
+                            CliError::Failure(format!("cannot filter {}: {e}", src.name))
+                        })?;
+                    if kept.num_rows() > 0 {
+                        out.write(&kept)?;
+                    }
+                    Ok(())
+                })?;
+            }
+            out.finish()
+        }
+    }
+}
+
+/// Appends the survivors to the index in `dir`, in batches; returns how many.
+fn add_survivors(
+    inputs: &Inputs,
+    dir: &Path,
+    config: Option<String>,
+    hasher: &Simhasher,
+    fate: &[Fate],
+    fps: &[u64],
+    blank: &[bool],
+) -> Result<u64, CliError> {
+    let config = match config {
+        Some(c) => c.parse().map_err(|e| CliError::Failure(format!("{e}")))?,
+        None => hasher.config(),
+    };
+    let options = Options::default().fingerprint(config);
+    let index = Index::open(dir, options)?;
+    let mut batch: Vec<(u64, u64, Option<String>)> = Vec::new();
+    let mut added = 0u64;
+    let survivor = |g: u64| fate[g as usize] == Fate::Kept && !blank[g as usize];
+    inputs.scan_all("adding", &mut |g| survivor(g), &mut |g, rec| {
+        if !survivor(g) {
+            return Ok(());
+        }
+        let (id, name) = match rec.id {
+            Some(Value::String(s)) => (doc_id(&s), Some(s)),
+            Some(Value::Number(x)) => match x.as_u64() {
+                Some(v) => (v, None),
+                None => (doc_id(&x.to_string()), Some(x.to_string())),
+            },
+            _ => (g, None),
+        };
+        let name = name.filter(|s| s.len() <= simhashdb::format::MAX_NAME_LEN);
+        batch.push((id, fps[g as usize], name));
+        if batch.len() >= 50_000 {
+            added += batch.len() as u64;
+            index.insert_batch(std::mem::take(&mut batch))?;
+        }
+        Ok(())
+    })?;
+    added += batch.len() as u64;
+    index.insert_batch(batch)?;
+    index.flush()?;
+    Ok(added)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn components_join_transitively() {
+        let groups = components(6, &[(0, 3), (3, 5), (1, 2)]);
+        assert_eq!(groups, vec![vec![0, 3, 5], vec![1, 2]]);
+        assert!(components(3, &[]).is_empty());
+    }
+
+    #[test]
+    fn tiers_grow_with_length() {
+        assert_eq!(tier_of(50), 0);
+        assert_eq!(tier_of(200), 1);
+        assert_eq!(tier_of(700), 2);
+        assert_eq!(tier_of(5000), 3);
+    }
+
+    #[test]
+    fn keys_order_null_numbers_strings() {
+        use std::cmp::Ordering::*;
+        assert_eq!(compare_keys(&Value::Null, &json!(1)), Less);
+        assert_eq!(compare_keys(&json!(2), &json!(10)), Less);
+        assert_eq!(
+            compare_keys(&json!("2024-01-02"), &json!("2023-12-31")),
+            Greater
+        );
+    }
+}

@@ -1,0 +1,636 @@
+//! The blocks of a doc map: bit streams, entry blocks and id index blocks.
+//! Layouts: docs/FORMAT.md#doc-map-entry-block and #doc-map-id-block.
+
+use super::super::bytes::{crc32, to_u64, to_usize, u64_at};
+use super::super::{FileKind, FormatError, MAX_NAME_LEN};
+
+const FILE: FileKind = FileKind::DocMap;
+/// Entries (and id index records) per block; every block but the last is full.
+pub(crate) const BLOCK_LEN: usize = 128;
+/// Fixed fields at the start of an entry block.
+const ENTRY_HEAD: usize = 46;
+/// Fixed fields at the start of an id index block.
+const ID_HEAD: usize = 10;
+/// Largest Rice parameter (a reader fetches low bits with one 8-byte load).
+const MAX_RICE: u32 = 56;
+/// Widest name code: a name length plus one, at most 65,537.
+const MAX_NAME_WIDTH: u32 = 17;
+
+/// Bits needed to write `v` (0 for 0).
+pub(crate) fn width(v: u64) -> u32 {
+    64 - v.leading_zeros()
+}
+
+fn low_mask(bits: u32) -> u64 {
+    if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    }
+}
+
+/// The `width <= 64` bits starting at bit `bit` of `data`, least significant
+/// first, zero past the end.
+fn bits_at(data: &[u8], bit: usize, width: u32) -> u64 {
+    let start = bit / 8;
+    let mut buf = [0u8; 16];
+    if let Some(tail) = data.get(start..) {
+        let n = tail.len().min(16);
+        if let (Some(dst), Some(src)) = (buf.get_mut(..n), tail.get(..n)) {
+            dst.copy_from_slice(src);
+        }
+    }
+    ((u128::from_le_bytes(buf) >> (bit % 8)) as u64) & low_mask(width)
+}
+
+/// Whether the bits of `stream` from bit `used` on are all zero.
+fn padding_clear(stream: &[u8], used: usize) -> bool {
+    let full = used / 8;
+    let partial = match stream.get(full) {
+        Some(&b) if !used.is_multiple_of(8) => b >> (used % 8) == 0,
+        _ => true,
+    };
+    let rest = stream
+        .get(full + usize::from(!used.is_multiple_of(8))..)
+        .unwrap_or_default();
+    partial && rest.iter().all(|&b| b == 0)
+}
+
+/// Appends bits, least significant first, to a byte vector.
+struct BitWriter<'a> {
+    out: &'a mut Vec<u8>,
+    acc: u128,
+    len: u32,
+}
+
+impl<'a> BitWriter<'a> {
+    fn new(out: &'a mut Vec<u8>) -> Self {
+        BitWriter {
+            out,
+            acc: 0,
+            len: 0,
+        }
+    }
+
+    /// The low `bits <= 64` bits of `value`.
+    fn write(&mut self, value: u64, bits: u32) {
+        self.acc |= u128::from(value & low_mask(bits)) << self.len;
+        self.len += bits;
+        while self.len >= 8 {
+            self.out.push(self.acc as u8);
+            self.acc >>= 8;
+            self.len -= 8;
+        }
+    }
+
+    /// `q` zero bits, then a one bit.
+    fn unary(&mut self, mut q: u64) {
+        while q >= 32 {
+            self.write(0, 32);
+            q -= 32;
+        }
+        self.write(1 << q, q as u32 + 1);
+    }
+
+    /// Pads with zero bits to a byte boundary.
+    fn finish(self) {
+        if self.len > 0 {
+            self.out.push(self.acc as u8);
+        }
+    }
+}
+
+/// The Rice parameter that codes `gaps` in the fewest bits among
+/// `⌊log2 mean⌋ - 1 ..= ⌊log2 mean⌋ + 1`, capped at 56.
+fn rice_parameter(gaps: &[u64]) -> u32 {
+    if gaps.is_empty() {
+        return 0;
+    }
+    let sum: u128 = gaps.iter().map(|&g| u128::from(g)).sum();
+    let mean = (sum / gaps.len() as u128).max(1);
+    let r0 = 127 - mean.leading_zeros();
+    let cost = |r: u32| -> u128 {
+        gaps.iter()
+            .map(|&g| u128::from(g >> r) + 1 + u128::from(r))
+            .sum()
+    };
+    let mut best = r0.min(MAX_RICE);
+    for r in [r0.saturating_sub(1), r0 + 1] {
+        let r = r.min(MAX_RICE);
+        if cost(r) < cost(best) {
+            best = r;
+        }
+    }
+    best
+}
+
+/// Writes `gaps` as a Rice low stream and a unary stream.
+fn write_rice(gaps: &[u64], r: u32) -> (Vec<u8>, Vec<u8>) {
+    let (mut low, mut unary) = (Vec::new(), Vec::new());
+    {
+        let mut w = BitWriter::new(&mut low);
+        for &g in gaps {
+            w.write(g, r);
+        }
+        w.finish();
+    }
+    {
+        let mut w = BitWriter::new(&mut unary);
+        for &g in gaps {
+            w.unary(g >> r);
+        }
+        w.finish();
+    }
+    (low, unary)
+}
+
+fn write_packed(out: &mut Vec<u8>, values: impl Iterator<Item = u64>, bits: u32) {
+    let mut w = BitWriter::new(out);
+    for v in values {
+        w.write(v, bits);
+    }
+    w.finish();
+}
+
+/// One document as the writer holds it.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Pending {
+    pub(crate) fingerprint: u64,
+    pub(crate) id: u64,
+    pub(crate) seq: u64,
+    pub(crate) timestamp: u64,
+    /// Name length + 1, or 0 for no name.
+    pub(crate) name_code: u32,
+}
+
+/// Appends the entry block of `entries` (1..=128, sorted by (fingerprint,
+/// id)) whose names are `names` (back to back, in entry order) and start at
+/// `name_base` in the names section.
+pub(crate) fn encode_entry_block(
+    entries: &[Pending],
+    names: &[u8],
+    name_base: u64,
+    out: &mut Vec<u8>,
+) {
+    let start = out.len();
+    let first = entries.first().copied().unwrap_or_default();
+    let gaps: Vec<u64> = entries
+        .windows(2)
+        .map(|w| match w {
+            [a, b] => b.fingerprint.wrapping_sub(a.fingerprint),
+            _ => 0,
+        })
+        .collect();
+    let r = rice_parameter(&gaps);
+    let span = |f: &dyn Fn(&Pending) -> u64| {
+        let lo = entries.iter().map(f).min().unwrap_or(0);
+        let hi = entries.iter().map(f).max().unwrap_or(0);
+        (lo, width(hi - lo))
+    };
+    let (id_base, id_width) = span(&|e| e.id);
+    let (seq_base, seq_width) = span(&|e| e.seq);
+    let (rel_base, rel_width) = span(&|e| e.seq.wrapping_sub(e.id));
+    let relative = rel_width < seq_width;
+    let (seq_base, seq_width) = if relative {
+        (rel_base, rel_width)
+    } else {
+        (seq_base, seq_width)
+    };
+    let (ts_base, ts_width) = span(&|e| e.timestamp);
+    let name_width = width(
+        entries
+            .iter()
+            .map(|e| u64::from(e.name_code))
+            .max()
+            .unwrap_or(0),
+    );
+    out.extend_from_slice(&first.fingerprint.to_le_bytes());
+    out.push(r as u8);
+    out.extend_from_slice(&id_base.to_le_bytes());
+    out.push(id_width as u8);
+    out.extend_from_slice(&seq_base.to_le_bytes());
+    out.push(seq_width as u8);
+    out.push(u8::from(relative));
+    out.extend_from_slice(&ts_base.to_le_bytes());
+    out.push(ts_width as u8);
+    out.push(name_width as u8);
+    out.extend_from_slice(&name_base.to_le_bytes());
+    let (low, unary) = write_rice(&gaps, r);
+    out.extend_from_slice(&low);
+    write_packed(out, entries.iter().map(|e| e.id - id_base), id_width);
+    let seq_of = |e: &Pending| {
+        if relative {
+            e.seq.wrapping_sub(e.id).wrapping_sub(seq_base)
+        } else {
+            e.seq - seq_base
+        }
+    };
+    write_packed(out, entries.iter().map(seq_of), seq_width);
+    write_packed(out, entries.iter().map(|e| e.timestamp - ts_base), ts_width);
+    write_packed(
+        out,
+        entries.iter().map(|e| u64::from(e.name_code)),
+        name_width,
+    );
+    out.extend_from_slice(&unary);
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(out.get(start..).unwrap_or_default());
+    crc.update(names);
+    out.extend_from_slice(&crc.finalize().to_le_bytes());
+}
+
+/// Appends the id index block of `pairs` (1..=128 (id, position) pairs,
+/// ids strictly increasing); positions take `position_width` bits each.
+pub(crate) fn encode_id_block(pairs: &[(u64, u32)], position_width: u32, out: &mut Vec<u8>) {
+    let start = out.len();
+    let first = pairs.first().map_or(0, |p| p.0);
+    let gaps: Vec<u64> = pairs
+        .windows(2)
+        .map(|w| match w {
+            [a, b] => b.0.wrapping_sub(a.0).wrapping_sub(1),
+            _ => 0,
+        })
+        .collect();
+    let r = rice_parameter(&gaps);
+    out.extend_from_slice(&first.to_le_bytes());
+    out.push(r as u8);
+    out.push(position_width as u8);
+    let (low, unary) = write_rice(&gaps, r);
+    out.extend_from_slice(&low);
+    write_packed(out, pairs.iter().map(|p| u64::from(p.1)), position_width);
+    out.extend_from_slice(&unary);
+    let crc = crc32(out.get(start..).unwrap_or_default());
+    out.extend_from_slice(&crc.to_le_bytes());
+}
+
+/// Splits `len` bytes off the front of `rest`.
+fn take<'a>(rest: &mut &'a [u8], len: usize) -> Option<&'a [u8]> {
+    let (head, tail) = rest.split_at_checked(len)?;
+    *rest = tail;
+    Some(head)
+}
+
+/// Decodes `n - 1` Rice gaps into `out[1..n]` starting from `first`; `plus`
+/// is added to each gap (1 where keys are distinct). Checks that the
+/// streams hold exactly these gaps and that no key passes `u64::MAX`.
+fn decode_rice(
+    first: u64,
+    low: &[u8],
+    unary: &[u8],
+    r: u32,
+    plus: u64,
+    out: &mut [u64],
+) -> Option<()> {
+    let mut key = first;
+    *out.first_mut()? = first;
+    let (mut bit, mut next) = (0usize, 0usize);
+    let total = unary.len() * 8;
+    for slot in out.iter_mut().skip(1) {
+        // Find the next one bit at or after `next`.
+        let mut at = next;
+        loop {
+            if at >= total {
+                return None;
+            }
+            let word = bits_at(unary, at, 64);
+            if word == 0 {
+                at += 64;
+                continue;
+            }
+            at += word.trailing_zeros() as usize;
+            break;
+        }
+        let q = to_u64(at - next);
+        next = at + 1;
+        if q > u64::MAX >> r {
+            return None;
+        }
+        let gap = (q << r) | bits_at(low, bit, r);
+        bit += r as usize;
+        key = key.checked_add(gap)?.checked_add(plus)?;
+        *slot = key;
+    }
+    (padding_clear(low, bit) && next.div_ceil(8) == unary.len() && padding_clear(unary, next))
+        .then_some(())
+}
+
+/// A packed stream of `count` values of `bits` bits.
+#[derive(Debug, Clone, Copy, Default)]
+struct Packed<'a> {
+    bytes: &'a [u8],
+    bits: u32,
+}
+
+impl<'a> Packed<'a> {
+    fn take(rest: &mut &'a [u8], bits: u32, count: usize) -> Option<Self> {
+        let used = count.checked_mul(bits as usize)?;
+        let bytes = take(rest, used.div_ceil(8))?;
+        padding_clear(bytes, used).then_some(Packed { bytes, bits })
+    }
+
+    fn get(&self, i: usize) -> u64 {
+        bits_at(self.bytes, i * self.bits as usize, self.bits)
+    }
+}
+
+/// A field of one entry in a block, base plus packed value.
+#[derive(Debug, Clone, Copy, Default)]
+struct Field<'a> {
+    base: u64,
+    packed: Packed<'a>,
+}
+
+/// One entry block, its CRC (and its names') checked and its fingerprints
+/// decoded; the other fields are unpacked on demand.
+#[derive(Debug, Clone)]
+pub(crate) struct EntryBlock<'a> {
+    fingerprints: [u64; BLOCK_LEN],
+    len: usize,
+    id: Field<'a>,
+    seq: Field<'a>,
+    seq_relative: bool,
+    timestamp: Field<'a>,
+    codes: Packed<'a>,
+    /// Where each entry's name starts among the block's names (entry `i`'s
+    /// ends where entry `i + 1`'s starts).
+    name_starts: [u32; BLOCK_LEN + 1],
+    /// The block's names, back to back.
+    names: &'a [u8],
+    /// Where the block's names start in the names section.
+    name_base: u64,
+}
+
+/// One decoded entry; its name is a range of the block's names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Decoded {
+    pub(crate) fingerprint: u64,
+    pub(crate) id: u64,
+    pub(crate) seq: u64,
+    pub(crate) timestamp: u64,
+}
+
+impl<'a> EntryBlock<'a> {
+    /// Parses and checks the block `bytes` of `len` entries (1..=128) at
+    /// offset `at` of the file, whose names lie in `names` (the whole
+    /// names section).
+    pub(crate) fn parse(
+        bytes: &'a [u8],
+        len: usize,
+        names: &'a [u8],
+        at: u64,
+    ) -> Result<Self, FormatError> {
+        let bad = |what| FormatError::malformed(FILE, at, what);
+        if len == 0 || len > BLOCK_LEN {
+            return Err(bad("a doc map block has a wrong entry count"));
+        }
+        let Some((body, crc)) = bytes
+            .split_last_chunk::<4>()
+            .filter(|(b, _)| b.len() >= ENTRY_HEAD)
+        else {
+            return Err(bad(
+                "a doc map entry block is shorter than its fixed fields",
+            ));
+        };
+        let u8_at = |i: usize| u32::from(body.get(i).copied().unwrap_or(0));
+        let u64_of = |i: usize| u64_at(body, i).unwrap_or(0);
+        let (first, r) = (u64_of(0), u8_at(8));
+        let (id_base, id_width) = (u64_of(9), u8_at(17));
+        let (seq_base, seq_width, relative) = (u64_of(18), u8_at(26), u8_at(27));
+        let (ts_base, ts_width) = (u64_of(28), u8_at(36));
+        let (name_width, name_base) = (u8_at(37), u64_of(38));
+        if r > MAX_RICE
+            || id_width > 64
+            || seq_width > 64
+            || ts_width > 64
+            || relative > 1
+            || name_width > MAX_NAME_WIDTH
+        {
+            return Err(bad("a doc map entry block has a field width out of range"));
+        }
+        let mut rest = body.get(ENTRY_HEAD..).unwrap_or_default();
+        let low_bits = (len - 1) * r as usize;
+        let streams = (|| {
+            let low = take(&mut rest, low_bits.div_ceil(8))?;
+            let id = Packed::take(&mut rest, id_width, len)?;
+            let seq = Packed::take(&mut rest, seq_width, len)?;
+            let ts = Packed::take(&mut rest, ts_width, len)?;
+            let codes = Packed::take(&mut rest, name_width, len)?;
+            Some((low, id, seq, ts, codes))
+        })();
+        let Some((low, id, seq, ts, codes)) = streams else {
+            return Err(bad("a doc map entry block is shorter than its streams"));
+        };
+        let unary = rest;
+        let mut name_starts = [0u32; BLOCK_LEN + 1];
+        let mut names_len = 0usize;
+        if name_width > 0 {
+            for i in 0..len {
+                let code = codes.get(i);
+                if code > to_u64(MAX_NAME_LEN) + 1 {
+                    return Err(bad("a doc map entry has a name longer than 65,536 bytes"));
+                }
+                names_len += to_usize(code.saturating_sub(1)).unwrap_or(usize::MAX);
+                if let Some(slot) = name_starts.get_mut(i + 1) {
+                    *slot = u32::try_from(names_len).unwrap_or(u32::MAX);
+                }
+            }
+        }
+        let block_names = to_usize(name_base)
+            .and_then(|s| names.get(s..s.checked_add(names_len)?))
+            .ok_or_else(|| bad("a doc map block's names lie outside the names section"))?;
+        let mut hasher = crc32fast::Hasher::new();
+        hasher.update(body);
+        hasher.update(block_names);
+        let (computed, stored) = (hasher.finalize(), u32::from_le_bytes(*crc));
+        if computed != stored {
+            return Err(FormatError::new(
+                FILE,
+                at,
+                super::super::FormatErrorKind::ChecksumMismatch {
+                    expected: stored,
+                    got: computed,
+                },
+            ));
+        }
+        let mut fingerprints = [0u64; BLOCK_LEN];
+        decode_rice(
+            first,
+            low,
+            unary,
+            r,
+            0,
+            fingerprints.get_mut(..len).unwrap_or_default(),
+        )
+        .ok_or_else(|| bad("a doc map entry block's fingerprint streams do not decode"))?;
+        let block = EntryBlock {
+            fingerprints,
+            len,
+            id: Field {
+                base: id_base,
+                packed: id,
+            },
+            seq: Field {
+                base: seq_base,
+                packed: seq,
+            },
+            seq_relative: relative == 1,
+            timestamp: Field {
+                base: ts_base,
+                packed: ts,
+            },
+            codes,
+            name_starts,
+            names: block_names,
+            name_base,
+        };
+        // A packed field passes 2^64 - 1 only if its base plus its widest
+        // value could: each value is checked only then.
+        let fields = [
+            Some(&block.id),
+            Some(&block.timestamp),
+            (!block.seq_relative).then_some(&block.seq),
+        ];
+        for field in fields.into_iter().flatten() {
+            if field
+                .base
+                .checked_add(low_mask(field.packed.bits))
+                .is_none()
+                && (0..len).any(|i| field.base.checked_add(field.packed.get(i)).is_none())
+            {
+                return Err(bad("a doc map entry's field passes 2^64 - 1"));
+            }
+        }
+        Ok(block)
+    }
+
+    /// Number of entries.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The fingerprint of entry `i`.
+    pub(crate) fn fingerprint(&self, i: usize) -> u64 {
+        self.fingerprints.get(i).copied().unwrap_or(u64::MAX)
+    }
+
+    /// Entry `i` (all fields were checked by `parse`).
+    pub(crate) fn entry(&self, i: usize) -> Decoded {
+        let id = self.id.base.wrapping_add(self.id.packed.get(i));
+        let seq = if self.seq_relative {
+            id.wrapping_add(self.seq.base)
+                .wrapping_add(self.seq.packed.get(i))
+        } else {
+            self.seq.base.wrapping_add(self.seq.packed.get(i))
+        };
+        Decoded {
+            fingerprint: self.fingerprint(i),
+            id,
+            seq,
+            timestamp: self
+                .timestamp
+                .base
+                .wrapping_add(self.timestamp.packed.get(i)),
+        }
+    }
+
+    /// Entry `i`'s name bytes: `None` for no name.
+    pub(crate) fn name(&self, i: usize) -> Option<&'a [u8]> {
+        if self.codes.bits == 0 {
+            return None;
+        }
+        if self.codes.get(i) == 0 {
+            return None;
+        }
+        let start = self.name_starts.get(i).copied()? as usize;
+        let end = self.name_starts.get(i + 1).copied()? as usize;
+        self.names.get(start..end)
+    }
+
+    /// Where the block's names start in the names section.
+    pub(crate) fn name_base(&self) -> u64 {
+        self.name_base
+    }
+
+    /// Where the block's names end in the names section.
+    pub(crate) fn name_end(&self) -> u64 {
+        self.name_base + to_u64(self.names.len())
+    }
+}
+
+/// One id index block, its CRC checked and its ids decoded.
+#[derive(Debug, Clone)]
+pub(crate) struct IdBlock<'a> {
+    ids: [u64; BLOCK_LEN],
+    len: usize,
+    positions: Packed<'a>,
+}
+
+impl<'a> IdBlock<'a> {
+    /// Parses and checks the id block `bytes` of `len` records (1..=128) at
+    /// offset `at` of the file.
+    pub(crate) fn parse(bytes: &'a [u8], len: usize, at: u64) -> Result<Self, FormatError> {
+        let bad = |what| FormatError::malformed(FILE, at, what);
+        if len == 0 || len > BLOCK_LEN {
+            return Err(bad("a doc map block has a wrong record count"));
+        }
+        let Some((body, crc)) = bytes
+            .split_last_chunk::<4>()
+            .filter(|(b, _)| b.len() >= ID_HEAD)
+        else {
+            return Err(bad("a doc map id block is shorter than its fixed fields"));
+        };
+        super::super::bytes::check_crc(FILE, at, body, u32::from_le_bytes(*crc))?;
+        let first = u64_at(body, 0).unwrap_or(0);
+        let r = u32::from(body.get(8).copied().unwrap_or(0));
+        let position_width = u32::from(body.get(9).copied().unwrap_or(0));
+        if r > MAX_RICE || position_width > 32 {
+            return Err(bad("a doc map id block has a field width out of range"));
+        }
+        let mut rest = body.get(ID_HEAD..).unwrap_or_default();
+        let streams = (|| {
+            let low = take(&mut rest, ((len - 1) * r as usize).div_ceil(8))?;
+            let positions = Packed::take(&mut rest, position_width, len)?;
+            Some((low, positions))
+        })();
+        let Some((low, positions)) = streams else {
+            return Err(bad("a doc map id block is shorter than its streams"));
+        };
+        let mut ids = [0u64; BLOCK_LEN];
+        decode_rice(
+            first,
+            low,
+            rest,
+            r,
+            1,
+            ids.get_mut(..len).unwrap_or_default(),
+        )
+        .ok_or_else(|| bad("a doc map id block's streams do not decode"))?;
+        Ok(IdBlock {
+            ids,
+            len,
+            positions,
+        })
+    }
+
+    /// The ids, increasing.
+    pub(crate) fn ids(&self) -> &[u64] {
+        self.ids.get(..self.len).unwrap_or_default()
+    }
+
+    /// Record `i`: (id, entry position).
+    pub(crate) fn record(&self, i: usize) -> (u64, u64) {
+        (self.ids.get(i).copied().unwrap_or(0), self.positions.get(i))
+    }
+}
+
+/// The stored first key of the block at `offset` of a blocks section (not
+/// checked: compared with the block index's copy to trust either).
+pub(crate) fn stored_first_key(blocks: &[u8], offset: usize) -> Option<u64> {
+    u64_at(blocks, offset)
+}
+
+/// Reads a 16-byte block index record: (first key, offset).
+pub(crate) fn index_record(index: &[u8], i: usize) -> Option<(u64, u64)> {
+    let at = i.checked_mul(16)?;
+    Some((u64_at(index, at)?, u64_at(index, at + 8)?))
+}

@@ -1,0 +1,319 @@
+//! Sorted-key tables: strictly increasing `u64` keys in Rice-coded blocks.
+//!
+//! A table is what one permuted table of a segment stores. Keys are grouped
+//! in blocks of a fixed number of keys; a block holds its first key in full
+//! and every following key as a Rice-coded gap, with a Rice parameter chosen
+//! per block. A block index (first key and offset of every block) lets a
+//! reader find the one block where a range starts. Every block
+//! carries its own CRC32, checked whenever the block is decoded, so a query
+//! never returns keys from a damaged block.
+//!
+//! See docs/FORMAT.md#table-section for the layout and the reasons.
+
+use super::FileKind;
+
+mod block;
+mod reader;
+mod rice;
+mod writer;
+
+pub use reader::{Range, TableReader};
+pub use writer::TableWriter;
+
+/// Keys per block unless a writer is told otherwise.
+pub const DEFAULT_BLOCK_LEN: u32 = 128;
+
+/// The largest block length the format allows.
+pub const MAX_BLOCK_LEN: u32 = 4096;
+
+/// First key (8 bytes) and Rice parameter (1 byte).
+const BLOCK_HEADER_LEN: usize = 9;
+const CRC_LEN: usize = 4;
+/// The smallest possible block: header and CRC around an empty bit stream.
+const MIN_BLOCK_LEN_BYTES: usize = BLOCK_HEADER_LEN + CRC_LEN;
+/// The largest Rice parameter: low bits of a gap fit one unaligned 8-byte
+/// load at any bit offset. See docs/FORMAT.md#table-blocks.
+pub(crate) const MAX_RICE: u32 = 56;
+/// Keys a range iterator decodes at a time.
+const CHUNK: usize = 32;
+/// First key and block offset, both `u64`.
+const INDEX_ENTRY_LEN: usize = 16;
+/// Key count, index offset, block length, index CRC, footer CRC.
+pub(crate) const FOOTER_LEN: usize = 28;
+
+const FILE: FileKind = FileKind::Segment;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+mod tests {
+    use super::rice::rice_parameter;
+    use super::*;
+    use crate::format::EncodeError;
+    use crate::format::bytes::{crc32, u64_at};
+
+    fn encode(keys: &[u64], block_len: u32) -> Vec<u8> {
+        let mut w = TableWriter::new(block_len).unwrap();
+        for &k in keys {
+            w.push(k).unwrap();
+        }
+        w.finish().unwrap()
+    }
+
+    fn xorshift(n: usize, seed: u64) -> Vec<u64> {
+        let mut s = seed;
+        let mut v: Vec<u64> = (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                s
+            })
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    fn all(t: &TableReader<'_>) -> Vec<u64> {
+        t.iter().collect::<Result<_, _>>().unwrap()
+    }
+
+    #[test]
+    fn round_trip_shapes() {
+        let cases: Vec<Vec<u64>> = vec![
+            vec![],
+            vec![0],
+            vec![u64::MAX],
+            vec![0, u64::MAX],
+            vec![0, 1, 2, 3, 4, 5],
+            (0..1000).collect(),
+            (0..1000).map(|i| u64::MAX - 1000 + i).collect(),
+            xorshift(5000, 7),
+            (0..256).map(|i| i << 56).collect(),
+        ];
+        for keys in &cases {
+            for block_len in [1, 2, 3, 127, 128, 4096] {
+                let bytes = encode(keys, block_len);
+                let t = TableReader::new(&bytes).unwrap();
+                assert_eq!(t.len(), keys.len() as u64);
+                assert_eq!(&all(&t), keys, "block_len {block_len}");
+                t.verify().unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn rice_parameter_follows_mean_gap() {
+        assert_eq!(rice_parameter([0u64; 10].into_iter()), 0);
+        assert_eq!(rice_parameter(std::iter::empty()), 0);
+        let r = rice_parameter([1u64 << 38; 100].into_iter());
+        assert!((37..=39).contains(&r), "{r}");
+        assert_eq!(rice_parameter([u64::MAX; 3].into_iter()), MAX_RICE);
+    }
+
+    #[test]
+    fn huge_gaps_and_the_largest_rice_parameter() {
+        let keys = [0, 1 << 63, u64::MAX];
+        let bytes = encode(&keys, 128);
+        assert_eq!(all(&TableReader::new(&bytes).unwrap()), keys);
+    }
+
+    #[test]
+    fn unary_longer_than_a_word() {
+        // One tiny gap among huge ones forces a small r for... the opposite:
+        // many zero gaps and one huge gap give a long quotient.
+        let mut keys: Vec<u64> = (0..120).collect();
+        keys.push(1 << 20);
+        let bytes = encode(&keys, 128);
+        assert_eq!(all(&TableReader::new(&bytes).unwrap()), keys);
+    }
+
+    #[test]
+    fn ranges_match_a_filter() {
+        let keys = xorshift(20_000, 3);
+        let bytes = encode(&keys, 128);
+        let t = TableReader::new(&bytes).unwrap();
+        let mut probes: Vec<(u64, u64)> = vec![(0, u64::MAX), (0, 0), (u64::MAX, u64::MAX)];
+        for w in keys.windows(2).step_by(97) {
+            probes.push((w[0], w[1]));
+            probes.push((w[0] + 1, w[1] - 1));
+            probes.push((w[0], w[0]));
+            probes.push((w[0] & !0xffff_ffff_ffff, w[0] | 0xffff_ffff_ffff));
+        }
+        probes.push((5, 4));
+        for (lo, hi) in probes {
+            let got: Vec<u64> = t.range(lo, hi).collect::<Result<_, _>>().unwrap();
+            let want: Vec<u64> = keys
+                .iter()
+                .copied()
+                .filter(|&k| lo <= k && k <= hi)
+                .collect();
+            assert_eq!(got, want, "{lo:#x}..={hi:#x}");
+        }
+    }
+
+    #[test]
+    fn rejects_non_increasing_keys() {
+        let mut w = TableWriter::new(4).unwrap();
+        w.push(5).unwrap();
+        assert!(matches!(
+            w.push(5),
+            Err(EncodeError::KeysNotIncreasing { prev: 5, key: 5 })
+        ));
+        assert!(matches!(
+            w.push(4),
+            Err(EncodeError::KeysNotIncreasing { .. })
+        ));
+        assert!(TableWriter::new(0).is_err());
+        assert!(TableWriter::new(MAX_BLOCK_LEN + 1).is_err());
+    }
+
+    #[test]
+    fn every_bit_flip_is_caught_or_harmless() {
+        let keys = xorshift(600, 11);
+        let bytes = encode(&keys, 64);
+        for bit in 0..bytes.len() * 8 {
+            let mut bad = bytes.clone();
+            bad[bit / 8] ^= 1 << (bit % 8);
+            let Ok(t) = TableReader::new(&bad) else {
+                continue;
+            };
+            // Every full read either errors or returns the right keys.
+            match t.iter().collect::<Result<Vec<_>, _>>() {
+                Ok(got) => assert_eq!(got, keys, "bit {bit}"),
+                Err(e) => assert!(e.offset < bad.len() as u64),
+            }
+            for w in keys.windows(2).step_by(37) {
+                if let Ok(got) = t.range(w[0], w[1]).collect::<Result<Vec<_>, _>>() {
+                    assert_eq!(got, [w[0], w[1]], "bit {bit}");
+                }
+            }
+            if t.verify().is_ok() {
+                assert_eq!(all(&t), keys);
+            }
+        }
+    }
+
+    #[test]
+    fn every_truncation_is_refused() {
+        let keys = xorshift(300, 5);
+        let bytes = encode(&keys, 32);
+        for len in 0..bytes.len() {
+            assert!(TableReader::new(&bytes[..len]).is_err(), "len {len}");
+        }
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        for len in [0, 1, 27, 28, 29, 64, 200, 1000] {
+            for _ in 0..200 {
+                let bytes: Vec<u8> = (0..len)
+                    .map(|_| {
+                        s ^= s << 13;
+                        s ^= s >> 7;
+                        s ^= s << 17;
+                        s as u8
+                    })
+                    .collect();
+                if let Ok(t) = TableReader::new(&bytes) {
+                    let _ = t.verify();
+                    let _ = t.range(0, u64::MAX).count();
+                }
+            }
+        }
+    }
+
+    /// Recomputes every checksum of a table section (and the index's copy
+    /// of each block's first key), so that damage reaches the decoder.
+    fn reseal(bytes: &mut [u8]) {
+        let len = bytes.len();
+        let footer = len - FOOTER_LEN;
+        let index = u64_at(bytes, footer + 8).unwrap() as usize;
+        let blocks = (footer - index) / INDEX_ENTRY_LEN;
+        for i in 0..blocks {
+            let at = index + i * INDEX_ENTRY_LEN;
+            let start = u64_at(bytes, at + 8).unwrap() as usize;
+            let end = if i + 1 < blocks {
+                u64_at(bytes, at + INDEX_ENTRY_LEN + 8).unwrap() as usize
+            } else {
+                index
+            };
+            let crc = crc32(&bytes[start..end - 4]);
+            bytes[end - 4..end].copy_from_slice(&crc.to_le_bytes());
+            let first: [u8; 8] = bytes[start..start + 8].try_into().unwrap();
+            bytes[at..at + 8].copy_from_slice(&first);
+        }
+        let crc = crc32(&bytes[index..footer]);
+        bytes[footer + 20..footer + 24].copy_from_slice(&crc.to_le_bytes());
+        let crc = crc32(&bytes[footer..footer + 24]);
+        bytes[footer + 24..].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    #[test]
+    fn checksummed_garbage_is_refused_or_still_sorted() {
+        let mut keys = xorshift(400, 21);
+        keys.extend([u64::MAX - 3, u64::MAX - 1, u64::MAX]);
+        keys.sort_unstable();
+        keys.dedup();
+        let bytes = encode(&keys, 16);
+        let mut s = 77u64;
+        let mut next = || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let (mut errors, mut accepted) = (0, 0);
+        for _ in 0..20_000 {
+            let mut bad = bytes.clone();
+            let data_end = u64_at(&bad, bad.len() - FOOTER_LEN + 8).unwrap() as usize;
+            for _ in 0..1 + next() % 3 {
+                let at = next() as usize % data_end;
+                bad[at] = match next() % 4 {
+                    0 => 0,
+                    1 => 0xff,
+                    _ => next() as u8,
+                };
+            }
+            reseal(&mut bad);
+            let t = TableReader::new(&bad).unwrap();
+            let mut prev = None;
+            let mut ok = true;
+            for k in t.iter() {
+                match k {
+                    Ok(k) => {
+                        assert!(prev.is_none_or(|p| p < k), "keys out of order");
+                        prev = Some(k);
+                    }
+                    Err(e) => {
+                        assert!(e.offset < bad.len() as u64);
+                        ok = false;
+                    }
+                }
+            }
+            if ok {
+                accepted += 1;
+                assert!(t.verify().is_ok());
+            } else {
+                errors += 1;
+                assert!(t.verify().is_err());
+            }
+            let lo = next();
+            for k in t.range(lo, lo.saturating_add(next() >> 4)).flatten() {
+                assert!(k >= lo);
+            }
+        }
+        // Both outcomes occur: the decoder's own checks are exercised.
+        assert!(errors > 1000 && accepted > 100, "{errors} {accepted}");
+    }
+
+    #[test]
+    fn uniform_keys_cost_about_log_gap_plus_two_bits() {
+        let keys = xorshift(1 << 16, 99);
+        let bytes = encode(&keys, DEFAULT_BLOCK_LEN);
+        let bits_per_key = bytes.len() as f64 * 8.0 / keys.len() as f64;
+        // Mean gap 2^48: about 48 + 1.6 bits, plus block overhead.
+        assert!(bits_per_key < 48.0 + 3.5, "{bits_per_key}");
+    }
+}

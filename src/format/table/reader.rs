@@ -1,0 +1,424 @@
+//! [`TableReader`] and its [`Range`] iterator: a table opened, its block
+//! index searched, its blocks decoded on demand.
+
+use crate::format::bytes::{check_crc, to_u64, to_usize, u32_at, u64_at};
+use crate::format::{FormatError, FormatErrorKind};
+
+use super::block::BlockCursor;
+use super::{
+    CHUNK, CRC_LEN, FILE, FOOTER_LEN, INDEX_ENTRY_LEN, MAX_BLOCK_LEN, MIN_BLOCK_LEN_BYTES,
+};
+
+/// A table section: checked cheaply when opened, each block checked when read.
+///
+/// It borrows the bytes (usually part of a memory-mapped segment) and is
+/// `Copy`, so iterators carry their own.
+#[derive(Debug, Clone, Copy)]
+pub struct TableReader<'a> {
+    bytes: &'a [u8],
+    /// Offset of `bytes` in its file, for error offsets.
+    base: u64,
+    key_count: u64,
+    block_len: u32,
+    block_count: usize,
+    index_offset: usize,
+    index_crc: u32,
+}
+
+impl<'a> TableReader<'a> {
+    /// Opens a table section: checks the footer's checksum and that the
+    /// block index and the blocks fit the bytes. Costs O(1); blocks are
+    /// checked when read, or all at once by [`verify`](Self::verify).
+    pub fn new(bytes: &'a [u8]) -> Result<Self, FormatError> {
+        TableReader::at(bytes, 0)
+    }
+
+    /// [`new`](Self::new) for a section that starts at `base` in its file.
+    pub(crate) fn at(bytes: &'a [u8], base: u64) -> Result<Self, FormatError> {
+        let err_at = |off: usize, kind| FormatError::new(FILE, base + to_u64(off), kind);
+        let malformed = |off: usize, what| err_at(off, FormatErrorKind::Malformed(what));
+        let Some(footer_at) = bytes.len().checked_sub(FOOTER_LEN) else {
+            return Err(err_at(
+                0,
+                FormatErrorKind::Truncated {
+                    needed: to_u64(FOOTER_LEN),
+                    available: to_u64(bytes.len()),
+                },
+            ));
+        };
+        let footer = bytes.get(footer_at..).unwrap_or_default();
+        let (covered, stored) = footer.split_at_checked(FOOTER_LEN - 4).unwrap_or_default();
+        let stored = u32_at(stored, 0).unwrap_or_default();
+        check_crc(FILE, base + to_u64(footer_at), covered, stored)?;
+        let field = |at| u64_at(covered, at).unwrap_or_default();
+        let key_count = field(0);
+        let index_offset = field(8);
+        let block_len = u32_at(covered, 16).unwrap_or_default();
+        let index_crc = u32_at(covered, 20).unwrap_or_default();
+        if block_len == 0 || block_len > MAX_BLOCK_LEN {
+            return Err(malformed(
+                footer_at + 16,
+                "the table's block length is outside 1..=4096",
+            ));
+        }
+        let block_count = key_count.div_ceil(u64::from(block_len));
+        let index_end = block_count
+            .checked_mul(to_u64(INDEX_ENTRY_LEN))
+            .and_then(|len| len.checked_add(index_offset));
+        if index_end != Some(to_u64(footer_at)) {
+            return Err(malformed(
+                footer_at,
+                "the table's block index does not end where its footer starts",
+            ));
+        }
+        let min_data = block_count.saturating_mul(to_u64(MIN_BLOCK_LEN_BYTES));
+        if index_offset < min_data || (block_count == 0 && index_offset != 0) {
+            return Err(malformed(
+                footer_at + 8,
+                "the table's blocks cannot fit before its block index",
+            ));
+        }
+        let (Some(block_count), Some(index_offset)) =
+            (to_usize(block_count), to_usize(index_offset))
+        else {
+            return Err(malformed(
+                footer_at,
+                "the table is too large for this platform",
+            ));
+        };
+        Ok(TableReader {
+            bytes,
+            base,
+            key_count,
+            block_len,
+            block_count,
+            index_offset,
+            index_crc,
+        })
+    }
+
+    /// Number of keys.
+    pub fn len(&self) -> u64 {
+        self.key_count
+    }
+
+    /// Whether the table holds no key.
+    pub fn is_empty(&self) -> bool {
+        self.key_count == 0
+    }
+
+    /// Keys per block (the last block may hold fewer).
+    pub fn block_len(&self) -> u32 {
+        self.block_len
+    }
+
+    /// Number of blocks.
+    pub fn block_count(&self) -> usize {
+        self.block_count
+    }
+
+    /// Size of the section in bytes.
+    pub fn size_bytes(&self) -> u64 {
+        to_u64(self.bytes.len())
+    }
+
+    fn entry_offset(&self, block: usize) -> usize {
+        self.index_offset
+            .saturating_add(block.saturating_mul(INDEX_ENTRY_LEN))
+    }
+
+    /// First key and offset of `block`, from the block index.
+    #[inline]
+    fn index_entry(&self, block: usize) -> Result<(u64, u64), FormatError> {
+        let at = self.entry_offset(block);
+        match (u64_at(self.bytes, at), u64_at(self.bytes, at + 8)) {
+            (Some(first), Some(offset)) => Ok((first, offset)),
+            _ => Err(self.malformed(at, "a block index entry is out of bounds")),
+        }
+    }
+
+    pub(super) fn malformed(&self, at: usize, what: &'static str) -> FormatError {
+        FormatError::malformed(FILE, self.base + to_u64(at), what)
+    }
+
+    /// Opens `block`: checks its bounds, its CRC, and that its first key is
+    /// the one the index holds.
+    fn block(&self, block: usize) -> Result<BlockCursor<'a>, FormatError> {
+        let entry_at = self.entry_offset(block);
+        let (indexed_first, start) = self.index_entry(block)?;
+        let end = if block + 1 < self.block_count {
+            self.index_entry(block + 1)?.1
+        } else {
+            to_u64(self.index_offset)
+        };
+        let bounds = (to_usize(start), to_usize(end));
+        let (Some(start), Some(end)) = bounds else {
+            return Err(self.malformed(entry_at, "a block offset is out of bounds"));
+        };
+        if end > self.index_offset || end < start.saturating_add(MIN_BLOCK_LEN_BYTES) {
+            return Err(self.malformed(
+                entry_at,
+                "the block index's offsets are out of order or out of bounds",
+            ));
+        }
+        let block_bytes = self.bytes.get(start..end).unwrap_or_default();
+        let (body, stored) = block_bytes
+            .split_at_checked(end - start - CRC_LEN)
+            .unwrap_or_default();
+        let stored = u32_at(stored, 0).unwrap_or_default();
+        check_crc(FILE, self.base + to_u64(start), body, stored)?;
+        let first = u64_at(body, 0).unwrap_or_default();
+        if first != indexed_first {
+            return Err(self.malformed(
+                entry_at,
+                "the block index disagrees with the first key of its block",
+            ));
+        }
+        // block < block_count, so block * block_len < key_count.
+        let before = to_u64(block) * u64::from(self.block_len);
+        let count = (self.key_count - before).min(u64::from(self.block_len));
+        BlockCursor::new(body, count as usize, self.base + to_u64(start))
+    }
+
+    /// The block a search for `key` starts in: the last one whose first key
+    /// is `<= key` (block 0 if none).
+    ///
+    /// Permuted fingerprints are close to uniform, so the first guess
+    /// interpolates between the first and last block's first keys; the
+    /// search then gallops from the guess to bracket the block and finishes
+    /// by bisection. A damaged index can only make it start at a block whose
+    /// (checked) first key is `<= key`, which loses nothing.
+    fn find_block(&self, key: u64) -> Result<usize, FormatError> {
+        let n = self.block_count;
+        if n <= 1 {
+            return Ok(0);
+        }
+        let last = n - 1;
+        let (first_key, last_key) = (self.index_entry(0)?.0, self.index_entry(last)?.0);
+        if key < first_key {
+            return Ok(0);
+        }
+        if key >= last_key {
+            return Ok(last);
+        }
+        // first_key <= key < last_key, so the guess is in 0..last.
+        let span = u128::from(last_key - first_key);
+        let guess = u128::from(key - first_key) * to_u64(last) as u128 / span;
+        let guess = usize::try_from(guess).unwrap_or(0).min(last - 1);
+        // Invariant: entry(lo) <= key < entry(hi), lo < hi.
+        let (mut lo, mut hi);
+        let mut step = 1;
+        if self.index_entry(guess)?.0 <= key {
+            lo = guess;
+            hi = (guess + step).min(last);
+            while hi < last && self.index_entry(hi)?.0 <= key {
+                lo = hi;
+                step *= 2;
+                hi = (hi + step).min(last);
+            }
+        } else {
+            hi = guess;
+            lo = guess.saturating_sub(step);
+            while lo > 0 && self.index_entry(lo)?.0 > key {
+                hi = lo;
+                step *= 2;
+                lo = lo.saturating_sub(step);
+            }
+        }
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if self.index_entry(mid)?.0 <= key {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo)
+    }
+
+    /// The keys in `lo..=hi`, ascending. Binary-searches the block index,
+    /// then decodes from the block where the range starts.
+    ///
+    /// Yields an error (and then stops) when a block it reads is damaged.
+    pub fn range(&self, lo: u64, hi: u64) -> Range<'a> {
+        let state = if lo > hi || self.key_count == 0 {
+            RangeState::Done
+        } else {
+            RangeState::Search
+        };
+        Range::new(*self, lo, hi, state)
+    }
+
+    /// Every key, ascending.
+    pub fn iter(&self) -> Range<'a> {
+        Range::new(*self, 0, u64::MAX, RangeState::Running)
+    }
+
+    /// Checks everything: the block index's CRC, every block's CRC and
+    /// encoding, and that keys increase across blocks.
+    pub fn verify(&self) -> Result<(), FormatError> {
+        let footer_at = self.bytes.len().saturating_sub(FOOTER_LEN);
+        let index = self
+            .bytes
+            .get(self.index_offset..footer_at)
+            .unwrap_or_default();
+        check_crc(
+            FILE,
+            self.base + to_u64(self.index_offset),
+            index,
+            self.index_crc,
+        )?;
+        if self.block_count > 0 && self.index_entry(0)?.1 != 0 {
+            return Err(self.malformed(
+                self.index_offset,
+                "the first block does not start the table",
+            ));
+        }
+        let mut count = 0u64;
+        for key in self.iter() {
+            key?;
+            count += 1;
+        }
+        if count != self.key_count {
+            return Err(self.malformed(
+                footer_at,
+                "the table's blocks hold a different number of keys than its footer",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl<'a> IntoIterator for &TableReader<'a> {
+    type Item = Result<u64, FormatError>;
+    type IntoIter = Range<'a>;
+
+    fn into_iter(self) -> Range<'a> {
+        self.iter()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RangeState {
+    Search,
+    Running,
+    Done,
+}
+
+/// Iterator over the keys of a [`TableReader`] in a range, ascending.
+///
+/// Items are `Err` when a block is damaged; the iterator then ends.
+#[derive(Debug, Clone)]
+pub struct Range<'a> {
+    table: TableReader<'a>,
+    lo: u64,
+    hi: u64,
+    next_block: usize,
+    cursor: Option<BlockCursor<'a>>,
+    /// Decoded keys, `buf[pos..len]` not yet returned.
+    buf: [u64; CHUNK],
+    pos: usize,
+    len: usize,
+    /// The last key decoded, to check that blocks follow each other in order.
+    last: Option<u64>,
+    state: RangeState,
+}
+
+impl<'a> Range<'a> {
+    pub(super) fn new(table: TableReader<'a>, lo: u64, hi: u64, state: RangeState) -> Self {
+        Range {
+            table,
+            lo,
+            hi,
+            next_block: 0,
+            cursor: None,
+            buf: [0; CHUNK],
+            pos: 0,
+            len: 0,
+            last: None,
+            state,
+        }
+    }
+
+    /// Decodes the next chunk of keys into `buf`; `Ok(false)` at the end.
+    #[inline(never)]
+    fn fill(&mut self) -> Result<bool, FormatError> {
+        loop {
+            match self.state {
+                RangeState::Done => return Ok(false),
+                RangeState::Search => {
+                    self.next_block = self.table.find_block(self.lo)?;
+                    self.state = RangeState::Running;
+                }
+                RangeState::Running => {}
+            }
+            let cursor = match &mut self.cursor {
+                Some(cursor) => cursor,
+                None => {
+                    if self.next_block >= self.table.block_count {
+                        self.state = RangeState::Done;
+                        return Ok(false);
+                    }
+                    let cursor = self.table.block(self.next_block)?;
+                    self.next_block += 1;
+                    self.cursor.insert(cursor)
+                }
+            };
+            let n = cursor.decode_chunk(&mut self.buf)?;
+            if n == 0 {
+                self.cursor = None;
+                continue;
+            }
+            let first = self.buf.first().copied().unwrap_or_default();
+            if self.last.is_some_and(|last| first <= last) {
+                return Err(
+                    cursor.malformed("a block's first key is not above the previous block's keys")
+                );
+            }
+            let last = self.buf.get(n - 1).copied().unwrap_or_default();
+            self.last = Some(last);
+            if last < self.lo {
+                continue;
+            }
+            let chunk = self.buf.get(..n).unwrap_or_default();
+            self.pos = chunk.partition_point(|&k| k < self.lo);
+            self.len = n;
+            return Ok(true);
+        }
+    }
+}
+
+impl Iterator for Range<'_> {
+    type Item = Result<u64, FormatError>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if self.pos < self.len {
+                let key = self.buf.get(self.pos).copied().unwrap_or_default();
+                self.pos += 1;
+                if key > self.hi {
+                    self.state = RangeState::Done;
+                    self.len = 0;
+                    return None;
+                }
+                if key >= self.lo {
+                    return Some(Ok(key));
+                }
+                continue;
+            }
+            match self.fill() {
+                Ok(true) => {}
+                Ok(false) => return None,
+                Err(e) => {
+                    self.state = RangeState::Done;
+                    self.cursor = None;
+                    self.len = 0;
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+}
+
+impl std::iter::FusedIterator for Range<'_> {}
