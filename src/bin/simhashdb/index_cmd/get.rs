@@ -1,7 +1,5 @@
 //! `simhashdb get`: stored documents by name or id.
 
-use serde_json::json;
-
 use super::{Db, Which, json_line, print_then_report_missing, to_json};
 use crate::error::CliError;
 use crate::input::escape_field;
