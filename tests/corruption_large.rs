@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use common::{Model, Rng, brute_force};
+use common::{copy_dir, dir};
 use simhashdb::engine::fault::FaultFs;
 use simhashdb::engine::fs::FileSystem;
 use simhashdb::plan::Plan;
@@ -27,10 +28,6 @@ use simhashdb::{Durability, Error, Index, Match, Options};
 
 const ID_SPACE: u64 = 8_000;
 const CLUSTERS: u64 = 200;
-
-fn dir() -> &'static Path {
-    Path::new("/db")
-}
 
 fn options(fs: &FaultFs) -> Options {
     Options::new()
@@ -133,20 +130,12 @@ fn files(fs: &FaultFs) -> Vec<PathBuf> {
 
 /// A durable copy of the index with one bit of `file` flipped at `offset`.
 fn damaged_copy(src: &FaultFs, file: &Path, offset: usize, bit: u32) -> FaultFs {
-    let dst = FaultFs::new();
-    dst.create_dir_all(dir()).unwrap();
-    dst.sync_dir(Path::new("/")).unwrap();
-    for path in files(src) {
-        let mut bytes = src.read(&path).unwrap();
-        if path == file {
+    let target = file.file_name().unwrap().to_str().unwrap().to_owned();
+    copy_dir(src, dir(), |name, bytes| {
+        if name == target {
             bytes[offset] ^= 1 << bit;
         }
-        let mut out = dst.create_new(&path).unwrap();
-        out.write_all(&bytes).unwrap();
-        out.sync().unwrap();
-    }
-    dst.sync_dir(dir()).unwrap();
-    dst
+    })
 }
 
 #[derive(Debug, Default)]

@@ -22,9 +22,10 @@
 
 mod common;
 
-use std::path::Path;
 use std::sync::Arc;
 
+use common::dir;
+use common::workload::{ID_SPACE, W, perform, prefix_models, workload};
 use common::{CENTRES, Model, Rng, brute_force, snapshot};
 use simhashdb::engine::fault::{CrashMode, Fault, FaultFs, FaultKind, Op, Unsynced};
 use simhashdb::engine::fs::FileSystem;
@@ -32,12 +33,6 @@ use simhashdb::engine::policy::{MergePolicy, TieredMergePolicy};
 use simhashdb::format::{WalEnd, WalReader};
 use simhashdb::plan::Plan;
 use simhashdb::{Durability, Error, Index, Options};
-
-const ID_SPACE: u64 = 24;
-
-fn dir() -> &'static Path {
-    Path::new("/db")
-}
 
 fn options(fs: &FaultFs, durability: Durability) -> Options {
     Options::new()
@@ -48,82 +43,6 @@ fn options(fs: &FaultFs, durability: Durability) -> Options {
         .merge_policy(Some(
             Arc::new(TieredMergePolicy { fan_in: 2 }) as Arc<dyn MergePolicy>
         ))
-}
-
-#[derive(Debug, Clone)]
-enum W {
-    Insert(u64, u64),
-    Named(u64, u64),
-    Batch(Vec<(u64, u64)>),
-    Delete(u64),
-    Flush,
-    Sync,
-    Compact,
-}
-
-fn workload(seed: u64, len: usize) -> Vec<W> {
-    let mut rng = Rng(seed);
-    (0..len)
-        .map(|_| {
-            let id = rng.below(ID_SPACE);
-            match rng.below(20) {
-                0..=6 => W::Insert(id, rng.fingerprint()),
-                7..=9 => W::Named(id, rng.fingerprint()),
-                10..=12 => W::Batch(
-                    (0..1 + rng.below(5))
-                        .map(|_| (rng.below(ID_SPACE), rng.fingerprint()))
-                        .collect(),
-                ),
-                13..=15 => W::Delete(id),
-                16 => W::Flush,
-                17 => W::Sync,
-                _ => W::Compact,
-            }
-        })
-        .collect()
-}
-
-fn name(id: u64, fp: u64) -> String {
-    format!("https://example.com/{id}/{fp:016x}")
-}
-
-fn perform(index: &Index, op: &W) -> simhashdb::Result<()> {
-    match op {
-        W::Insert(id, fp) => index.insert(*id, *fp),
-        W::Named(id, fp) => index.insert_named(*id, *fp, name(*id, *fp)),
-        W::Batch(docs) => index.insert_batch(docs.iter().map(|&(id, fp)| (id, fp, None::<String>))),
-        W::Delete(id) => index.delete(*id),
-        W::Flush => index.flush(),
-        W::Sync => index.sync(),
-        W::Compact => index.compact(),
-    }
-}
-
-/// `models[i]`: the live documents after the first `i` operations.
-fn prefix_models(ops: &[W]) -> Vec<Model> {
-    let mut model = Model::new();
-    let mut out = vec![model.clone()];
-    for op in ops {
-        match op {
-            W::Insert(id, fp) => {
-                model.insert(*id, (*fp, None));
-            }
-            W::Named(id, fp) => {
-                model.insert(*id, (*fp, Some(name(*id, *fp))));
-            }
-            W::Batch(docs) => {
-                for &(id, fp) in docs {
-                    model.insert(id, (fp, None));
-                }
-            }
-            W::Delete(id) => {
-                model.remove(id);
-            }
-            W::Flush | W::Sync | W::Compact => {}
-        }
-        out.push(model.clone());
-    }
-    out
 }
 
 fn assert_queries(index: &Index, model: &Model, ctx: &str) {
@@ -301,7 +220,7 @@ fn is_write(op: &W) -> bool {
 }
 
 fn sweep(durability: Durability, seed: u64) -> Tally {
-    let ops = workload(seed, 40);
+    let ops = workload(seed, 70);
     let models = prefix_models(&ops);
     let total = calls(&ops, durability);
     assert!(total > 100, "only {total} calls");
@@ -351,6 +270,10 @@ fn every_fault_at_every_call_poisons_and_loses_nothing_sync() {
 /// Sync mode still holds every acknowledged write; Buffered mode opens to
 /// the state after a prefix of the operations, at least up to the last
 /// explicit sync, flush or compaction.
+/// Ids the scattered sweep draws from (fewer than the shared workload's
+/// [`ID_SPACE`], so more of its writes are upserts).
+const SCATTERED_IDS: u64 = 24;
+
 fn scattered_sweep(durability: Durability) -> (u64, u64) {
     // Long names and a large memtable: the unsynced part of the WAL spans
     // several pages between syncs.
@@ -358,14 +281,14 @@ fn scattered_sweep(durability: Durability) -> (u64, u64) {
         let mut rng = Rng(99);
         (0..90)
             .map(|i| {
-                let id = rng.below(ID_SPACE);
+                let id = rng.below(SCATTERED_IDS);
                 match (i, rng.below(10)) {
                     (45, _) => W::Sync,
                     (70, _) => W::Flush,
                     (_, 0..=5) => W::Named(id, rng.fingerprint()),
-                    (_, 6 | 7) => W::Batch(
+                    (_, 6 | 7) => W::UnnamedBatch(
                         (0..1 + rng.below(5))
-                            .map(|_| (rng.below(ID_SPACE), rng.fingerprint()))
+                            .map(|_| (rng.below(SCATTERED_IDS), rng.fingerprint()))
                             .collect(),
                     ),
                     _ => W::Delete(id),

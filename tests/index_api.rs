@@ -2,21 +2,17 @@
 //! names, distance limits, recorded settings, check-and-insert, retention,
 //! batches, statistics and poisoning after a failed write.
 
-use std::path::Path;
+mod common;
+
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+use common::{dir, mix};
 use simhashdb::engine::fault::{CrashMode, Fault, FaultFs, FaultKind, Op, Unsynced};
 use simhashdb::engine::fs::FileSystem;
 use simhashdb::format::{MAX_NAME_LEN, WalEnd, WalReader};
 use simhashdb::plan::Plan;
 use simhashdb::{Durability, Error, Index, Match, Options, Simhasher};
-
-const DIR: &str = "/index";
-
-fn dir() -> &'static Path {
-    Path::new(DIR)
-}
 
 fn plan() -> Plan {
     Plan::new(5, 3).unwrap()
@@ -43,14 +39,6 @@ fn m(id: u64, fingerprint: u64, distance: u32, name: Option<&str>) -> Match {
         distance,
         name: name.map(str::to_owned),
     }
-}
-
-/// splitmix64.
-fn mix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 const A: u64 = 0x0123_4567_89ab_cdef;

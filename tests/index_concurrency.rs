@@ -3,11 +3,14 @@
 //! insert was acknowledged before the query began, and nothing returned is
 //! wrong.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use common::mix;
 use simhashdb::engine::fault::FaultFs;
 use simhashdb::engine::fs::FileSystem;
 use simhashdb::plan::Plan;
@@ -34,14 +37,6 @@ const CENTRES: [u64; 8] = [
     0x0f0f_0f0f_f0f0_f0f0,
     0x8000_0000_0000_0001,
 ];
-
-/// splitmix64.
-fn mix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
 
 /// Document `id`'s fingerprint: up to three bits from one of the centres,
 /// so a query at distance 3 finds several.

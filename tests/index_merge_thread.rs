@@ -6,18 +6,11 @@ mod common;
 
 use std::sync::Arc;
 
+use common::mix;
 use common::{Model, brute_force};
 use simhashdb::engine::policy::TieredMergePolicy;
 use simhashdb::plan::Plan;
 use simhashdb::{Index, Options};
-
-/// splitmix64.
-fn mix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
 
 fn options(merge_thread: bool) -> Options {
     Options::new()

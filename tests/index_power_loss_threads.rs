@@ -16,11 +16,11 @@
 
 mod common;
 
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::Rng;
+use common::dir;
 use common::snapshot;
 use common::workload::{
     ID_SPACE, assert_a_prefix_survived, perform_until_failure, prefix_models, workload,
@@ -30,10 +30,6 @@ use simhashdb::engine::fs::FileSystem;
 use simhashdb::engine::policy::{MergePolicy, TieredMergePolicy};
 use simhashdb::plan::Plan;
 use simhashdb::{Durability, Index, Options};
-
-fn dir() -> &'static Path {
-    Path::new("/index")
-}
 
 /// A new process's view of `fs`, with flushes on the flush thread or on
 /// the writing thread (merges on the merge thread either way).

@@ -15,6 +15,7 @@ use common::workload::{
     workload,
 };
 use common::{CENTRES, Model, Rng, brute_force, snapshot};
+use common::{copy_dir, dir};
 use simhashdb::engine::fault::{CrashMode, Fault, FaultFs, FaultKind, Op, Unsynced};
 use simhashdb::engine::fs::{FileSystem, RealFs};
 use simhashdb::format::{
@@ -22,12 +23,6 @@ use simhashdb::format::{
 };
 use simhashdb::plan::Plan;
 use simhashdb::{Durability, Error, Index, Options};
-
-const DIR: &str = "/index";
-
-fn dir() -> &'static Path {
-    Path::new(DIR)
-}
 
 fn plan() -> Plan {
     Plan::new(5, 3).unwrap()
@@ -72,24 +67,6 @@ fn files_with_extension(fs: &dyn FileSystem, dir: &Path, ext: &str) -> Vec<PathB
         .collect();
     files.sort();
     files
-}
-
-/// A new file system holding a durable copy of `dir` from `src`, each file
-/// passed through `edit` (by name) first.
-fn copy_dir(src: &FaultFs, dir: &Path, mut edit: impl FnMut(&str, &mut Vec<u8>)) -> FaultFs {
-    let dst = FaultFs::new();
-    dst.create_dir_all(dir).unwrap();
-    dst.sync_dir(Path::new("/")).unwrap();
-    for name in src.list(dir).unwrap() {
-        let path = dir.join(&name);
-        let mut bytes = src.read(&path).unwrap();
-        edit(name.to_str().unwrap(), &mut bytes);
-        let mut file = dst.create_new(&path).unwrap();
-        file.write_all(&bytes).unwrap();
-        file.sync().unwrap();
-    }
-    dst.sync_dir(dir).unwrap();
-    dst
 }
 
 // ---------------------------------------------------------------------------

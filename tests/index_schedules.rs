@@ -30,11 +30,11 @@
 
 mod common;
 
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use common::dir;
 use common::schedule::{Gates, HANG, without_hanging};
 use common::workload::{
     ID_SPACE, Progress, W, assert_a_prefix_survived, perform, prefix_models, workload,
@@ -75,10 +75,6 @@ const ENDS: [End; 4] = [
     End::Crash(CrashMode::PowerLoss(Unsynced::Torn)),
     End::FailThenKill,
 ];
-
-fn dir() -> &'static Path {
-    Path::new("/index")
-}
 
 fn options(fs: &FaultFs, gates: &Gates, durability: Durability, flush_thread: bool) -> Options {
     Options::new()

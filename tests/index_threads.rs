@@ -5,10 +5,10 @@
 
 mod common;
 
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use common::dir;
 use common::schedule::{Gates, without_hanging};
 use common::{Model, Rng, brute_force};
 use simhashdb::engine::fault::{CrashMode, Fault, FaultFs, FaultKind, Op};
@@ -18,10 +18,6 @@ use simhashdb::engine::schedule::Point;
 use simhashdb::format::MAX_NAME_LEN;
 use simhashdb::plan::Plan;
 use simhashdb::{Durability, Error, Index, Options};
-
-fn dir() -> &'static Path {
-    Path::new("/index")
-}
 
 /// A process over `fs` (flush and merge threads allowed), with the flush
 /// thread on and a memtable of about 20 documents.

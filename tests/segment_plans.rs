@@ -4,20 +4,15 @@
 //! output of another, and queries stay exactly what a brute-force scan of
 //! the live documents returns throughout.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use common::mix;
 use simhashdb::format::SegmentReader;
 use simhashdb::plan::Plan;
 use simhashdb::{Index, Options};
-
-/// splitmix64.
-fn mix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
 
 /// The index's plan: 10 tables (5 blocks, k = 3).
 fn plan() -> Plan {

@@ -52,6 +52,13 @@ fn build(dir: &Path, durability: Durability) {
     index.insert(1001, fp(1001)).unwrap();
 }
 
+/// A temporary directory holding what [`build`] writes.
+fn built(durability: Durability) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    build(tmp.path(), durability);
+    tmp
+}
+
 fn manifest_path(dir: &Path) -> PathBuf {
     dir.join("MANIFEST")
 }
@@ -200,9 +207,8 @@ fn expect_corrupted<T: std::fmt::Debug>(result: simhashdb::Result<T>, file: &Pat
 
 #[test]
 fn a_manifest_whose_next_segment_id_is_not_above_a_segment_is_refused_and_nothing_is_overwritten() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = built(Durability::Buffered);
     let dir = tmp.path();
-    build(dir, Durability::Buffered);
     let mut m = read_manifest(dir);
     let lowest = m.segments.iter().map(|s| s.id).min().unwrap();
     m.next_segment_id = lowest;
@@ -229,9 +235,8 @@ fn a_manifest_whose_next_segment_id_is_not_above_a_segment_is_refused_and_nothin
 
 #[test]
 fn manifest_counters_below_what_the_manifest_names_are_refused() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = built(Durability::Buffered);
     let dir = tmp.path();
-    build(dir, Durability::Buffered);
     let good = read_manifest(dir);
     let newest_seq = good.segments.iter().map(|s| s.max_seq).max().unwrap();
     type Edit = Box<dyn Fn(&mut Manifest)>;
@@ -282,9 +287,8 @@ fn manifest_counters_below_what_the_manifest_names_are_refused() {
 fn a_segment_level_at_its_limit_compacts() {
     // Found by fuzzing: the merged segment's level was the inputs' + 1,
     // which overflowed (a panic in debug builds).
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = built(Durability::Buffered);
     let dir = tmp.path();
-    build(dir, Durability::Buffered);
     let mut m = read_manifest(dir);
     m.segments.iter_mut().for_each(|s| s.level = u32::MAX);
     write_manifest(dir, &m);
@@ -298,9 +302,8 @@ fn a_segment_level_at_its_limit_compacts() {
 
 #[test]
 fn debris_holding_the_next_ids_is_never_written_over() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = built(Durability::Buffered);
     let dir = tmp.path();
-    build(dir, Durability::Buffered);
     let m = read_manifest(dir);
     // What a flush interrupted before its commit leaves: files with the ids
     // the manifest would hand out next.
@@ -324,9 +327,8 @@ fn debris_holding_the_next_ids_is_never_written_over() {
 
 #[test]
 fn absurd_counts_in_the_manifest_are_refused_at_open_not_allocated() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = built(Durability::Buffered);
     let dir = tmp.path();
-    build(dir, Durability::Buffered);
     let good = read_manifest(dir);
     let big = big_segment(dir);
     type Edit<'a> = (&'a str, fn(&mut SegmentMeta), &'a Path);
@@ -365,9 +367,8 @@ fn absurd_counts_in_the_manifest_are_refused_at_open_not_allocated() {
 
 #[test]
 fn verify_names_the_segment_file_when_two_tables_are_exchanged_and_compact_refuses_it() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = built(Durability::Buffered);
     let dir = tmp.path();
-    build(dir, Durability::Buffered);
     let big = big_segment(dir);
     let (_, mut tables) = tables_of(dir, big.id);
     tables.swap(0, 1);
@@ -396,9 +397,8 @@ fn verify_names_the_segment_file_when_two_tables_are_exchanged_and_compact_refus
 
 #[test]
 fn verify_names_the_segment_file_when_a_table_misses_a_key_and_holds_a_phantom() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = built(Durability::Buffered);
     let dir = tmp.path();
-    build(dir, Durability::Buffered);
     let big = big_segment(dir);
     let (_, mut tables) = tables_of(dir, big.id);
     let t = 2;
@@ -413,9 +413,8 @@ fn verify_names_the_segment_file_when_a_table_misses_a_key_and_holds_a_phantom()
 
 #[test]
 fn verify_names_the_doc_map_when_an_entry_fingerprint_is_in_no_table() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = built(Durability::Buffered);
     let dir = tmp.path();
-    build(dir, Durability::Buffered);
     let big = big_segment(dir);
     let (_, mut entries, tombstones) = doc_map_of(dir, big.id);
     // Fingerprints are distinct here, so the entry's old one leaves the set.
@@ -438,9 +437,8 @@ fn verify_names_the_doc_map_when_an_entry_fingerprint_is_in_no_table() {
 
 #[test]
 fn verify_names_the_doc_map_when_a_key_of_every_table_is_missing_from_it() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = built(Durability::Buffered);
     let dir = tmp.path();
-    build(dir, Durability::Buffered);
     let big = big_segment(dir);
     let (_, mut entries, tombstones) = doc_map_of(dir, big.id);
     entries.remove(17);
@@ -455,9 +453,8 @@ fn verify_names_the_doc_map_when_a_key_of_every_table_is_missing_from_it() {
 
 #[test]
 fn verify_refuses_a_doc_map_whose_sequence_numbers_differ_from_the_manifest() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = built(Durability::Buffered);
     let dir = tmp.path();
-    build(dir, Durability::Buffered);
     let big = big_segment(dir);
     let (_, mut entries, tombstones) = doc_map_of(dir, big.id);
     // Newer than anything the manifest records for the segment: it would
@@ -470,9 +467,8 @@ fn verify_refuses_a_doc_map_whose_sequence_numbers_differ_from_the_manifest() {
 
 #[test]
 fn a_tombstone_newer_than_an_entry_in_the_same_doc_map_deletes_it_and_an_older_one_does_not() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = built(Durability::Buffered);
     let dir = tmp.path();
-    build(dir, Durability::Buffered);
     let big = big_segment(dir);
     let (_, entries, mut tombstones) = doc_map_of(dir, big.id);
     // Two live documents of the segment, neither touched by later writes.
@@ -575,9 +571,8 @@ fn unparsable_frame() -> Vec<u8> {
 #[test]
 fn a_checksum_valid_last_wal_frame_that_does_not_parse_is_damage_not_a_torn_tail() {
     for durability in [Durability::Sync, Durability::Buffered] {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = built(durability);
         let dir = tmp.path();
-        build(dir, durability);
         let (index_id, wal_id, flags, frames) = wal_of(dir);
         let mut bytes = encode_wal_header_with_flags(index_id, wal_id, flags);
         for frame in &frames {
@@ -609,9 +604,8 @@ fn a_checksum_valid_last_wal_frame_that_does_not_parse_is_damage_not_a_torn_tail
 
 #[test]
 fn a_flipped_bit_in_the_last_frame_of_a_sync_wal_is_reported_by_verify() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = built(Durability::Sync);
     let dir = tmp.path();
-    build(dir, Durability::Sync);
     let path = wal_path(dir);
     let mut bytes = fs::read(&path).unwrap();
     let len = bytes.len();
@@ -639,9 +633,8 @@ fn a_flipped_bit_in_the_last_frame_of_a_sync_wal_is_reported_by_verify() {
 
 #[test]
 fn a_wal_whose_header_names_another_wal_is_refused() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = built(Durability::Buffered);
     let dir = tmp.path();
-    build(dir, Durability::Buffered);
     let (index_id, wal_id, flags, frames) = wal_of(dir);
     let mut bytes = encode_wal_header_with_flags(index_id, wal_id + 7, flags);
     for frame in &frames {
@@ -657,9 +650,8 @@ fn a_wal_whose_header_names_another_wal_is_refused() {
 
 #[test]
 fn wal_records_whose_sequence_numbers_go_back_or_pass_2_pow_63_are_refused() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = built(Durability::Buffered);
     let dir = tmp.path();
-    build(dir, Durability::Buffered);
     let (index_id, wal_id, flags, frames) = wal_of(dir);
     assert_eq!(frames.len(), 2);
     let edits: [fn(&mut Vec<Vec<Record>>); 3] = [
@@ -769,9 +761,8 @@ fn a_segment_copied_in_from_another_index_is_refused_even_with_a_matching_manife
 
 #[test]
 fn an_index_of_the_previous_format_version_is_refused_with_what_to_do() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = built(Durability::Buffered);
     let dir = tmp.path();
-    build(dir, Durability::Buffered);
     // No encoder of version 1 remains: mark the manifest as version 1 and
     // seal it with its checksum (docs/FORMAT.md, "Manifest file").
     let mut bytes = fs::read(manifest_path(dir)).unwrap();

@@ -7,6 +7,7 @@ mod common;
 
 use std::io::Write;
 use std::net::TcpStream;
+use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -17,6 +18,33 @@ use simhashdb::{Index, Options};
 use common::http::Client;
 use common::server::Server;
 use common::{Model, Rng, live_docs};
+
+/// A server on a new index in a temporary directory (removed when the
+/// first value is dropped), and the index's path.
+fn start(extra: &[&str]) -> (tempfile::TempDir, PathBuf, Server) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("index");
+    let server = Server::start(&db, extra);
+    (dir, db, server)
+}
+
+/// Sends the head of a `POST /v1/documents` of `body` and the first half of
+/// the body, and waits until the server has started on the request; returns
+/// the half not sent.
+fn send_half<'a>(server: &Server, client: &mut Client, body: &'a str) -> &'a [u8] {
+    let (head, tail) = body.as_bytes().split_at(body.len() / 2);
+    client
+        .send_head(
+            "POST",
+            "/v1/documents",
+            Some("application/json"),
+            body.len(),
+        )
+        .expect("head");
+    client.stream().write_all(head).expect("half the body");
+    server.wait_for_stderr("request started method=POST uri=/v1/documents");
+    tail
+}
 
 /// Connecting is refused once the server has stopped accepting.
 fn wait_until_refused(server: &Server) {
@@ -31,9 +59,7 @@ fn wait_until_refused(server: &Server) {
 
 #[test]
 fn sigterm_finishes_the_request_in_flight_then_flushes_and_exits_0() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("index");
-    let mut server = Server::start(&db, &[]);
+    let (_dir, db, mut server) = start(&[]);
     let mut client = server.client();
     let first = client
         .post(
@@ -52,17 +78,7 @@ fn sigterm_finishes_the_request_in_flight_then_flushes_and_exits_0() {
         {"name": "https://example.com/late", "text": "the last words in flight"},
     ]})
     .to_string();
-    let (head, tail) = body.as_bytes().split_at(body.len() / 2);
-    client
-        .send_head(
-            "POST",
-            "/v1/documents",
-            Some("application/json"),
-            body.len(),
-        )
-        .expect("head");
-    client.stream().write_all(head).expect("half the body");
-    server.wait_for_stderr("request started method=POST uri=/v1/documents");
+    let tail = send_half(&server, &mut client, &body);
     server.signal("TERM");
     server.wait_for_stderr("shutting down");
     wait_until_refused(&server);
@@ -93,9 +109,7 @@ fn sigterm_finishes_the_request_in_flight_then_flushes_and_exits_0() {
 
 #[test]
 fn sigint_shuts_down_gracefully_too() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("index");
-    let mut server = Server::start(&db, &[]);
+    let (_dir, db, mut server) = start(&[]);
     let mut client = server.client();
     let reply = client
         .post(
@@ -124,9 +138,7 @@ const MAX_REQUESTS: usize = 20_000;
 
 #[test]
 fn sigkill_under_load_with_sync_loses_no_acknowledged_document() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("index");
-    let mut server = Server::start(&db, &["--sync"]);
+    let (_dir, db, mut server) = start(&["--sync"]);
     let acknowledged = Mutex::new(Model::new());
     let stop = AtomicBool::new(false);
     let addr = server.addr;
@@ -214,24 +226,10 @@ fn sigkill_under_load_with_sync_loses_no_acknowledged_document() {
 
 #[test]
 fn a_request_that_never_completes_does_not_hold_the_shutdown_up() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("index");
-    let mut server = Server::start(&db, &["--shutdown-timeout", "1"]);
+    let (_dir, db, mut server) = start(&["--shutdown-timeout", "1"]);
     let mut client = server.client();
     let body = json!({"documents": [{"id": 5, "fingerprint": 5}]}).to_string();
-    client
-        .send_head(
-            "POST",
-            "/v1/documents",
-            Some("application/json"),
-            body.len(),
-        )
-        .expect("head");
-    client
-        .stream()
-        .write_all(&body.as_bytes()[..body.len() / 2])
-        .expect("half the body");
-    server.wait_for_stderr("request started method=POST uri=/v1/documents");
+    send_half(&server, &mut client, &body);
     server.signal("TERM");
     assert_eq!(server.wait().code(), Some(0), "{}", server.stderr());
     assert!(

@@ -4,7 +4,10 @@
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
+use simhashdb::engine::fault::FaultFs;
+use simhashdb::engine::fs::FileSystem;
 use simhashdb::{Index, Match, hamming};
 
 pub mod cli;
@@ -73,16 +76,47 @@ pub fn snapshot(index: &Index, ids: impl IntoIterator<Item = u64>) -> Model {
 /// Fingerprints are drawn near these, so that queries have answers.
 pub const CENTRES: [u64; 4] = [0, u64::MAX, 0x0123_4567_89ab_cdef, 0xdead_beef_cafe_f00d];
 
+/// The directory of an index on an in-memory file system
+/// (`engine::fault::FaultFs`).
+pub fn dir() -> &'static Path {
+    Path::new("/index")
+}
+
+/// A new file system holding a durable copy of `dir` from `src`, each file
+/// passed through `edit` (by name) first.
+pub fn copy_dir(src: &FaultFs, dir: &Path, mut edit: impl FnMut(&str, &mut Vec<u8>)) -> FaultFs {
+    let dst = FaultFs::new();
+    dst.create_dir_all(dir).unwrap();
+    dst.sync_dir(Path::new("/")).unwrap();
+    for name in src.list(dir).unwrap() {
+        let path = dir.join(&name);
+        let mut bytes = src.read(&path).unwrap();
+        edit(name.to_str().unwrap(), &mut bytes);
+        let mut file = dst.create_new(&path).unwrap();
+        file.write_all(&bytes).unwrap();
+        file.sync().unwrap();
+    }
+    dst.sync_dir(dir).unwrap();
+    dst
+}
+
+/// splitmix64 of `x`: the `x`-th value of the generator seeded with 0, so a
+/// test can derive a value from an id without carrying a generator.
+pub fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 /// splitmix64: deterministic workloads without a dependency.
 pub struct Rng(pub u64);
 
 impl Rng {
     pub fn next(&mut self) -> u64 {
+        let z = mix(self.0);
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        z
     }
 
     /// Uniform enough in `0..n` for workloads.

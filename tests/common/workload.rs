@@ -19,7 +19,11 @@ pub fn name(id: u64, fp: u64) -> String {
 pub enum W {
     Insert(u64, u64),
     Named(u64, u64),
+    /// `insert_batch` with a name for every document.
     Batch(Vec<(u64, u64)>),
+    /// `insert_batch` without names (smaller frames). [`workload`] never
+    /// draws it; tests that build their own call sequences may.
+    UnnamedBatch(Vec<(u64, u64)>),
     Delete(u64),
     Flush,
     Sync,
@@ -57,6 +61,9 @@ pub fn perform(index: &Index, op: &W) -> simhashdb::Result<()> {
         W::Insert(id, fp) => index.insert(*id, *fp),
         W::Named(id, fp) => index.insert_named(*id, *fp, name(*id, *fp)),
         W::Batch(docs) => index.insert_batch(docs.iter().map(|&(i, f)| (i, f, Some(name(i, f))))),
+        W::UnnamedBatch(docs) => {
+            index.insert_batch(docs.iter().map(|&(i, f)| (i, f, None::<String>)))
+        }
         W::Delete(id) => index.delete(*id),
         W::Flush => index.flush(),
         W::Sync => index.sync(),
@@ -79,6 +86,11 @@ pub fn prefix_models(ops: &[W]) -> Vec<Model> {
             W::Batch(docs) => {
                 for &(i, f) in docs {
                     model.insert(i, (f, Some(name(i, f))));
+                }
+            }
+            W::UnnamedBatch(docs) => {
+                for &(i, f) in docs {
+                    model.insert(i, (f, None));
                 }
             }
             W::Delete(id) => {
