@@ -36,7 +36,7 @@ pub struct TableWriter<W: Write = Vec<u8>> {
 
 impl TableWriter<Vec<u8>> {
     /// A writer into a new `Vec<u8>` with `block_len` keys per block
-    /// (1..=[`MAX_BLOCK_LEN`]; [`DEFAULT_BLOCK_LEN`] unless measured otherwise).
+    /// (1..=[`MAX_BLOCK_LEN`]; [`DEFAULT_BLOCK_LEN`](super::DEFAULT_BLOCK_LEN) unless measured otherwise).
     pub fn new(block_len: u32) -> Result<Self, EncodeError> {
         TableWriter::with_writer(Vec::new(), block_len)
     }
