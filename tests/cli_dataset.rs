@@ -1,7 +1,8 @@
 //! `simhashdb dedup` on datasets (JSONL, CSV/TSV, Parquet; gzip, zstd), run
 //! as a real process on files written here with the real crates, and
 //! checked against a brute-force computation: every pair's Hamming distance
-//! and word-bigram Jaccard similarity, the documented length rule, union-find.
+//! and word 5-shingle Jaccard similarity, the documented length rule, direct grouping
+//! (union-find components for --no-verify).
 #![cfg(feature = "cli")]
 
 mod common;
@@ -83,16 +84,11 @@ fn dataset(seed: u64, count: usize) -> Vec<Rec> {
 
 /// The documented default rule: (upper length in characters, candidate
 /// distance, Jaccard threshold), chosen by the shorter text of a pair.
-const TIERS: [(usize, u32, f64); 4] = [
-    (100, 13, 0.4),
-    (300, 9, 0.4),
-    (1000, 7, 0.5),
-    (usize::MAX, 5, 0.6),
-];
+const TIERS: [(usize, u32, f64); 3] = [(200, 12, 0.8), (1000, 10, 0.8), (usize::MAX, 9, 0.8)];
 
 fn tier_rule(a: &str, b: &str) -> (u32, f64) {
     let len = a.chars().count().min(b.chars().count());
-    let t = TIERS.iter().find(|t| len <= t.0).unwrap();
+    let t = TIERS.iter().find(|t| len < t.0).unwrap();
     (t.1, t.2)
 }
 
@@ -116,57 +112,100 @@ struct Expected {
 fn expected(recs: &[Rec], verify: bool, distance: Option<u32>, keep: Keep) -> Expected {
     let hasher = Simhasher::default();
     let fps: Vec<u64> = recs.iter().map(|r| hasher.fingerprint(&r.text)).collect();
+    let width = if verify { 5 } else { 2 };
     let sets: Vec<ShingleSet> = recs
         .iter()
-        .map(|r| ShingleSet::from_text(&hasher, &r.text, 2))
+        .map(|r| ShingleSet::from_text(&hasher, &r.text, width))
         .collect();
     let n = recs.len();
-    let mut parent: Vec<usize> = (0..n).collect();
-    fn root(p: &mut [usize], mut x: usize) -> usize {
-        while p[x] != x {
-            x = p[x];
-        }
-        x
-    }
-    for i in 0..n {
-        for j in i + 1..n {
-            let (k, t) = tier_rule(&recs[i].text, &recs[j].text);
-            let k = distance.unwrap_or(if verify { k } else { 3 });
-            if hamming(fps[i], fps[j]) > k {
-                continue;
-            }
-            if verify && sets[i].jaccard(&sets[j]) < t {
-                continue;
-            }
-            let (a, b) = (root(&mut parent, i), root(&mut parent, j));
-            parent[a.max(b)] = a.min(b);
-        }
-    }
-    let mut by_root: HashMap<usize, Vec<usize>> = HashMap::new();
-    for i in 0..n {
-        let r = root(&mut parent, i);
-        by_root.entry(r).or_default().push(i);
-    }
+    let linked = |i: usize, j: usize| -> bool {
+        let (k, t) = tier_rule(&recs[i].text, &recs[j].text);
+        let k = distance.unwrap_or(if verify { k } else { 3 });
+        hamming(fps[i], fps[j]) <= k && (!verify || sets[i].jaccard(&sets[j]) >= t)
+    };
     let mut kept_of = vec![usize::MAX; n];
     let mut groups = Vec::new();
-    for members in by_root.values().filter(|g| g.len() > 1) {
-        let mut best = members[0];
-        for &m in members {
-            let better = match keep {
-                Keep::First => false,
-                Keep::Longest => recs[m].text.chars().count() > recs[best].text.chars().count(),
-                Keep::Newest => recs[m].ts > recs[best].ts,
-            };
-            if better {
-                best = m;
+    if verify {
+        // Direct: visit in keep order; drop against the most similar earlier kept record.
+        let mut order: Vec<usize> = (0..n).collect();
+        match keep {
+            Keep::First => {}
+            Keep::Longest => {
+                order.sort_by_key(|&i| std::cmp::Reverse(recs[i].text.chars().count()))
+            }
+            Keep::Newest => order.sort_by(|&a, &b| recs[b].ts.cmp(&recs[a].ts)),
+        }
+        let mut is_kept = vec![false; n];
+        for (r, &i) in order.iter().enumerate() {
+            let mut best: Option<(f64, usize)> = None;
+            for &j in &order[..r] {
+                if is_kept[j] && linked(i, j) {
+                    let s = sets[i].jaccard(&sets[j]);
+                    if best.is_none_or(|(bs, _)| s > bs) {
+                        best = Some((s, j));
+                    }
+                }
+            }
+            match best {
+                Some((_, j)) => kept_of[i] = j,
+                None => is_kept[i] = true,
             }
         }
-        for &m in members {
-            kept_of[m] = best;
+        let mut by_kept: HashMap<usize, Vec<usize>> = HashMap::new();
+        for i in 0..n {
+            if kept_of[i] != usize::MAX {
+                by_kept
+                    .entry(kept_of[i])
+                    .or_insert_with(|| vec![kept_of[i]])
+                    .push(i);
+            }
         }
-        let mut ids: Vec<String> = members.iter().map(|&m| recs[m].id.clone()).collect();
-        ids.sort();
-        groups.push(ids);
+        for (k, members) in by_kept {
+            kept_of[k] = k;
+            let mut ids: Vec<String> = members.iter().map(|&m| recs[m].id.clone()).collect();
+            ids.sort();
+            groups.push(ids);
+        }
+    } else {
+        let mut parent: Vec<usize> = (0..n).collect();
+        fn root(p: &mut [usize], mut x: usize) -> usize {
+            while p[x] != x {
+                x = p[x];
+            }
+            x
+        }
+        for i in 0..n {
+            for j in i + 1..n {
+                if linked(i, j) {
+                    let (a, b) = (root(&mut parent, i), root(&mut parent, j));
+                    parent[a.max(b)] = a.min(b);
+                }
+            }
+        }
+        let mut by_root: HashMap<usize, Vec<usize>> = HashMap::new();
+        for i in 0..n {
+            let r = root(&mut parent, i);
+            by_root.entry(r).or_default().push(i);
+        }
+        for members in by_root.values().filter(|g| g.len() > 1) {
+            let mut best = members[0];
+            for &m in members {
+                let better = match keep {
+                    Keep::First => false,
+                    Keep::Longest => recs[m].text.chars().count() > recs[best].text.chars().count(),
+                    Keep::Newest => recs[m].ts > recs[best].ts,
+                };
+                if better {
+                    best = m;
+                }
+            }
+            for &m in members {
+                kept_of[m] = best;
+            }
+            let mut ids: Vec<String> = members.iter().map(|&m| recs[m].id.clone()).collect();
+            ids.sort();
+            groups.push(ids);
+        }
     }
     groups.sort();
     let mut kept = Vec::new();
