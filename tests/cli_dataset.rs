@@ -904,3 +904,69 @@ fn add_to_then_against_finds_the_old_corpus_in_a_new_crawl() {
         }
     }
 }
+
+#[test]
+fn a_record_similar_only_to_a_dropped_record_is_kept() {
+    // A ~ B and B ~ C pass the check, A and C do not: connected components
+    // would drop B and C; the direct rule drops B against A and keeps C.
+    let words: Vec<String> = (0..60).map(|i| format!("word{i}")).collect();
+    let a = words.join(" ");
+    let mut b_words = words.clone();
+    b_words[20] = "changed".into();
+    let b = b_words.join(" ");
+    let mut c_words = b_words.clone();
+    c_words[45] = "altered".into();
+    let c = c_words.join(" ");
+    let hasher = Simhasher::default();
+    let set = |t: &str| ShingleSet::from_text(&hasher, t, 5);
+    assert!(set(&a).jaccard(&set(&b)) >= 0.8);
+    assert!(set(&b).jaccard(&set(&c)) >= 0.8);
+    assert!(set(&a).jaccard(&set(&c)) < 0.8);
+    let fp = |t: &str| hasher.fingerprint(t);
+    let d = hamming(fp(&a), fp(&b))
+        .max(hamming(fp(&b), fp(&c)))
+        .max(hamming(fp(&a), fp(&c)));
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("chain.jsonl");
+    let lines: Vec<String> = [("a", &a), ("b", &b), ("c", &c)]
+        .iter()
+        .map(|(id, t)| json!({"id": id, "text": t}).to_string() + "\n")
+        .collect();
+    fs::write(&input, lines.concat()).unwrap();
+    let ds = d.to_string();
+    let (stdout, _) = dedup(&[
+        path_str(&input),
+        "-d",
+        &ds,
+        "--emit",
+        "drop",
+        "--id-field",
+        "id",
+    ]);
+    let drops: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(drops.len(), 1, "{stdout}");
+    assert_eq!(drops[0]["id"], "b");
+    assert_eq!(drops[0]["duplicate_of"], "a");
+    let (kept, _) = dedup(&[
+        path_str(&input),
+        "-d",
+        &ds,
+        "--emit",
+        "keep",
+        "--id-field",
+        "id",
+    ]);
+    let ids: Vec<String> = kept
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(ids, ["a", "c"]);
+}
