@@ -152,12 +152,9 @@ fn expected(recs: &[Rec], verify: bool, distance: Option<u32>, keep: Keep) -> Ex
             }
         }
         let mut by_kept: HashMap<usize, Vec<usize>> = HashMap::new();
-        for i in 0..n {
-            if kept_of[i] != usize::MAX {
-                by_kept
-                    .entry(kept_of[i])
-                    .or_insert_with(|| vec![kept_of[i]])
-                    .push(i);
+        for (i, &k) in kept_of.iter().enumerate() {
+            if k != usize::MAX {
+                by_kept.entry(k).or_insert_with(|| vec![k]).push(i);
             }
         }
         for (k, members) in by_kept {

@@ -8,8 +8,8 @@
 //!    from the texts' lengths;
 //! 3. check each candidate with the exact Jaccard rule, re-reading only the
 //!    candidates' texts in bounded memory (`verify.rs`);
-//! 4. group the confirmed pairs (union-find), choose the record each group
-//!    keeps, check the survivors against `--against`;
+//! 4. group the confirmed pairs directly (a record is dropped only against an
+//!    earlier kept record, in `--keep` order; union-find for `--no-verify`), check the survivors against `--against`;
 //! 5. write the output (a temporary file renamed at the end) and append the
 //!    survivors to `--add-to`.
 
@@ -806,7 +806,7 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
             (d, r) => format!(
                 "candidates at d <= {}, kept if Jaccard of {width}-token shingles >= {}",
                 d.map_or("12/10/9".to_string(), |d| d.to_string()),
-                r.map_or("0.4/0.4/0.5/0.6".to_string(), |r| r.threshold.to_string())
+                r.map_or("0.8".to_string(), |r| r.threshold.to_string())
             ),
         }
     } else {
