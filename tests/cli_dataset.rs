@@ -1,7 +1,8 @@
 //! `simhashdb dedup` on datasets (JSONL, CSV/TSV, Parquet; gzip, zstd), run
 //! as a real process on files written here with the real crates, and
 //! checked against a brute-force computation: every pair's Hamming distance
-//! and word-bigram Jaccard similarity, the documented length rule, union-find.
+//! and word 5-shingle Jaccard similarity, the documented length rule, direct grouping
+//! (union-find components for --no-verify).
 #![cfg(feature = "cli")]
 
 mod common;
@@ -83,16 +84,11 @@ fn dataset(seed: u64, count: usize) -> Vec<Rec> {
 
 /// The documented default rule: (upper length in characters, candidate
 /// distance, Jaccard threshold), chosen by the shorter text of a pair.
-const TIERS: [(usize, u32, f64); 4] = [
-    (100, 13, 0.4),
-    (300, 9, 0.4),
-    (1000, 7, 0.5),
-    (usize::MAX, 5, 0.6),
-];
+const TIERS: [(usize, u32, f64); 3] = [(200, 12, 0.8), (1000, 10, 0.8), (usize::MAX, 9, 0.8)];
 
 fn tier_rule(a: &str, b: &str) -> (u32, f64) {
     let len = a.chars().count().min(b.chars().count());
-    let t = TIERS.iter().find(|t| len <= t.0).unwrap();
+    let t = TIERS.iter().find(|t| len < t.0).unwrap();
     (t.1, t.2)
 }
 
@@ -116,57 +112,97 @@ struct Expected {
 fn expected(recs: &[Rec], verify: bool, distance: Option<u32>, keep: Keep) -> Expected {
     let hasher = Simhasher::default();
     let fps: Vec<u64> = recs.iter().map(|r| hasher.fingerprint(&r.text)).collect();
+    let width = if verify { 5 } else { 2 };
     let sets: Vec<ShingleSet> = recs
         .iter()
-        .map(|r| ShingleSet::from_text(&hasher, &r.text, 2))
+        .map(|r| ShingleSet::from_text(&hasher, &r.text, width))
         .collect();
     let n = recs.len();
-    let mut parent: Vec<usize> = (0..n).collect();
-    fn root(p: &mut [usize], mut x: usize) -> usize {
-        while p[x] != x {
-            x = p[x];
-        }
-        x
-    }
-    for i in 0..n {
-        for j in i + 1..n {
-            let (k, t) = tier_rule(&recs[i].text, &recs[j].text);
-            let k = distance.unwrap_or(if verify { k } else { 3 });
-            if hamming(fps[i], fps[j]) > k {
-                continue;
-            }
-            if verify && sets[i].jaccard(&sets[j]) < t {
-                continue;
-            }
-            let (a, b) = (root(&mut parent, i), root(&mut parent, j));
-            parent[a.max(b)] = a.min(b);
-        }
-    }
-    let mut by_root: HashMap<usize, Vec<usize>> = HashMap::new();
-    for i in 0..n {
-        let r = root(&mut parent, i);
-        by_root.entry(r).or_default().push(i);
-    }
+    let linked = |i: usize, j: usize| -> bool {
+        let (k, t) = tier_rule(&recs[i].text, &recs[j].text);
+        let k = distance.unwrap_or(if verify { k } else { 3 });
+        hamming(fps[i], fps[j]) <= k && (!verify || sets[i].jaccard(&sets[j]) >= t)
+    };
     let mut kept_of = vec![usize::MAX; n];
     let mut groups = Vec::new();
-    for members in by_root.values().filter(|g| g.len() > 1) {
-        let mut best = members[0];
-        for &m in members {
-            let better = match keep {
-                Keep::First => false,
-                Keep::Longest => recs[m].text.chars().count() > recs[best].text.chars().count(),
-                Keep::Newest => recs[m].ts > recs[best].ts,
-            };
-            if better {
-                best = m;
+    if verify {
+        // Direct: visit in keep order; drop against the most similar earlier kept record.
+        let mut order: Vec<usize> = (0..n).collect();
+        match keep {
+            Keep::First => {}
+            Keep::Longest => {
+                order.sort_by_key(|&i| std::cmp::Reverse(recs[i].text.chars().count()))
+            }
+            Keep::Newest => order.sort_by(|&a, &b| recs[b].ts.cmp(&recs[a].ts)),
+        }
+        let mut is_kept = vec![false; n];
+        for (r, &i) in order.iter().enumerate() {
+            let mut best: Option<(f64, usize)> = None;
+            for &j in &order[..r] {
+                if is_kept[j] && linked(i, j) {
+                    let s = sets[i].jaccard(&sets[j]);
+                    if best.is_none_or(|(bs, _)| s > bs) {
+                        best = Some((s, j));
+                    }
+                }
+            }
+            match best {
+                Some((_, j)) => kept_of[i] = j,
+                None => is_kept[i] = true,
             }
         }
-        for &m in members {
-            kept_of[m] = best;
+        let mut by_kept: HashMap<usize, Vec<usize>> = HashMap::new();
+        for (i, &k) in kept_of.iter().enumerate() {
+            if k != usize::MAX {
+                by_kept.entry(k).or_insert_with(|| vec![k]).push(i);
+            }
         }
-        let mut ids: Vec<String> = members.iter().map(|&m| recs[m].id.clone()).collect();
-        ids.sort();
-        groups.push(ids);
+        for (k, members) in by_kept {
+            kept_of[k] = k;
+            let mut ids: Vec<String> = members.iter().map(|&m| recs[m].id.clone()).collect();
+            ids.sort();
+            groups.push(ids);
+        }
+    } else {
+        let mut parent: Vec<usize> = (0..n).collect();
+        fn root(p: &mut [usize], mut x: usize) -> usize {
+            while p[x] != x {
+                x = p[x];
+            }
+            x
+        }
+        for i in 0..n {
+            for j in i + 1..n {
+                if linked(i, j) {
+                    let (a, b) = (root(&mut parent, i), root(&mut parent, j));
+                    parent[a.max(b)] = a.min(b);
+                }
+            }
+        }
+        let mut by_root: HashMap<usize, Vec<usize>> = HashMap::new();
+        for i in 0..n {
+            let r = root(&mut parent, i);
+            by_root.entry(r).or_default().push(i);
+        }
+        for members in by_root.values().filter(|g| g.len() > 1) {
+            let mut best = members[0];
+            for &m in members {
+                let better = match keep {
+                    Keep::First => false,
+                    Keep::Longest => recs[m].text.chars().count() > recs[best].text.chars().count(),
+                    Keep::Newest => recs[m].ts > recs[best].ts,
+                };
+                if better {
+                    best = m;
+                }
+            }
+            for &m in members {
+                kept_of[m] = best;
+            }
+            let mut ids: Vec<String> = members.iter().map(|&m| recs[m].id.clone()).collect();
+            ids.sort();
+            groups.push(ids);
+        }
     }
     groups.sort();
     let mut kept = Vec::new();
@@ -864,4 +900,70 @@ fn add_to_then_against_finds_the_old_corpus_in_a_new_crawl() {
             );
         }
     }
+}
+
+#[test]
+fn a_record_similar_only_to_a_dropped_record_is_kept() {
+    // A ~ B and B ~ C pass the check, A and C do not: connected components
+    // would drop B and C; the direct rule drops B against A and keeps C.
+    let words: Vec<String> = (0..60).map(|i| format!("word{i}")).collect();
+    let a = words.join(" ");
+    let mut b_words = words.clone();
+    b_words[20] = "changed".into();
+    let b = b_words.join(" ");
+    let mut c_words = b_words.clone();
+    c_words[45] = "altered".into();
+    let c = c_words.join(" ");
+    let hasher = Simhasher::default();
+    let set = |t: &str| ShingleSet::from_text(&hasher, t, 5);
+    assert!(set(&a).jaccard(&set(&b)) >= 0.8);
+    assert!(set(&b).jaccard(&set(&c)) >= 0.8);
+    assert!(set(&a).jaccard(&set(&c)) < 0.8);
+    let fp = |t: &str| hasher.fingerprint(t);
+    let d = hamming(fp(&a), fp(&b))
+        .max(hamming(fp(&b), fp(&c)))
+        .max(hamming(fp(&a), fp(&c)));
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("chain.jsonl");
+    let lines: Vec<String> = [("a", &a), ("b", &b), ("c", &c)]
+        .iter()
+        .map(|(id, t)| json!({"id": id, "text": t}).to_string() + "\n")
+        .collect();
+    fs::write(&input, lines.concat()).unwrap();
+    let ds = d.to_string();
+    let (stdout, _) = dedup(&[
+        path_str(&input),
+        "-d",
+        &ds,
+        "--emit",
+        "drop",
+        "--id-field",
+        "id",
+    ]);
+    let drops: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(drops.len(), 1, "{stdout}");
+    assert_eq!(drops[0]["id"], "b");
+    assert_eq!(drops[0]["duplicate_of"], "a");
+    let (kept, _) = dedup(&[
+        path_str(&input),
+        "-d",
+        &ds,
+        "--emit",
+        "keep",
+        "--id-field",
+        "id",
+    ]);
+    let ids: Vec<String> = kept
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(ids, ["a", "c"]);
 }

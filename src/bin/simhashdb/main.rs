@@ -85,12 +85,14 @@ enum Command {
     /// --text-field. The output is the dataset without its near-duplicates
     /// (--emit keep, the default), the removed records (--emit drop) or the
     /// groups (--emit groups). Verified by default: candidates are pairs
-    /// within a distance chosen by the shorter text's length (up to 100
-    /// characters: 13; up to 300: 9; up to 1,000: 7; longer: 5), kept when
-    /// the Jaccard similarity of their word bigrams is at least 0.4, 0.4, 0.5
-    /// or 0.6 respectively (docs/QUALITY.md). -d and --verify override the
-    /// distance and the threshold; --no-verify is plain simhash within -d
-    /// (default 3). Memory holds fingerprints and positions, not texts: the
+    /// within a distance chosen by the shorter text's length (under 200
+    /// characters: 12; under 1,000: 10; longer: 9), kept when the Jaccard
+    /// similarity of their word 5-shingles is at least 0.8
+    /// (docs/quality/dedup.md). Records are visited in --keep order and one
+    /// is dropped only against an earlier record that is kept (the most
+    /// similar); a group is a kept record and those dropped against it.
+    /// -d and --verify override the distance and the check; --no-verify is
+    /// plain simhash within -d (default 3), groups = connected components. Memory holds fingerprints and positions, not texts: the
     /// check re-reads the candidates' texts within --verify-memory. A bad
     /// record stops the command (exit code 2, naming file and line or
     /// record) and nothing is written. Summary on standard error; --stats-json

@@ -8,8 +8,8 @@
 //!    from the texts' lengths;
 //! 3. check each candidate with the exact Jaccard rule, re-reading only the
 //!    candidates' texts in bounded memory (`verify.rs`);
-//! 4. group the confirmed pairs (union-find), choose the record each group
-//!    keeps, check the survivors against `--against`;
+//! 4. group the confirmed pairs directly (a record is dropped only against an
+//!    earlier kept record, in `--keep` order; union-find for `--no-verify`), check the survivors against `--against`;
 //! 5. write the output (a temporary file renamed at the end) and append the
 //!    survivors to `--add-to`.
 
@@ -203,12 +203,9 @@ fn is_marker(path: &Path) -> bool {
 /// from docs/QUALITY.md: short texts need a large distance to find their
 /// edited copies and the exact check removes what that lets through.
 /// (upper length, distance, threshold); the last row has no upper bound.
-const TIERS: [(usize, u32, f64); 4] = [
-    (100, 13, 0.4),
-    (300, 9, 0.4),
-    (1000, 7, 0.5),
-    (usize::MAX, 5, 0.6),
-];
+const TIERS: [(usize, u32, f64); 3] = [(200, 12, 0.8), (1000, 10, 0.8), (usize::MAX, 9, 0.8)];
+/// Shingle width of the default check (word 5-shingles, docs/quality/dedup.md).
+const DEFAULT_WIDTH: usize = 5;
 /// A record takes part in the candidate search of the tiers whose length
 /// range, widened by this factor both ways, holds its length: two texts
 /// whose lengths differ by more cannot reach a Jaccard of 0.4.
@@ -217,7 +214,7 @@ const TIER_OVERLAP: f64 = 2.5;
 fn tier_of(chars: u32) -> usize {
     TIERS
         .iter()
-        .position(|t| chars as usize <= t.0)
+        .position(|t| (chars as usize) < t.0)
         .unwrap_or(TIERS.len() - 1)
 }
 
@@ -588,7 +585,7 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
     summary.candidates = pairs.len() as u64;
 
     // ---- the exact check
-    let width = common.rule.map_or(JaccardRule::DEFAULT_WIDTH, |r| r.width);
+    let width = common.rule.map_or(DEFAULT_WIDTH, |r| r.width);
     let budget = args.verify_memory;
     let mut similarity_of_pair: HashMap<(u32, u32), f64> = HashMap::new();
     let checker = verify::Checker {
@@ -618,31 +615,42 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
     summary.verified = pairs.len() as u64;
 
     // ---- groups and the record each keeps
-    let groups = components(n, &pairs);
-    drop(pairs);
-    let mut fate = vec![Fate::Kept; n];
-    let mut kept_of_group: Vec<u32> = Vec::with_capacity(groups.len());
-    for g in &groups {
-        let kept = match &args.keep {
-            KeepRule::First => g[0],
-            KeepRule::Longest => *g
-                .iter()
-                .max_by(|&&a, &&b| lens[a as usize].cmp(&lens[b as usize]).then(b.cmp(&a)))
-                .unwrap_or(&g[0]),
-            KeepRule::Newest(_) => *g
-                .iter()
-                .max_by(|&&a, &&b| {
-                    compare_keys(&keys[a as usize], &keys[b as usize]).then(b.cmp(&a))
-                })
-                .unwrap_or(&g[0]),
-        };
-        for &m in g {
-            if m != kept {
-                fate[m as usize] = Fate::Duplicate { of: kept };
+    let (groups, kept_of_group, fate) = if verify {
+        direct(
+            n,
+            &pairs,
+            &similarity_of_pair,
+            &keep_order(n, &args.keep, &lens, &keys),
+        )
+    } else {
+        let groups = components(n, &pairs);
+        let mut fate = vec![Fate::Kept; n];
+        let mut kept_of_group: Vec<u32> = Vec::with_capacity(groups.len());
+        for g in &groups {
+            let kept = match &args.keep {
+                KeepRule::First => g[0],
+                KeepRule::Longest => *g
+                    .iter()
+                    .max_by(|&&a, &&b| lens[a as usize].cmp(&lens[b as usize]).then(b.cmp(&a)))
+                    .unwrap_or(&g[0]),
+                KeepRule::Newest(_) => *g
+                    .iter()
+                    .max_by(|&&a, &&b| {
+                        compare_keys(&keys[a as usize], &keys[b as usize]).then(b.cmp(&a))
+                    })
+                    .unwrap_or(&g[0]),
+            };
+            for &m in g {
+                if m != kept {
+                    fate[m as usize] = Fate::Duplicate { of: kept };
+                }
             }
+            kept_of_group.push(kept);
         }
-        kept_of_group.push(kept);
-    }
+        (groups, kept_of_group, fate)
+    };
+    drop(pairs);
+    let mut fate = fate;
     summary.groups = groups.len() as u64;
     summary.in_groups = groups.iter().map(|g| g.len() as u64).sum();
     summary.dropped_in_dataset = summary.in_groups - summary.groups;
@@ -792,15 +800,13 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
     let mb = summary.text_bytes as f64 / 1e6;
     let rule = if verify {
         match (common.distance, common.rule) {
-            (None, None) => {
-                "candidates at d <= 13/9/7/5 by length (<= 100 / 300 / 1000 / more characters), \
-                             kept if word-bigram Jaccard >= 0.4/0.4/0.5/0.6"
-                    .to_string()
-            }
+            (None, None) => "candidates at d <= 12/10/9 by length (< 200 / 1000 / more bytes), \
+                             kept if word 5-shingle Jaccard >= 0.8 with an earlier kept record"
+                .to_string(),
             (d, r) => format!(
                 "candidates at d <= {}, kept if Jaccard of {width}-token shingles >= {}",
-                d.map_or("13/9/7/5".to_string(), |d| d.to_string()),
-                r.map_or("0.4/0.4/0.5/0.6".to_string(), |r| r.threshold.to_string())
+                d.map_or("12/10/9".to_string(), |d| d.to_string()),
+                r.map_or("0.8".to_string(), |r| r.threshold.to_string())
             ),
         }
     } else {
@@ -897,6 +903,83 @@ fn compare_keys(a: &Value, b: &Value) -> std::cmp::Ordering {
         (Value::String(x), Value::String(y)) => x.cmp(y),
         _ => rank(a).cmp(&rank(b)),
     }
+}
+
+/// The records in the order the keep rule prefers them: input order for
+/// `first`; longest (or newest) first, ties by input order, otherwise.
+fn keep_order(n: usize, keep: &KeepRule, lens: &[u32], keys: &[Value]) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    match keep {
+        KeepRule::First => {}
+        KeepRule::Longest => order.sort_by(|&a, &b| lens[b as usize].cmp(&lens[a as usize])),
+        KeepRule::Newest(_) => {
+            order.sort_by(|&a, &b| compare_keys(&keys[b as usize], &keys[a as usize]))
+        }
+    }
+    order
+}
+
+/// Direct grouping: records visited in keep order; a record is dropped when a
+/// confirmed pair links it to an earlier visited record that is kept, the most
+/// similar such record (ties by keep order) becoming its `duplicate_of`. A
+/// group is a kept record and the records dropped against it, members sorted
+/// by input position, ordered by their first member.
+#[allow(clippy::type_complexity)]
+fn direct(
+    n: usize,
+    pairs: &[(u32, u32)],
+    similarity: &HashMap<(u32, u32), f64>,
+    order: &[u32],
+) -> (Vec<Vec<u32>>, Vec<u32>, Vec<Fate>) {
+    let mut rank = vec![0u32; n];
+    for (r, &i) in order.iter().enumerate() {
+        rank[i as usize] = r as u32;
+    }
+    let mut adj: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for &(a, b) in pairs {
+        adj[a as usize].push(b);
+        adj[b as usize].push(a);
+    }
+    let mut fate = vec![Fate::Kept; n];
+    for &i in order {
+        let mut best: Option<(f64, u32)> = None;
+        for &j in &adj[i as usize] {
+            if rank[j as usize] >= rank[i as usize] || fate[j as usize] != Fate::Kept {
+                continue;
+            }
+            let s = similarity
+                .get(&(i.min(j), i.max(j)))
+                .copied()
+                .unwrap_or(0.0);
+            let better = match best {
+                None => true,
+                Some((bs, bj)) => s > bs || (s == bs && rank[j as usize] < rank[bj as usize]),
+            };
+            if better {
+                best = Some((s, j));
+            }
+        }
+        if let Some((_, j)) = best {
+            fate[i as usize] = Fate::Duplicate { of: j };
+        }
+    }
+    let mut members: HashMap<u32, Vec<u32>> = HashMap::new();
+    for (i, f) in fate.iter().enumerate() {
+        if let Fate::Duplicate { of } = *f {
+            members.entry(of).or_insert_with(|| vec![of]).push(i as u32);
+        }
+    }
+    let mut groups: Vec<(u32, Vec<u32>)> = members
+        .into_iter()
+        .map(|(k, mut g)| {
+            g.sort_unstable();
+            (k, g)
+        })
+        .collect();
+    groups.sort_by_key(|(_, g)| g[0]);
+    let kept_of_group = groups.iter().map(|(k, _)| *k).collect();
+    let groups = groups.into_iter().map(|(_, g)| g).collect();
+    (groups, kept_of_group, fate)
 }
 
 /// Connected components of two or more members, each sorted, ordered by
@@ -1089,10 +1172,11 @@ mod tests {
 
     #[test]
     fn tiers_grow_with_length() {
-        assert_eq!(tier_of(50), 0);
+        assert_eq!(tier_of(199), 0);
         assert_eq!(tier_of(200), 1);
-        assert_eq!(tier_of(700), 2);
-        assert_eq!(tier_of(5000), 3);
+        assert_eq!(tier_of(999), 1);
+        assert_eq!(tier_of(1000), 2);
+        assert_eq!(tier_of(50_000), 2);
     }
 
     #[test]
