@@ -7,7 +7,9 @@
 
 mod common;
 
+use common::schedule::Gates;
 use common::{Model, Rng, brute_force};
+use simhashdb::engine::schedule::Point;
 use simhashdb::plan::Plan;
 use simhashdb::{Index, Options};
 
@@ -118,7 +120,12 @@ fn fill_until_a_flush_starts(
 #[test]
 fn reads_during_a_background_flush_see_both_memtables() {
     let tmp = tempfile::tempdir().unwrap();
-    let index = Index::open(tmp.path(), options()).unwrap();
+    // The flush thread waits at the start of each flush until the test has
+    // read: every round's reads run while a flush is under way, whatever
+    // the machine's speed.
+    let gates = Gates::new();
+    gates.hold(Point::FlushStarted);
+    let index = Index::open(tmp.path(), options().schedule(gates.schedule())).unwrap();
     let mut models = Models::default();
     let mut rng = Rng(0x5eed);
     let mut next_id = 0;
@@ -128,8 +135,11 @@ fn reads_during_a_background_flush_see_both_memtables() {
     // Documents in a segment, which the frozen memtables will shadow.
     let old = fill_until_a_flush_starts(&index, &mut models, &mut rng, &mut next_id);
     for round in 0..10 {
-        // Waits for the previous round's flush, and flushes its writes.
+        // Lets the previous round's flush run, waits for it, and flushes
+        // its writes; then holds the next flush at its start again.
+        gates.release(Point::FlushStarted);
         index.flush().unwrap();
+        gates.hold(Point::FlushStarted);
         // Newer versions of documents near a centre in a segment, to be
         // frozen with the memtable.
         for id in old.clone().skip(50).step_by(100) {
@@ -175,6 +185,7 @@ fn reads_during_a_background_flush_see_both_memtables() {
     }
     assert!(inside >= 1, "no round read while a flush was running");
 
+    gates.release(Point::FlushStarted);
     index.flush().unwrap();
     let stats = index.stats();
     assert_eq!((stats.flushing_docs, stats.memtable_docs), (0, 0));
