@@ -641,13 +641,10 @@ impl PyIndex {
         Ok(dict)
     }
 
-    /// The number of live documents (a walk over all of them, without the GIL).
+    /// The number of live documents (`Index::len`: a walk over all of them,
+    /// without the GIL).
     fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
-        self.run(py, |index| {
-            let mut n = 0usize;
-            index.for_each_doc(|_| n += 1)?;
-            Ok(n)
-        })
+        self.run(py, |index| Ok(usize::try_from(index.len()?).unwrap_or(usize::MAX)))
     }
 
     /// The index directory.
