@@ -201,3 +201,69 @@ def test_a_million_fingerprints_with_a_heavy_prefix(spark):
     df = spark.createDataFrame(pa.table({"id": ids, "fingerprint": fps.view(np.int64)}))
     got = spark_pairs(sspark.find_all(df, k=3, max_group_rows=50_000))
     assert got == expected_pairs(fps, ids, 3)
+
+
+def popcount64(x: np.ndarray) -> np.ndarray:
+    return np.unpackbits(x.view(np.uint8).reshape(-1, 8), axis=1).sum(axis=1)
+
+
+@pytest.mark.parametrize("compact", [True, False])
+def test_build_index_answers_like_brute_force_and_like_insert_many(spark, tmp_path, compact):
+    fps = corpus(5, 3)
+    df, ids = frame(spark, fps, 5)
+    target = tmp_path / "built"
+    # Several chunks, so the driver's fetch-and-insert loop runs more than once.
+    n = sspark.build_index(df, target, k=3, compact=compact, chunk_rows=700)
+    assert n == len(fps)
+    assert not (tmp_path / "built.building").exists()
+    uids = ids.view(np.uint64)
+    with simhashdb.Index.open(tmp_path / "single", k=3, expected_n=len(fps)) as single:
+        single.insert_many(uids, fps)
+        with simhashdb.Index.open_read_only(target) as built:
+            assert len(built) == len(fps)
+            assert built.verify()["files"] >= 3
+            if compact:
+                assert built.stats()["segments"] == 1
+            for q in fps[::3]:
+                distances = popcount64(fps ^ q)
+                expected = sorted(
+                    (int(d), int(i)) for i, d in zip(uids, distances) if d <= 3
+                )
+                got = sorted((m.distance, m.id) for m in built.query(int(q)))
+                assert got == expected
+                assert got == sorted((m.distance, m.id) for m in single.query(int(q)))
+
+
+def test_build_index_stores_names_and_negative_ids(spark, tmp_path):
+    # Longs carry the 64 bits: -(2**63) + 7 is fingerprint 2**63 + 7.
+    rows = [(-5, 7, "a"), (9, -(1 << 63) + 7, None), (12, -1, "c")]
+    df = spark.createDataFrame(rows, "id long, fingerprint long, url string")
+    assert sspark.build_index(df, tmp_path / "idx", name_col="url") == 3
+    with simhashdb.Index.open_read_only(tmp_path / "idx") as index:
+        doc = index.get_doc(2**64 - 5)
+        assert (doc.fingerprint, doc.name) == (7, "a")
+        assert index.get_doc(9).name is None
+        assert index.get(9) == (1 << 63) | 7
+        assert index.get(12) == 2**64 - 1
+        assert [m.id for m in index.query(7, k=0)] == [2**64 - 5]
+
+
+def test_build_index_refuses_repeated_ids_an_existing_path_and_bad_columns(spark, tmp_path):
+    df = spark.createDataFrame([(1, 10), (2, 20), (1, 30)], "id long, fingerprint long")
+    with pytest.raises(ValueError, match=r"id 1 appears 2 times"):
+        sspark.build_index(df, tmp_path / "dup")
+    assert not (tmp_path / "dup").exists() and not (tmp_path / "dup.building").exists()
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "keep.txt").write_text("mine")
+    good = spark.createDataFrame([(1, 10)], "id long, fingerprint long")
+    with pytest.raises(FileExistsError, match="already exists"):
+        sspark.build_index(good, tmp_path / "taken")
+    assert [p.name for p in (tmp_path / "taken").iterdir()] == ["keep.txt"]
+    with pytest.raises(ValueError, match="'url' is not a column"):
+        sspark.build_index(good, tmp_path / "x", name_col="url")
+    with pytest.raises(TypeError, match="must be StringType"):
+        sspark.build_index(good, tmp_path / "x", name_col="fingerprint")
+    nulls = spark.createDataFrame([(1, None)], "id long, fingerprint long")
+    with pytest.raises(ValueError, match="null"):
+        sspark.build_index(nulls, tmp_path / "x")
+    assert not (tmp_path / "x").exists() and not (tmp_path / "x.building").exists()
