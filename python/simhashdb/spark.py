@@ -444,8 +444,31 @@ def _components(edges: DataFrame, max_rounds: int) -> DataFrame:
     )
 
 
-#: Rows the driver fetches and inserts at a time in ``build_index``.
+#: Rows the driver fetches at a time in ``build_index``.
 BUILD_CHUNK_ROWS = 5_000_000
+
+#: Rows, and bytes of names, of one ``insert_many`` in ``build_index``:
+#: well under a WAL frame's limit (256 MiB) at 24 bytes a row plus names.
+_INSERT_ROWS = 1_000_000
+_INSERT_NAME_BYTES = 64 << 20
+
+
+def _insert_slices(names, count: int):
+    """``(lo, hi)`` ranges covering ``count`` rows, each at most
+    ``_INSERT_ROWS`` rows and, with names, about ``_INSERT_NAME_BYTES`` of
+    them (a longer name is a slice of its own)."""
+    lo = 0
+    while lo < count:
+        hi = min(count, lo + _INSERT_ROWS)
+        if names is not None:
+            size = 0
+            for i in range(lo, hi):
+                size += len(names[i].encode("utf-8")) if names[i] is not None else 0
+                if size > _INSERT_NAME_BYTES and i > lo:
+                    hi = i
+                    break
+        yield lo, hi
+        lo = hi
 
 
 def build_index(
@@ -535,7 +558,12 @@ def build_index(
                 ids = table.column("id").to_numpy().astype(np.int64).view(np.uint64)
                 fps = table.column("fp").to_numpy().astype(np.int64).view(np.uint64)
                 names = table.column("name").to_pylist() if name_col is not None else None
-                index.insert_many(ids, fps, names)
+                # Batches of a bounded size: one insert is one WAL frame,
+                # which has a size limit (docs/FORMAT.md).
+                for lo, hi in _insert_slices(names, len(ids)):
+                    index.insert_many(
+                        ids[lo:hi], fps[lo:hi], None if names is None else names[lo:hi]
+                    )
                 written += table.num_rows
             index.flush()
             if compact:

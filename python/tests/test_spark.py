@@ -267,3 +267,16 @@ def test_build_index_refuses_repeated_ids_an_existing_path_and_bad_columns(spark
     with pytest.raises(ValueError, match="null"):
         sspark.build_index(nulls, tmp_path / "x")
     assert not (tmp_path / "x").exists() and not (tmp_path / "x.building").exists()
+
+
+def test_build_index_splits_inserts_under_the_wal_frame_limit():
+    # Rows and name bytes per insert_many are bounded, every row once.
+    names = ["x" * 40_000_000, None, "y" * 30_000_000, "z" * 10, "w" * 70_000_000]
+    slices = list(sspark._insert_slices(names, len(names)))
+    assert slices == [(0, 2), (2, 4), (4, 5)]
+    assert list(sspark._insert_slices(None, 2_500_000)) == [
+        (0, 1_000_000),
+        (1_000_000, 2_000_000),
+        (2_000_000, 2_500_000),
+    ]
+    assert list(sspark._insert_slices(None, 0)) == []
