@@ -179,15 +179,19 @@ def test_no_rows_and_one_row_give_no_pairs(spark):
     assert [(r.id, r.cluster) for r in sspark.clusters(one).collect()] == [(9, 9)]
 
 
-def test_the_readme_spark_example_says_what_it_shows(spark):
+def test_the_readme_spark_example_says_what_it_shows(spark, tmp_path, monkeypatch):
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     block = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "sspark" in b]
     assert len(block) == 1
+    monkeypatch.chdir(tmp_path)  # the example writes crawl.sdb
     scope = {"spark": spark}
     exec(compile(block[0], "README.md", "exec"), scope)
     df = scope["df"]
     assert [tuple(r) for r in sspark.find_all(df, k=3).collect()] == [(1, 2, 1)]
     assert sorted(tuple(r) for r in sspark.clusters(df, k=3).collect()) == [(1, 1), (2, 1), (3, 3)]
+    with simhashdb.Index.open_read_only(tmp_path / "crawl.sdb") as index:
+        assert len(index) == 3
+        assert [(m.id, m.distance) for m in index.query(5)] == [(1, 0), (2, 1)]
 
 
 @pytest.mark.slow
