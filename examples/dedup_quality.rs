@@ -48,12 +48,12 @@ use std::time::Instant;
 #[path = "common/textfiles.rs"]
 mod textfiles;
 
-use simhashdb::{Simhasher, Weighting};
 use simhashdb::batch::find_all;
 use simhashdb::fingerprint::fmix64;
 use simhashdb::hamming;
 use simhashdb::plan::{Budget, Plan};
 use simhashdb::recheck::ShingleSet;
+use simhashdb::{Simhasher, Weighting};
 use textfiles::{load, similar_pairs};
 
 const TRUTH: [f64; 2] = [0.8, 0.5];

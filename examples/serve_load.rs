@@ -182,7 +182,9 @@ fn in_process_many(dir: &Path, phase: u64, batch: u64, seconds: f64) -> Figures 
                 })
                 .collect();
             let start = Instant::now();
-            index.insert_if_new_many(docs, k).expect("insert_if_new_many");
+            index
+                .insert_if_new_many(docs, k)
+                .expect("insert_if_new_many");
             lat.push(start.elapsed().as_nanos().min(u32::MAX as u128) as u32);
             i += batch;
             requests += 1;

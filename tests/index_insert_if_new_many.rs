@@ -125,7 +125,10 @@ fn a_batch_answers_as_sequential_insert_if_new_calls_and_brute_force() {
         inserted > 100 && duplicates > 100,
         "{inserted} {duplicates}"
     );
-    assert!(small >= 5 && large >= 5, "{small} small, {large} large batches");
+    assert!(
+        small >= 5 && large >= 5,
+        "{small} small, {large} large batches"
+    );
 }
 
 #[test]
