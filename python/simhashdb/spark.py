@@ -37,6 +37,8 @@ docs/SCALING.md describes the design and its costs.
 from __future__ import annotations
 
 import math
+import os
+import shutil
 from typing import Iterator, Optional
 
 import numpy as np
@@ -51,9 +53,6 @@ except ImportError as error:  # pragma: no cover - depends on the environment
         "simhashdb.spark needs pyspark (>= 4.0) and pyarrow: "
         "pip install 'simhashdb[spark]'"
     ) from error
-
-import os
-import shutil
 
 from ._simhashdb import Index, Plan
 
