@@ -15,6 +15,9 @@
 //! - `--inject N`: edited copies are added for N documents of the corpus
 //!   (default 300; 0 for none), see [`inject`];
 //! - `--kmax K`: largest candidate k (default 16);
+//! - `--shingle N`, `--binary`: the fingerprints' word shingle width and
+//!   binary weighting (default: single words, term frequency), as the CLI's
+//!   `--shingle` and `--weighting binary`;
 //! - `--tool BIN`: also run `BIN dedup` end to end on the sets written as
 //!   JSONL, once for each `--tool-args "ARGS"` (repeatable; default: no
 //!   extra arguments), and score the records it drops (`--emit drop`);
@@ -45,12 +48,12 @@ use std::time::Instant;
 #[path = "common/textfiles.rs"]
 mod textfiles;
 
-use simhashdb::Simhasher;
 use simhashdb::batch::find_all;
 use simhashdb::fingerprint::fmix64;
 use simhashdb::hamming;
-use simhashdb::plan::Plan;
+use simhashdb::plan::{Budget, Plan};
 use simhashdb::recheck::ShingleSet;
+use simhashdb::{Simhasher, Weighting};
 use textfiles::{load, similar_pairs};
 
 const TRUTH: [f64; 2] = [0.8, 0.5];
@@ -77,6 +80,8 @@ struct Args {
     cap: usize,
     inject: usize,
     kmax: u32,
+    shingle: usize,
+    binary: bool,
     tool: Option<PathBuf>,
     tool_args: Vec<String>,
     out: Option<PathBuf>,
@@ -93,6 +98,8 @@ fn parse_args() -> Args {
         cap: 1500,
         inject: 300,
         kmax: 16,
+        shingle: 1,
+        binary: false,
         tool: None,
         tool_args: Vec::new(),
         out: None,
@@ -107,6 +114,14 @@ fn parse_args() -> Args {
             "--cap" => args.cap = value().parse().unwrap_or_else(|_| die("--cap N")),
             "--inject" => args.inject = value().parse().unwrap_or_else(|_| die("--inject N")),
             "--kmax" => args.kmax = value().parse().unwrap_or_else(|_| die("--kmax K")),
+            "--shingle" => {
+                args.shingle = value()
+                    .parse()
+                    .ok()
+                    .filter(|&w| w >= 1)
+                    .unwrap_or_else(|| die("--shingle N (N >= 1)"))
+            }
+            "--binary" => args.binary = true,
             "--tool" => args.tool = Some(PathBuf::from(value())),
             "--tool-args" => args.tool_args.push(value()),
             "--out" => args.out = Some(PathBuf::from(value())),
@@ -116,7 +131,7 @@ fn parse_args() -> Args {
     }
     if args.paths.is_empty() {
         die(
-            "usage: dedup_quality [--cap N] [--inject N] [--kmax K] [--tool BIN [--tool-args ARGS]..] [--out FILE] PATH..",
+            "usage: dedup_quality [--cap N] [--inject N] [--kmax K] [--shingle N] [--binary] [--tool BIN [--tool-args ARGS]..] [--out FILE] PATH..",
         );
     }
     if args.tool.is_some() && args.tool_args.is_empty() {
@@ -409,7 +424,7 @@ impl Set {
             .map(|r| hasher.fingerprint(&r.text))
             .collect();
         let truth = similar_pairs(&by_width[2], 0.5);
-        let plan = Plan::auto(fps.len() as u64, kmax).expect("plan");
+        let plan = Plan::choose(fps.len() as u64, kmax, Budget::Unprobed).expect("plan");
         let mut candidates: Vec<Candidate> = find_all(&fps, &plan)
             .into_iter()
             .map(|(a, b)| Candidate {
@@ -612,7 +627,15 @@ fn main() {
         .map(|d| d.text)
         .filter(|t| seen.insert(t.clone()))
         .collect();
-    let hasher = Simhasher::default();
+    let hasher = Simhasher::builder()
+        .shingle(args.shingle)
+        .weighting(if args.binary {
+            Weighting::Binary
+        } else {
+            Weighting::TermFrequency
+        })
+        .build()
+        .unwrap_or_else(|e| die(&e.to_string()));
     let kmax = args.kmax;
     let originals = |texts: &[String]| -> Vec<Record> {
         texts

@@ -165,6 +165,36 @@ fn in_process(dir: &Path, phase: u64, threads: u64, batch: u64, seconds: f64) ->
     figures
 }
 
+/// One `Index::insert_if_new_many` call per `batch` documents: what
+/// `POST /v1/check` does per request.
+fn in_process_many(dir: &Path, phase: u64, batch: u64, seconds: f64) -> Figures {
+    let index = Index::open(dir, Options::default()).expect("open");
+    let k = index.plan().k();
+    let figures = run_phase(1, seconds, |t, stop| {
+        let mut lat = Vec::new();
+        let mut i = 0;
+        let mut requests = 0;
+        while !stop.load(Ordering::Relaxed) {
+            let docs: Vec<(u64, u64, Option<String>)> = (0..batch)
+                .map(|j| {
+                    let (id, fp) = doc(phase, t, i + j);
+                    (id, fp, None)
+                })
+                .collect();
+            let start = Instant::now();
+            index
+                .insert_if_new_many(docs, k)
+                .expect("insert_if_new_many");
+            lat.push(start.elapsed().as_nanos().min(u32::MAX as u128) as u32);
+            i += batch;
+            requests += 1;
+        }
+        (i, requests, lat, 0)
+    });
+    drop(index);
+    figures
+}
+
 fn over_http(addr: SocketAddr, phase: u64, threads: u64, batch: u64, seconds: f64) -> Figures {
     run_phase(threads, seconds, |t, stop| {
         let mut client = Client::connect(addr).expect("connect");
@@ -281,6 +311,8 @@ fn main() {
     base16.print("in-process, 16 threads, 1 doc per call", None);
     let base_batch = in_process(&dir, 3, 1, 1000, seconds);
     base_batch.print("in-process, 1 thread, loop of 1,000 docs", None);
+    let base_many = in_process_many(&dir, 9, 1000, seconds);
+    base_many.print("in-process, 1 thread, insert_if_new_many of 1,000", None);
 
     println!("-- over HTTP (POST /v1/check, keep-alive connections)");
     let server = start_server(&binary, &dir);

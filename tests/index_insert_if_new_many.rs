@@ -86,9 +86,16 @@ fn a_batch_answers_as_sequential_insert_if_new_calls_and_brute_force() {
     let mut model = Model::new();
     let mut rng = Rng(11);
     let (mut inserted, mut duplicates) = (0, 0);
+    // Batches of 32 or more query the index in parallel, smaller ones in turn.
+    let (mut small, mut large) = (0, 0);
     for round in 0..60 {
         let k = [3, 2, 0, 1][round % 4];
         let len = 1 + rng.index(120);
+        if len < 32 {
+            small += 1;
+        } else {
+            large += 1;
+        }
         let docs = batch(&mut rng, len, 400);
         let expected = sequential(&a, &mut model, &docs, k);
         let answers = b.insert_if_new_many(docs.clone(), k).expect("batch");
@@ -117,6 +124,10 @@ fn a_batch_answers_as_sequential_insert_if_new_calls_and_brute_force() {
     assert!(
         inserted > 100 && duplicates > 100,
         "{inserted} {duplicates}"
+    );
+    assert!(
+        small >= 5 && large >= 5,
+        "{small} small, {large} large batches"
     );
 }
 

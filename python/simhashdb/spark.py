@@ -10,6 +10,9 @@ Install with ``pip install 'simhashdb[spark]'`` (pyspark >= 4.0, pyarrow).
 - ``clusters(df, ...)``: a DataFrame ``[id, cluster]``, one row per input row,
   where ``cluster`` is the smallest id of the row's connected component
   (the single-node ``simhashdb.clusters``, labelled by ids).
+- ``build_index(df, path, ...)``: a new persistent index (segment files and
+  a manifest) holding every row, for the online service or
+  ``simhashdb.Index.open``; written by the driver from Arrow chunks.
 
 The fingerprint column is a ``LongType`` holding the fingerprint's 64 bits
 (Spark has no unsigned type: a fingerprint ``fp`` is stored as
@@ -34,6 +37,8 @@ docs/SCALING.md describes the design and its costs.
 from __future__ import annotations
 
 import math
+import os
+import shutil
 from typing import Iterator, Optional
 
 import numpy as np
@@ -49,9 +54,9 @@ except ImportError as error:  # pragma: no cover - depends on the environment
         "pip install 'simhashdb[spark]'"
     ) from error
 
-from ._simhashdb import Plan
+from ._simhashdb import Index, Plan
 
-__all__ = ["find_all", "clusters", "plan_for"]
+__all__ = ["find_all", "clusters", "plan_for", "build_index"]
 
 #: Groups (rows sharing one table's prefix) larger than this are split.
 MAX_GROUP_ROWS = 250_000
@@ -436,3 +441,143 @@ def _components(edges: DataFrame, max_rounds: int) -> DataFrame:
     return e.select(F.col("v").alias("node"), F.col("u").alias("label")).unionByName(
         e.select(F.col("u").alias("node"), F.col("u").alias("label")).distinct()
     )
+
+
+#: Rows the driver fetches at a time in ``build_index``.
+BUILD_CHUNK_ROWS = 5_000_000
+
+#: Rows, and bytes of names, of one ``insert_many`` in ``build_index``:
+#: well under a WAL frame's limit (256 MiB) at 24 bytes a row plus names.
+_INSERT_ROWS = 1_000_000
+_INSERT_NAME_BYTES = 64 << 20
+
+
+def _insert_slices(names, count: int):
+    """``(lo, hi)`` ranges covering ``count`` rows, each at most
+    ``_INSERT_ROWS`` rows and, with names, about ``_INSERT_NAME_BYTES`` of
+    them (a longer name is a slice of its own)."""
+    lo = 0
+    while lo < count:
+        hi = min(count, lo + _INSERT_ROWS)
+        if names is not None:
+            size = 0
+            for i in range(lo, hi):
+                size += len(names[i].encode("utf-8")) if names[i] is not None else 0
+                if size > _INSERT_NAME_BYTES and i > lo:
+                    hi = i
+                    break
+        yield lo, hi
+        lo = hi
+
+
+def build_index(
+    df: DataFrame,
+    path,
+    fingerprint_col: str = "fingerprint",
+    id_col: str = "id",
+    name_col: Optional[str] = None,
+    k: int = 3,
+    *,
+    blocks: Optional[int] = None,
+    compact: bool = True,
+    chunk_rows: int = BUILD_CHUNK_ROWS,
+) -> int:
+    """Writes every row of ``df`` into a new index at ``path`` and returns
+    the number of documents: the index's segment files and manifest, which
+    ``simhashdb.Index.open``, ``simhashdb serve`` and the command line open
+    like any other.
+
+    The fingerprint column is a ``LongType`` of the fingerprint's 64 bits,
+    as for ``find_all``; ids are stored as the 64 bits of their long (a
+    negative id ``i`` is document ``i + 2**64``). name_col: an optional
+    string column stored as each document's name. k and blocks: the index's
+    recorded distance and block split (``Index.open``'s, for the row count);
+    compact: merge the index to one segment before it is published.
+
+    ``path`` must not exist. The index is built in a sibling directory
+    (``path`` + ``.building``) and renamed to ``path`` when complete, so a
+    failure or a killed driver never leaves a partial index at ``path``.
+    Ids must be unique: a repeated id is a ValueError naming it, checked
+    before anything is written. The driver fetches the rows in chunks of
+    about ``chunk_rows`` (one Spark job each over the input, cached for the
+    duration) and inserts each chunk as one batch: memory on the driver is
+    bounded by the chunk, and the insert runs at ``Index.insert_many``'s
+    rate on the driver's cores (docs/SCALING.md: what would build segments on
+    the executors instead).
+    """
+    base = _columns(df, fingerprint_col, id_col)
+    if name_col is not None:
+        fields = {f.name: f.dataType for f in df.schema.fields}
+        if name_col not in fields:
+            raise ValueError(
+                f"name_col {name_col!r} is not a column of the DataFrame "
+                f"(columns: {', '.join(fields)})"
+            )
+        if not isinstance(fields[name_col], T.StringType):
+            raise TypeError(
+                f"name column {name_col!r} must be StringType, "
+                f"got {fields[name_col].simpleString()}"
+            )
+        base = df.select(
+            F.col(id_col).cast("long").alias("id"),
+            F.col(fingerprint_col).alias("fp"),
+            F.col(name_col).alias("name"),
+        )
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise ValueError(f"k must be a non-negative int, got {k!r}")
+    if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
+        raise ValueError(f"chunk_rows must be a positive int, got {chunk_rows!r}")
+    target = os.fspath(path)
+    if os.path.lexists(target):
+        raise FileExistsError(f"{target}: already exists; build_index writes a new index")
+    staging = target.rstrip(os.sep) + ".building"
+    if os.path.lexists(staging):
+        raise FileExistsError(
+            f"{staging}: left by an earlier build that did not finish; delete it first"
+        )
+    if base.where(F.col("id").isNull() | F.col("fp").isNull()).limit(1).count():
+        raise ValueError("an id or a fingerprint is null")
+    base = base.persist()
+    try:
+        n = base.count()
+        repeated = base.groupBy("id").count().where(F.col("count") > 1).limit(1).collect()
+        if repeated:
+            raise ValueError(
+                f"id {repeated[0]['id']} appears {repeated[0]['count']} times: "
+                "ids must be unique"
+            )
+        chunks = max(1, math.ceil(n / chunk_rows))
+        keyed = base.withColumn("_chunk", F.pmod(F.xxhash64("id"), F.lit(chunks)))
+        written = 0
+        with Index.open(staging, k=k, expected_n=max(n, 1), blocks=blocks) as index:
+            for c in range(chunks):
+                table = keyed.where(F.col("_chunk") == c).drop("_chunk").toArrow()
+                if table.num_rows == 0:
+                    continue
+                ids = table.column("id").to_numpy().astype(np.int64).view(np.uint64)
+                fps = table.column("fp").to_numpy().astype(np.int64).view(np.uint64)
+                names = table.column("name").to_pylist() if name_col is not None else None
+                # Batches of a bounded size: one insert is one WAL frame,
+                # which has a size limit (docs/FORMAT.md).
+                for lo, hi in _insert_slices(names, len(ids)):
+                    index.insert_many(
+                        ids[lo:hi], fps[lo:hi], None if names is None else names[lo:hi]
+                    )
+                written += table.num_rows
+            index.flush()
+            if compact:
+                index.compact()
+        if written != n:
+            raise RuntimeError(f"{written} rows fetched of {n}: the input changed")
+        os.rename(staging, target)
+        parent = os.open(os.path.dirname(os.path.abspath(target)), os.O_RDONLY)
+        try:
+            os.fsync(parent)
+        finally:
+            os.close(parent)
+        return written
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    finally:
+        base.unpersist()

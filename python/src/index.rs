@@ -644,7 +644,9 @@ impl PyIndex {
     /// The number of live documents (`Index::len`: a walk over all of them,
     /// without the GIL).
     fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
-        self.run(py, |index| Ok(usize::try_from(index.len()?).unwrap_or(usize::MAX)))
+        self.run(py, |index| {
+            Ok(usize::try_from(index.len()?).unwrap_or(usize::MAX))
+        })
     }
 
     /// The index directory.

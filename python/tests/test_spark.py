@@ -179,15 +179,19 @@ def test_no_rows_and_one_row_give_no_pairs(spark):
     assert [(r.id, r.cluster) for r in sspark.clusters(one).collect()] == [(9, 9)]
 
 
-def test_the_readme_spark_example_says_what_it_shows(spark):
+def test_the_readme_spark_example_says_what_it_shows(spark, tmp_path, monkeypatch):
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     block = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "sspark" in b]
     assert len(block) == 1
+    monkeypatch.chdir(tmp_path)  # the example writes crawl.sdb
     scope = {"spark": spark}
     exec(compile(block[0], "README.md", "exec"), scope)
     df = scope["df"]
     assert [tuple(r) for r in sspark.find_all(df, k=3).collect()] == [(1, 2, 1)]
     assert sorted(tuple(r) for r in sspark.clusters(df, k=3).collect()) == [(1, 1), (2, 1), (3, 3)]
+    with simhashdb.Index.open_read_only(tmp_path / "crawl.sdb") as index:
+        assert len(index) == 3
+        assert [(m.id, m.distance) for m in index.query(5)] == [(1, 0), (2, 1)]
 
 
 @pytest.mark.slow
@@ -201,3 +205,82 @@ def test_a_million_fingerprints_with_a_heavy_prefix(spark):
     df = spark.createDataFrame(pa.table({"id": ids, "fingerprint": fps.view(np.int64)}))
     got = spark_pairs(sspark.find_all(df, k=3, max_group_rows=50_000))
     assert got == expected_pairs(fps, ids, 3)
+
+
+def popcount64(x: np.ndarray) -> np.ndarray:
+    return np.unpackbits(x.view(np.uint8).reshape(-1, 8), axis=1).sum(axis=1)
+
+
+@pytest.mark.parametrize("compact", [True, False])
+def test_build_index_answers_like_brute_force_and_like_insert_many(spark, tmp_path, compact):
+    fps = corpus(5, 3)
+    df, ids = frame(spark, fps, 5)
+    target = tmp_path / "built"
+    # Several chunks, so the driver's fetch-and-insert loop runs more than once.
+    n = sspark.build_index(df, target, k=3, compact=compact, chunk_rows=700)
+    assert n == len(fps)
+    assert not (tmp_path / "built.building").exists()
+    uids = ids.view(np.uint64)
+    with simhashdb.Index.open(tmp_path / "single", k=3, expected_n=len(fps)) as single:
+        single.insert_many(uids, fps)
+        with simhashdb.Index.open_read_only(target) as built:
+            assert len(built) == len(fps)
+            assert built.verify()["files"] >= 3
+            if compact:
+                assert built.stats()["segments"] == 1
+            for q in fps[::3]:
+                distances = popcount64(fps ^ q)
+                expected = sorted(
+                    (int(d), int(i)) for i, d in zip(uids, distances) if d <= 3
+                )
+                got = sorted((m.distance, m.id) for m in built.query(int(q)))
+                assert got == expected
+                assert got == sorted((m.distance, m.id) for m in single.query(int(q)))
+
+
+def test_build_index_stores_names_and_negative_ids(spark, tmp_path):
+    # Longs carry the 64 bits: -(2**63) + 7 is fingerprint 2**63 + 7.
+    rows = [(-5, 7, "a"), (9, -(1 << 63) + 7, None), (12, -1, "c")]
+    df = spark.createDataFrame(rows, "id long, fingerprint long, url string")
+    assert sspark.build_index(df, tmp_path / "idx", name_col="url") == 3
+    with simhashdb.Index.open_read_only(tmp_path / "idx") as index:
+        doc = index.get_doc(2**64 - 5)
+        assert (doc.fingerprint, doc.name) == (7, "a")
+        assert index.get_doc(9).name is None
+        assert index.get(9) == (1 << 63) | 7
+        assert index.get(12) == 2**64 - 1
+        assert [m.id for m in index.query(7, k=0)] == [2**64 - 5]
+
+
+def test_build_index_refuses_repeated_ids_an_existing_path_and_bad_columns(spark, tmp_path):
+    df = spark.createDataFrame([(1, 10), (2, 20), (1, 30)], "id long, fingerprint long")
+    with pytest.raises(ValueError, match=r"id 1 appears 2 times"):
+        sspark.build_index(df, tmp_path / "dup")
+    assert not (tmp_path / "dup").exists() and not (tmp_path / "dup.building").exists()
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "keep.txt").write_text("mine")
+    good = spark.createDataFrame([(1, 10)], "id long, fingerprint long")
+    with pytest.raises(FileExistsError, match="already exists"):
+        sspark.build_index(good, tmp_path / "taken")
+    assert [p.name for p in (tmp_path / "taken").iterdir()] == ["keep.txt"]
+    with pytest.raises(ValueError, match="'url' is not a column"):
+        sspark.build_index(good, tmp_path / "x", name_col="url")
+    with pytest.raises(TypeError, match="must be StringType"):
+        sspark.build_index(good, tmp_path / "x", name_col="fingerprint")
+    nulls = spark.createDataFrame([(1, None)], "id long, fingerprint long")
+    with pytest.raises(ValueError, match="null"):
+        sspark.build_index(nulls, tmp_path / "x")
+    assert not (tmp_path / "x").exists() and not (tmp_path / "x.building").exists()
+
+
+def test_build_index_splits_inserts_under_the_wal_frame_limit():
+    # Rows and name bytes per insert_many are bounded, every row once.
+    names = ["x" * 40_000_000, None, "y" * 30_000_000, "z" * 10, "w" * 70_000_000]
+    slices = list(sspark._insert_slices(names, len(names)))
+    assert slices == [(0, 2), (2, 4), (4, 5)]
+    assert list(sspark._insert_slices(None, 2_500_000)) == [
+        (0, 1_000_000),
+        (1_000_000, 2_000_000),
+        (2_000_000, 2_500_000),
+    ]
+    assert list(sspark._insert_slices(None, 0)) == []

@@ -89,6 +89,11 @@ impl Drop for Index {
     }
 }
 
+/// From this many documents, [`Index::insert_if_new_many`] queries the
+/// index for them in parallel; below, the pool's start-up costs more than
+/// it saves.
+const PARALLEL_CHECK_BATCH: usize = 32;
+
 impl Index {
     /// Opens the index in `dir`, creating it (and `dir`) if it does not exist.
     /// Takes the directory's exclusive lock: a second writer gets
@@ -224,6 +229,12 @@ impl Index {
     /// [`Durability::Sync`] they share one sync, and no other write comes
     /// between them. `k` above the plan's `k`, or a name over the limit,
     /// is refused and nothing is written.
+    ///
+    /// A batch of 32 documents or more queries the index on rayon's global
+    /// pool, as [`query_batch`](Self::query_batch) does, while the calling
+    /// thread holds the writer lock: do not call it from a thread outside
+    /// that pool while every thread of the pool waits to write to the same
+    /// index.
     pub fn insert_if_new_many<I, S>(
         &self,
         docs: I,
@@ -247,13 +258,27 @@ impl Index {
             check_name(name.as_deref())?;
         }
         let mut writer = self.writer()?;
+        // Every document's matches in the index, before any of the batch is
+        // written: the writer lock keeps other writes out until the batch is
+        // logged, and a flush or merge running meanwhile moves documents
+        // without changing what a query finds, so these are the answers the
+        // calls one by one would get from the index. They are independent,
+        // so a batch large enough to pay for it queries on rayon's pool.
+        let fingerprints: Vec<u64> = docs.iter().map(|d| d.1).collect();
+        let in_index = if fingerprints.len() >= PARALLEL_CHECK_BATCH {
+            self.query_batch(&fingerprints, k)?
+        } else {
+            fingerprints
+                .iter()
+                .map(|&fp| self.query(fp, k))
+                .collect::<Result<Vec<_>>>()?
+        };
         let mut answers = Vec::with_capacity(docs.len());
         // The batch's inserted documents, by id: position in `docs` of the
         // latest one (it replaces any version in the index or the batch).
         let mut inserted: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
-        for i in 0..docs.len() {
+        for (i, mut matches) in in_index.into_iter().enumerate() {
             let (id, fingerprint) = (docs[i].0, docs[i].1);
-            let mut matches = self.query(fingerprint, k)?;
             matches.retain(|m| !inserted.contains_key(&m.id));
             for &j in inserted.values() {
                 let (other, other_fp, name) = &docs[j];
