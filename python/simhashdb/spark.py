@@ -538,6 +538,10 @@ def build_index(
     if base.where(F.col("id").isNull() | F.col("fp").isNull()).limit(1).count():
         raise ValueError("an id or a fingerprint is null")
     base = base.persist()
+    # Set once this call holds the staging directory's lock: only then is the
+    # directory this call's to delete (a concurrent build of the same path
+    # that lost the race must not delete the winner's).
+    owned = False
     try:
         n = base.count()
         repeated = base.groupBy("id").count().where(F.col("count") > 1).limit(1).collect()
@@ -550,6 +554,7 @@ def build_index(
         keyed = base.withColumn("_chunk", F.pmod(F.xxhash64("id"), F.lit(chunks)))
         written = 0
         with Index.open(staging, k=k, expected_n=max(n, 1), blocks=blocks) as index:
+            owned = True
             for c in range(chunks):
                 table = keyed.where(F.col("_chunk") == c).drop("_chunk").toArrow()
                 if table.num_rows == 0:
@@ -577,7 +582,8 @@ def build_index(
             os.close(parent)
         return written
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        if owned:
+            shutil.rmtree(staging, ignore_errors=True)
         raise
     finally:
         base.unpersist()

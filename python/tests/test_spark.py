@@ -284,3 +284,27 @@ def test_build_index_splits_inserts_under_the_wal_frame_limit():
         (2_000_000, 2_500_000),
     ]
     assert list(sspark._insert_slices(None, 0)) == []
+
+
+def test_build_index_losing_a_race_leaves_the_winners_staging_directory(
+    spark, tmp_path, monkeypatch
+):
+    # Another build of the same path holds its staging directory open, and
+    # this one got past the "already there" check before it was created (the
+    # check is made to miss it here).
+    target = tmp_path / "idx"
+    df = spark.createDataFrame([(1, 10), (2, 20)], "id long, fingerprint long")
+    real_lexists = os.path.lexists
+    monkeypatch.setattr(
+        os.path, "lexists", lambda p: False if str(p).endswith(".building") else real_lexists(p)
+    )
+    with simhashdb.Index.open(tmp_path / "idx.building", k=3) as winner:
+        winner.insert(5, 50)
+        winner.flush()
+        with pytest.raises(simhashdb.LockedError):
+            sspark.build_index(df, target)
+        assert (tmp_path / "idx.building" / "MANIFEST").is_file()
+    monkeypatch.undo()
+    assert not target.exists()
+    with simhashdb.Index.open_read_only(tmp_path / "idx.building") as index:
+        assert index.get(5) == 50

@@ -559,21 +559,49 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
         let members: Vec<u32> = (0..n as u32).filter(|&i| !blank[i as usize]).collect();
         pairs.extend(candidates(&fps, &members, k));
     } else {
+        let tier_members: Vec<Vec<u32>> = (0..TIERS.len())
+            .map(|t| {
+                let lo = if t == 0 {
+                    0.0
+                } else {
+                    TIERS[t - 1].0 as f64 / TIER_OVERLAP
+                };
+                let hi = TIERS[t].0 as f64 * TIER_OVERLAP;
+                (0..n as u32)
+                    .filter(|&i| {
+                        let l = lens[i as usize] as f64;
+                        !blank[i as usize] && l > lo && l <= hi
+                    })
+                    .collect()
+            })
+            .collect();
+        // Texts that share a vocabulary can make a share of all pairs
+        // candidates (docs/QUALITY.md, "What the default costs"): say so
+        // before a search that may take hours.
+        if n > CANDIDATE_SAMPLE {
+            let expected: f64 = TIERS
+                .iter()
+                .zip(&tier_members)
+                .map(|(&(_, k, _), members)| estimated_candidates(&fps, members, k))
+                .sum();
+            if expected > 1e6 && expected > 50.0 * n as f64 {
+                spinner.suspend(|| {
+                    eprintln!(
+                        "simhashdb: dedup: warning: about {:.0} candidate pairs expected ({:.0} per \
+                         record; estimated from a sample): many of these texts' fingerprints lie \
+                         close together, and the search and check grow with the square of the \
+                         records. -d 3 keeps the exact check with far fewer candidates (and fewer \
+                         edited copies found); see docs/QUALITY.md, \"What the default costs\"",
+                        expected,
+                        expected / n as f64
+                    )
+                });
+            }
+        }
         for (t, &(_, k, _)) in TIERS.iter().enumerate() {
-            let lo = if t == 0 {
-                0.0
-            } else {
-                TIERS[t - 1].0 as f64 / TIER_OVERLAP
-            };
-            let hi = TIERS[t].0 as f64 * TIER_OVERLAP;
-            let members: Vec<u32> = (0..n as u32)
-                .filter(|&i| {
-                    let l = lens[i as usize] as f64;
-                    !blank[i as usize] && l > lo && l <= hi
-                })
-                .collect();
+            let members = &tier_members[t];
             pairs.extend(
-                candidates(&fps, &members, k).into_iter().filter(|&(a, b)| {
+                candidates(&fps, members, k).into_iter().filter(|&(a, b)| {
                     hamming(fps[a as usize], fps[b as usize]) <= pair_rule(a, b).0
                 }),
             );
@@ -883,6 +911,24 @@ fn candidates(fps: &[u64], members: &[u32], k: u32) -> Vec<(u32, u32)> {
         .collect()
 }
 
+/// Records of a tier's sample in [`estimated_candidates`].
+const CANDIDATE_SAMPLE: usize = 20_000;
+
+/// About how many pairs within `k` there are among `members`, from the pairs
+/// of an evenly spaced sample of [`CANDIDATE_SAMPLE`] of them scaled by the
+/// square of the sampling ratio (the exact count for fewer members).
+fn estimated_candidates(fps: &[u64], members: &[u32], k: u32) -> f64 {
+    if members.len() <= CANDIDATE_SAMPLE {
+        return candidates(fps, members, k).len() as f64;
+    }
+    let step = members.len() as f64 / CANDIDATE_SAMPLE as f64;
+    let sample: Vec<u32> = (0..CANDIDATE_SAMPLE)
+        .map(|i| members[(i as f64 * step) as usize])
+        .collect();
+    let ratio = members.len() as f64 / CANDIDATE_SAMPLE as f64;
+    candidates(fps, &sample, k).len() as f64 * ratio * ratio
+}
+
 /// `--keep newest`: numbers before strings, null (missing) oldest.
 fn compare_keys(a: &Value, b: &Value) -> std::cmp::Ordering {
     use std::cmp::Ordering;
@@ -1162,6 +1208,48 @@ fn add_survivors(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn candidate_estimates_scale_a_sample_and_are_exact_when_small() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        // Random fingerprints: (almost) no pair within 3 bits.
+        let random: Vec<u64> = (0..50_000).map(|_| next()).collect();
+        let all: Vec<u32> = (0..50_000).collect();
+        assert!(estimated_candidates(&random, &all, 3) < 1_000.0);
+        // 1,000 of 50,000 (at random positions) within 2 bits of one value:
+        // 499,500 pairs within 4; the sample holds about 400 of them.
+        let base = next();
+        let mut clustered = 0u64;
+        let close: Vec<u64> = (0..50_000u64)
+            .map(|i| {
+                let r = next();
+                if r % 50 == 0 {
+                    clustered += 1;
+                    base ^ (1 << (i % 64)) ^ (1 << (r >> 58))
+                } else {
+                    r
+                }
+            })
+            .collect();
+        let expected = (clustered * (clustered - 1) / 2) as f64;
+        let estimate = estimated_candidates(&close, &all, 4);
+        assert!(
+            (estimate - expected).abs() / expected < 0.25,
+            "{estimate} against {expected}"
+        );
+        // Small sets are counted exactly.
+        let few: Vec<u32> = (0..100).collect();
+        let pairs = candidates(&close, &few, 4).len() as f64;
+        assert_eq!(estimated_candidates(&close, &few, 4), pairs);
+        let same = vec![base; 100];
+        assert_eq!(estimated_candidates(&same, &few, 0), 100.0 * 99.0 / 2.0);
+    }
 
     #[test]
     fn components_join_transitively() {
