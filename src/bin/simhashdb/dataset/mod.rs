@@ -911,8 +911,10 @@ fn candidates(fps: &[u64], members: &[u32], k: u32) -> Vec<(u32, u32)> {
         .collect()
 }
 
-/// Records of a tier's sample in [`estimated_candidates`].
-const CANDIDATE_SAMPLE: usize = 20_000;
+/// Records of a tier's sample in [`estimated_candidates`]: small enough that
+/// even a sample whose pairs are all candidates is quick to count (12.5 M
+/// pairs), large enough to see a share of one pair in 10,000.
+const CANDIDATE_SAMPLE: usize = 5_000;
 
 /// About how many pairs within `k` there are among `members`, from the pairs
 /// of an evenly spaced sample of [`CANDIDATE_SAMPLE`] of them scaled by the
@@ -1222,14 +1224,14 @@ mod tests {
         let random: Vec<u64> = (0..50_000).map(|_| next()).collect();
         let all: Vec<u32> = (0..50_000).collect();
         assert!(estimated_candidates(&random, &all, 3) < 1_000.0);
-        // 1,000 of 50,000 (at random positions) within 2 bits of one value:
-        // 499,500 pairs within 4; the sample holds about 400 of them.
+        // About 5,000 of 50,000 (at random positions) within 2 bits of one
+        // value: all their pairs are within 4; the sample holds about 500.
         let base = next();
         let mut clustered = 0u64;
         let close: Vec<u64> = (0..50_000u64)
             .map(|i| {
                 let r = next();
-                if r % 50 == 0 {
+                if r % 10 == 0 {
                     clustered += 1;
                     base ^ (1 << (i % 64)) ^ (1 << (r >> 58))
                 } else {
