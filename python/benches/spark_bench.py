@@ -38,14 +38,12 @@ def corpus(n: int) -> np.ndarray:
     return fps
 
 
-def spark_run(path: str, master: str) -> dict:
+def start_session(master: str):
+    """A Spark session for the benchmarks (the Python workers run this
+    interpreter)."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    from simhashdb import Plan
-    from simhashdb import spark as sspark
-
-    started = time.perf_counter()
     session = (
         SparkSession.builder.master(master)
         .config("spark.ui.enabled", "false")
@@ -54,6 +52,15 @@ def spark_run(path: str, master: str) -> dict:
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def spark_run(path: str, master: str) -> dict:
+    from simhashdb import Plan
+    from simhashdb import spark as sspark
+
+    started = time.perf_counter()
+    session = start_session(master)
     up = time.perf_counter()
     df = session.read.parquet(path)
     pairs = sspark.find_all(df, k=K, plan=Plan(BLOCKS, k=K))

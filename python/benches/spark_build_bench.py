@@ -22,24 +22,14 @@ import time
 
 import numpy as np
 
-from spark_bench import K, corpus
+from spark_bench import K, corpus, start_session
 
 
 def spark_build(parquet: str, out: str, master: str) -> dict:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
     from simhashdb import spark as sspark
 
     started = time.perf_counter()
-    session = (
-        SparkSession.builder.master(master)
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.memory", "6g")
-        .config("spark.sql.shuffle.partitions", "16")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    session = start_session(master)
     up = time.perf_counter()
     n = sspark.build_index(session.read.parquet(parquet), out, k=K)
     done = time.perf_counter()

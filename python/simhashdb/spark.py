@@ -86,12 +86,18 @@ def plan_for(n: int, k: int = 3, plan: Optional[Plan] = None) -> Plan:
     return plan
 
 
-def _columns(df: DataFrame, fingerprint_col: str, id_col: str) -> DataFrame:
-    """``[id, fp]`` of ``df``, with the column types checked."""
+def _columns(
+    df: DataFrame, fingerprint_col: str, id_col: str, name_col: Optional[str] = None
+) -> DataFrame:
+    """``[id, fp]`` of ``df`` (``[id, fp, name]`` with ``name_col``), with the
+    column types checked."""
     if not isinstance(df, DataFrame):
         raise TypeError(f"df must be a pyspark DataFrame, got {type(df).__name__}")
     fields = {f.name: f.dataType for f in df.schema.fields}
-    for what, name in (("fingerprint_col", fingerprint_col), ("id_col", id_col)):
+    named = [("fingerprint_col", fingerprint_col), ("id_col", id_col)]
+    if name_col is not None:
+        named.append(("name_col", name_col))
+    for what, name in named:
         if name not in fields:
             raise ValueError(
                 f"{what} {name!r} is not a column of the DataFrame "
@@ -107,9 +113,15 @@ def _columns(df: DataFrame, fingerprint_col: str, id_col: str) -> DataFrame:
             f"id column {id_col!r} must be an integer type (LongType), "
             f"got {fields[id_col].simpleString()}"
         )
-    return df.select(
-        F.col(id_col).cast("long").alias("id"), F.col(fingerprint_col).alias("fp")
-    )
+    columns = [F.col(id_col).cast("long").alias("id"), F.col(fingerprint_col).alias("fp")]
+    if name_col is not None:
+        if not isinstance(fields[name_col], T.StringType):
+            raise TypeError(
+                f"name column {name_col!r} must be StringType, "
+                f"got {fields[name_col].simpleString()}"
+            )
+        columns.append(F.col(name_col).alias("name"))
+    return df.select(*columns)
 
 
 def _prefix_keys(plan: Plan, fps: np.ndarray, t: int) -> np.ndarray:
@@ -500,29 +512,13 @@ def build_index(
     Ids must be unique: a repeated id is a ValueError naming it, checked
     before anything is written. The driver fetches the rows in chunks of
     about ``chunk_rows`` (one Spark job each over the input, cached for the
-    duration) and inserts each chunk as one batch: memory on the driver is
-    bounded by the chunk, and the insert runs at ``Index.insert_many``'s
+    duration) and inserts each in batches of at most 1 M rows (one WAL frame
+    each, under its size limit): memory on the driver is bounded by the
+    chunk, and the insert runs at ``Index.insert_many``'s
     rate on the driver's cores (docs/SCALING.md: what would build segments on
     the executors instead).
     """
-    base = _columns(df, fingerprint_col, id_col)
-    if name_col is not None:
-        fields = {f.name: f.dataType for f in df.schema.fields}
-        if name_col not in fields:
-            raise ValueError(
-                f"name_col {name_col!r} is not a column of the DataFrame "
-                f"(columns: {', '.join(fields)})"
-            )
-        if not isinstance(fields[name_col], T.StringType):
-            raise TypeError(
-                f"name column {name_col!r} must be StringType, "
-                f"got {fields[name_col].simpleString()}"
-            )
-        base = df.select(
-            F.col(id_col).cast("long").alias("id"),
-            F.col(fingerprint_col).alias("fp"),
-            F.col(name_col).alias("name"),
-        )
+    base = _columns(df, fingerprint_col, id_col, name_col)
     if isinstance(k, bool) or not isinstance(k, int) or k < 0:
         raise ValueError(f"k must be a non-negative int, got {k!r}")
     if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:

@@ -923,11 +923,10 @@ fn estimated_candidates(fps: &[u64], members: &[u32], k: u32) -> f64 {
     if members.len() <= CANDIDATE_SAMPLE {
         return candidates(fps, members, k).len() as f64;
     }
-    let step = members.len() as f64 / CANDIDATE_SAMPLE as f64;
-    let sample: Vec<u32> = (0..CANDIDATE_SAMPLE)
-        .map(|i| members[(i as f64 * step) as usize])
-        .collect();
     let ratio = members.len() as f64 / CANDIDATE_SAMPLE as f64;
+    let sample: Vec<u32> = (0..CANDIDATE_SAMPLE)
+        .map(|i| members[(i as f64 * ratio) as usize])
+        .collect();
     candidates(fps, &sample, k).len() as f64 * ratio * ratio
 }
 
