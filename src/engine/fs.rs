@@ -172,14 +172,22 @@ impl Mapped {
     /// [`prefault`](Self::prefault), stopping early once `stop` returns true
     /// (asked between pieces).
     pub fn prefault_until(&self, stop: impl Fn() -> bool) {
+        self.prefault_range_until(0..self.len(), stop);
+    }
+
+    /// [`prefault_until`](Self::prefault_until) for the bytes in `range`
+    /// only (clamped to the mapping; whole pages around it are mapped).
+    pub fn prefault_range_until(&self, range: std::ops::Range<usize>, stop: impl Fn() -> bool) {
         #[cfg(target_os = "linux")]
         if let MapInner::Mmap(map) = &*self.0 {
             const PIECE: usize = 16 << 20;
-            for offset in (0..map.len()).step_by(PIECE) {
+            // memmap2 widens each piece to whole pages.
+            let (start, end) = (range.start.min(map.len()), range.end.min(map.len()));
+            for offset in (start..end).step_by(PIECE) {
                 if stop() {
                     break;
                 }
-                let len = PIECE.min(map.len() - offset);
+                let len = PIECE.min(end - offset);
                 // An old kernel refuses the advice (EINVAL); queries then
                 // fault pages in as they touch them, as without it.
                 if map
@@ -190,6 +198,8 @@ impl Mapped {
                 }
             }
         }
+        #[cfg(not(target_os = "linux"))]
+        let _ = (range, stop);
     }
 
     /// A token that tells whether any clone of this mapping is still alive.

@@ -4,6 +4,7 @@
 
 use std::cmp::Reverse;
 use std::collections::HashSet;
+use std::ops::Range;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -139,17 +140,33 @@ impl Index {
         }
         // Newest first.
         segments.sort_by_key(|s| Reverse(s.meta.max_seq));
-        // Maps to prefault once the open is otherwise done.
-        let prefault: Vec<Mapped> = if options.prefault && options.file_system.is_none() {
-            // Tables first: every query reads them, and only queries that
-            // find a document read the doc map.
-            let tables = segments.iter().map(|s| s.tables_map.clone());
-            tables
-                .chain(segments.iter().map(|s| s.docs_map.clone()))
-                .collect()
-        } else {
-            Vec::new()
-        };
+        // What to prefault once the open is otherwise done, in this order:
+        // the tables' block indexes (every query reads one entry of each),
+        // the doc maps' (every query that finds a document), then the
+        // tables' blocks and the doc maps' blocks, whole files.
+        let prefault: Vec<(Mapped, Range<usize>)> =
+            if options.prefault && options.file_system.is_none() {
+                let whole = |m: &Mapped| (m.clone(), 0..m.len());
+                let table_indexes = segments.iter().flat_map(|s| {
+                    let ranges = s.tables.index_ranges();
+                    ranges.into_iter().map(|r| {
+                        let at = |x: u64| usize::try_from(x).unwrap_or(usize::MAX);
+                        (s.tables_map.clone(), at(r.start)..at(r.end))
+                    })
+                });
+                let doc_indexes = segments.iter().flat_map(|s| {
+                    s.docs
+                        .index_ranges()
+                        .map(|range| (s.docs_map.clone(), range))
+                });
+                table_indexes
+                    .chain(doc_indexes)
+                    .chain(segments.iter().map(|s| whole(&s.tables_map)))
+                    .chain(segments.iter().map(|s| whole(&s.docs_map)))
+                    .collect()
+            } else {
+                Vec::new()
+            };
 
         let mut memtable = Memtable::new(&plan);
         let mut next_seq = manifest.next_seq;
@@ -339,7 +356,9 @@ impl Index {
                 .name("simhashdb-prefault".into())
                 .spawn(move || {
                     let stopped = || stop.load(Ordering::Relaxed);
-                    prefault.iter().for_each(|m| m.prefault_until(stopped));
+                    for (map, range) in &prefault {
+                        map.prefault_range_until(range.clone(), stopped);
+                    }
                 });
             // Without the thread, pages fault in as queries touch them.
             drop(spawned);

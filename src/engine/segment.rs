@@ -433,4 +433,14 @@ impl SortedTables for Segment {
         }
         Ok(())
     }
+
+    #[inline]
+    fn warm_index((reader, _): &Self::Table<'_>, lo: u64) {
+        reader.warm_index(lo);
+    }
+
+    #[inline]
+    fn warm_keys((reader, _): &Self::Table<'_>, lo: u64) {
+        reader.warm_block(lo);
+    }
 }
