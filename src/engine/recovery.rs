@@ -32,7 +32,7 @@ use super::memtable::Memtable;
 use super::options::{Durability, NewIndexSettings, Options};
 use super::repair::check_without_manifest;
 use super::schedule::Hooks;
-use super::segment::Segment;
+use super::segment::{Segment, fits_in_memory};
 use super::write::{Writer, apply, new_wal_file, wal_flags};
 
 impl Index {
@@ -141,29 +141,32 @@ impl Index {
         // Newest first.
         segments.sort_by_key(|s| Reverse(s.meta.max_seq));
         // What to prefault once the open is otherwise done, in this order:
-        // the tables' block indexes (every query reads one entry of each),
-        // the doc maps' (every query that finds a document), then the
-        // tables' blocks and the doc maps' blocks, whole files.
+        // the block indexes of every table and doc map (every query reads an
+        // entry of each table's; a query that finds a document, of a doc
+        // map's), then, if the whole index fits in memory with room to spare,
+        // the tables' files and the doc maps'. If it does not, its segments
+        // are marked to be read a query's blocks at a time
+        // (`Segment::in_memory`).
         let prefault: Vec<(Mapped, Range<usize>)> =
             if options.prefault && options.file_system.is_none() {
-                let whole = |m: &Mapped| (m.clone(), 0..m.len());
-                let table_indexes = segments.iter().flat_map(|s| {
-                    let ranges = s.tables.index_ranges();
-                    ranges.into_iter().map(|r| {
-                        let at = |x: u64| usize::try_from(x).unwrap_or(usize::MAX);
-                        (s.tables_map.clone(), at(r.start)..at(r.end))
-                    })
-                });
-                let doc_indexes = segments.iter().flat_map(|s| {
-                    s.docs
-                        .index_ranges()
-                        .map(|range| (s.docs_map.clone(), range))
-                });
-                table_indexes
-                    .chain(doc_indexes)
-                    .chain(segments.iter().map(|s| whole(&s.tables_map)))
-                    .chain(segments.iter().map(|s| whole(&s.docs_map)))
-                    .collect()
+                let size: u64 = segments
+                    .iter()
+                    .map(|s| s.meta.seg_file_len + s.meta.ids_file_len)
+                    .sum();
+                let indexes = segments.iter().flat_map(|s| s.index_ranges());
+                let whole = |map: &Mapped| (map.clone(), 0..map.len());
+                let files = segments
+                    .iter()
+                    .map(|s| whole(&s.tables_map))
+                    .chain(segments.iter().map(|s| whole(&s.docs_map)));
+                if fits_in_memory(size, 2, options.memory_budget) {
+                    indexes.chain(files).collect()
+                } else {
+                    for segment in &segments {
+                        segment.in_memory.store(false, Ordering::Relaxed);
+                    }
+                    indexes.collect()
+                }
             } else {
                 Vec::new()
             };
@@ -304,6 +307,7 @@ impl Index {
             fs,
             plan,
             small_segment_plans: options.small_segment_plans,
+            memory_budget: options.memory_budget,
             fingerprint_config: manifest.fingerprint_config.clone(),
             retention_ms: manifest.retention_ms,
             merge_policy: options.merge_policy.clone(),

@@ -268,28 +268,42 @@ impl<'a> TableReader<'a> {
         }
     }
 
+    /// Where the block a search for `key` starts in lies in the table's
+    /// bytes; `None` for an empty table or a damaged index.
+    fn block_bytes(&self, key: u64) -> Option<std::ops::Range<usize>> {
+        if self.block_count == 0 {
+            return None;
+        }
+        let block = self.find_block(key).ok()?;
+        let (_, start) = self.index_entry(block).ok()?;
+        let end = if block + 1 < self.block_count {
+            self.index_entry(block + 1).ok()?.1
+        } else {
+            to_u64(self.index_offset)
+        };
+        let (start, end) = (to_usize(start)?, to_usize(end)?);
+        (start < end && end <= self.index_offset).then_some(start..end)
+    }
+
+    /// Where the block a search for `key` starts in lies in the file (this
+    /// section's offset added): for asking the kernel to read it ahead.
+    /// `None` for an empty table or a damaged index.
+    pub fn block_span(&self, key: u64) -> Option<std::ops::Range<u64>> {
+        let bytes = self.block_bytes(key)?;
+        Some(self.base + to_u64(bytes.start)..self.base + to_u64(bytes.end))
+    }
+
     /// Loads the bytes of the block a search for `key` starts in, after
     /// [`warm_index`](Self::warm_index): a hint, as it is. Errors are left
     /// to the search.
     #[inline]
     pub fn warm_block(&self, key: u64) {
-        let Ok(block) = self.find_block(key) else {
-            return;
-        };
-        let Ok((_, start)) = self.index_entry(block) else {
-            return;
-        };
-        let end = match self.index_entry(block + 1) {
-            Ok((_, end)) if block + 1 < self.block_count => end,
-            _ => to_u64(self.index_offset),
-        };
-        let (Some(start), Some(end)) = (to_usize(start), to_usize(end)) else {
-            return;
-        };
-        // Its first line and its last (its CRC, which is read first); the
-        // processor's own prefetching follows the lines between.
-        touch(self.bytes, start);
-        touch(self.bytes, end.saturating_sub(1));
+        if let Some(bytes) = self.block_bytes(key) {
+            // Its first line and its last (its CRC, which is read first); the
+            // processor's own prefetching follows the lines between.
+            touch(self.bytes, bytes.start);
+            touch(self.bytes, bytes.end - 1);
+        }
     }
 
     /// The keys in `lo..=hi`, ascending. Binary-searches the block index,
