@@ -63,6 +63,11 @@ fn an_index_over_its_memory_budget_answers_as_brute_force_does() {
         }
         let index = Index::open(&path, options(&plan, Some(1))).unwrap();
         check(&index, &model, &plan, &mut rng, "reopened over budget");
+        // A merge reads segments out of memory through, then leaves them
+        // (and its own) to be read at random.
+        index.compact().unwrap();
+        assert_eq!(index.stats().segments, 1);
+        check(&index, &model, &plan, &mut rng, "compacted over budget");
         drop(index);
         // The same files within the default budget: prefaulted, same answers.
         let index = Index::open(&path, options(&plan, None)).unwrap();

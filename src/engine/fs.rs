@@ -216,6 +216,22 @@ impl Mapped {
         }
     }
 
+    /// Tells the kernel how the pages will be read: at random
+    /// (`MADV_RANDOM`: a page fault reads its page only, not the pages
+    /// around it too) or in order (`MADV_SEQUENTIAL`: faults read far
+    /// ahead). Nothing happens where the advice is refused or the bytes are
+    /// not mapped.
+    pub fn advise_reads(&self, at_random: bool) {
+        if let MapInner::Mmap(map) = &*self.0 {
+            let advice = if at_random {
+                memmap2::Advice::Random
+            } else {
+                memmap2::Advice::Sequential
+            };
+            let _ = map.advise(advice);
+        }
+    }
+
     /// A token that tells whether any clone of this mapping is still alive.
     #[cfg(feature = "fault-injection")]
     pub(crate) fn liveness(&self) -> MapLiveness {

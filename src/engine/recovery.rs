@@ -163,7 +163,7 @@ impl Index {
                     indexes.chain(files).collect()
                 } else {
                     for segment in &segments {
-                        segment.in_memory.store(false, Ordering::Relaxed);
+                        segment.set_out_of_memory();
                     }
                     indexes.collect()
                 }

@@ -150,12 +150,24 @@ impl Core {
             segment.tables_map.prefault();
             segment.docs_map.prefault();
         } else {
-            segment.in_memory.store(false, Ordering::Relaxed);
+            segment.set_out_of_memory();
             for (map, range) in segment.index_ranges() {
                 map.prefault_range_until(range, || false);
             }
         }
         Ok(segment)
+    }
+}
+
+/// See [`Segment::read_through`].
+pub(super) struct ReadThrough(Vec<Arc<Segment>>);
+
+impl Drop for ReadThrough {
+    fn drop(&mut self) {
+        for segment in &self.0 {
+            segment.tables_map.advise_reads(true);
+            segment.docs_map.advise_reads(true);
+        }
     }
 }
 
@@ -186,6 +198,32 @@ impl Segment {
             .into_iter()
             .map(|range| (self.docs_map.clone(), range));
         tables.chain(docs).collect()
+    }
+
+    /// Marks the segment as not expected in memory
+    /// ([`in_memory`](Self::in_memory)): its queries read their blocks
+    /// ahead, and a page fault in its files reads that page only.
+    pub(super) fn set_out_of_memory(&self) {
+        self.in_memory.store(false, Ordering::Relaxed);
+        self.tables_map.advise_reads(true);
+        self.docs_map.advise_reads(true);
+    }
+
+    /// For the guard's life, a merge reads the segments of `run` from start
+    /// to end: those out of memory have their files read far ahead (a page
+    /// at a time, they would take a disk read per page), then, when it
+    /// drops, at random again for the queries that go on meanwhile.
+    pub(super) fn read_through(run: &[Arc<Segment>]) -> ReadThrough {
+        let out: Vec<Arc<Segment>> = run
+            .iter()
+            .filter(|s| !s.in_memory.load(Ordering::Relaxed))
+            .cloned()
+            .collect();
+        for segment in &out {
+            segment.tables_map.advise_reads(false);
+            segment.docs_map.advise_reads(false);
+        }
+        ReadThrough(out)
     }
 
     /// Maps a published segment of an index searched at distance `k`,
