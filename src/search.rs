@@ -73,10 +73,31 @@ pub trait SortedTables {
         hi: u64,
         visit: impl FnMut(u64),
     ) -> Result<(), Self::Error>;
+
+    /// A hint before [`keys_in`](Self::keys_in) from `lo`: load what its
+    /// search reads first (a block index entry, say). [`probe`] calls it for
+    /// a stage of ranges, then [`warm_keys`](Self::warm_keys) for the same
+    /// ranges, then `keys_in`, so that tables in memory that is not in the
+    /// processor's caches wait for it once per stage rather than once per
+    /// range. Does nothing unless implemented.
+    fn warm_index(_table: &Self::Table<'_>, _lo: u64) {}
+
+    /// The second hint (see [`warm_index`](Self::warm_index)): load the
+    /// keys a search from `lo` starts with. Does nothing unless implemented.
+    fn warm_keys(_table: &Self::Table<'_>, _lo: u64) {}
 }
+
+/// Ranges [`probe`] warms together (see [`SortedTables::warm_index`]): enough
+/// for every table of a plan that does not probe at k = 3 (10 tables), few
+/// enough that what one stage loads stays in the processor's caches.
+const STAGE: usize = 16;
 
 /// Calls `found` with every fingerprint of `tables` (laid out by `plan`)
 /// within distance `k` of `fp`, each once, in no particular order.
+///
+/// The ranges to search (each table's, or each table's probes) go in stages
+/// of up to 16: for every range of a stage, its index is warmed, then
+/// its first keys, then it is searched.
 ///
 /// The caller has checked `k` against the plan ([`check_distance`]).
 pub fn probe<S: SortedTables>(
@@ -87,11 +108,41 @@ pub fn probe<S: SortedTables>(
     mut found: impl FnMut(Hit),
 ) -> Result<(), S::Error> {
     debug_assert!(k <= plan.k());
-    for (t, table) in plan.tables().iter().enumerate() {
-        let keys = tables.table(t)?;
+    let layouts = plan.tables();
+    let opened = (0..layouts.len())
+        .map(|t| tables.table(t))
+        .collect::<Result<Vec<_>, _>>()?;
+    // (table, permuted query, lo, hi), in plan order.
+    let mut ranges = layouts.iter().enumerate().flat_map(|(t, table)| {
         let q = table.permute(fp);
-        for (lo, hi) in table.probe_ranges(q) {
-            S::keys_in(&keys, lo, hi, |key| {
+        table.probe_ranges(q).map(move |(lo, hi)| (t, q, lo, hi))
+    });
+    let mut stage = [(0usize, 0u64, 0u64, 0u64); STAGE];
+    loop {
+        // `zip` asks `stage` first, so no range is taken and lost.
+        let n = stage
+            .iter_mut()
+            .zip(&mut ranges)
+            .map(|(s, r)| *s = r)
+            .count();
+        let Some(jobs) = stage.get(..n).filter(|jobs| !jobs.is_empty()) else {
+            return Ok(());
+        };
+        for &(t, _, lo, _) in jobs {
+            if let Some(keys) = opened.get(t) {
+                S::warm_index(keys, lo);
+            }
+        }
+        for &(t, _, lo, _) in jobs {
+            if let Some(keys) = opened.get(t) {
+                S::warm_keys(keys, lo);
+            }
+        }
+        for &(t, q, lo, hi) in jobs {
+            let (Some(keys), Some(table)) = (opened.get(t), layouts.get(t)) else {
+                continue;
+            };
+            S::keys_in(keys, lo, hi, |key| {
                 let distance = (key ^ q).count_ones();
                 if distance <= k {
                     let fingerprint = table.unpermute(key);
@@ -105,7 +156,6 @@ pub fn probe<S: SortedTables>(
             })?;
         }
     }
-    Ok(())
 }
 
 /// A set of distinct fingerprints in sorted permuted tables.

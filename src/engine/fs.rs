@@ -172,14 +172,22 @@ impl Mapped {
     /// [`prefault`](Self::prefault), stopping early once `stop` returns true
     /// (asked between pieces).
     pub fn prefault_until(&self, stop: impl Fn() -> bool) {
+        self.prefault_range_until(0..self.len(), stop);
+    }
+
+    /// [`prefault_until`](Self::prefault_until) for the bytes in `range`
+    /// only (clamped to the mapping; whole pages around it are mapped).
+    pub fn prefault_range_until(&self, range: std::ops::Range<usize>, stop: impl Fn() -> bool) {
         #[cfg(target_os = "linux")]
         if let MapInner::Mmap(map) = &*self.0 {
             const PIECE: usize = 16 << 20;
-            for offset in (0..map.len()).step_by(PIECE) {
+            // memmap2 widens each piece to whole pages.
+            let (start, end) = (range.start.min(map.len()), range.end.min(map.len()));
+            for offset in (start..end).step_by(PIECE) {
                 if stop() {
                     break;
                 }
-                let len = PIECE.min(map.len() - offset);
+                let len = PIECE.min(end - offset);
                 // An old kernel refuses the advice (EINVAL); queries then
                 // fault pages in as they touch them, as without it.
                 if map
@@ -189,6 +197,38 @@ impl Mapped {
                     break;
                 }
             }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = (range, stop);
+    }
+
+    /// Asks the kernel to start reading the pages of `range` from the file
+    /// (`MADV_WILLNEED`) and returns without waiting: several ranges asked
+    /// for in a row are read at once, instead of one page fault after
+    /// another. Nothing happens where the advice is refused or the bytes
+    /// are not mapped.
+    pub fn will_need(&self, range: std::ops::Range<usize>) {
+        if let MapInner::Mmap(map) = &*self.0 {
+            let (start, end) = (range.start.min(map.len()), range.end.min(map.len()));
+            if start < end {
+                let _ = map.advise_range(memmap2::Advice::WillNeed, start, end - start);
+            }
+        }
+    }
+
+    /// Tells the kernel how the pages will be read: at random
+    /// (`MADV_RANDOM`: a page fault reads its page only, not the pages
+    /// around it too) or in order (`MADV_SEQUENTIAL`: faults read far
+    /// ahead). Nothing happens where the advice is refused or the bytes are
+    /// not mapped.
+    pub fn advise_reads(&self, at_random: bool) {
+        if let MapInner::Mmap(map) = &*self.0 {
+            let advice = if at_random {
+                memmap2::Advice::Random
+            } else {
+                memmap2::Advice::Sequential
+            };
+            let _ = map.advise(advice);
         }
     }
 
@@ -361,5 +401,54 @@ impl WritableFile for RealFile {
 
     fn len(&self) -> u64 {
         self.len
+    }
+}
+
+/// The memory this process can fill, in bytes: the machine's (`MemTotal`)
+/// or, when smaller, its control group's limit (cgroup v2 `memory.max`, v1
+/// `memory.limit_in_bytes`), whose page cache counts against it. `None`
+/// where neither can be read (not Linux, say).
+pub(super) fn memory_limit() -> Option<u64> {
+    let read = |path: &str| std::fs::read_to_string(path).ok();
+    let total = read("/proc/meminfo").and_then(|info| {
+        let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        kib.checked_mul(1024)
+    });
+    let groups = read("/proc/self/cgroup").unwrap_or_default();
+    let limits = groups.lines().filter_map(|line| {
+        let mut fields = line.splitn(3, ':');
+        let (hierarchy, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+        let file = if hierarchy == "0" && controllers.is_empty() {
+            format!("/sys/fs/cgroup{path}/memory.max")
+        } else if controllers.split(',').any(|c| c == "memory") {
+            format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes")
+        } else {
+            return None;
+        };
+        // "max" (v2) or a huge number (v1) when unlimited.
+        read(&file)?.trim().parse::<u64>().ok()
+    });
+    limits.chain(total).min()
+}
+
+#[cfg(test)]
+mod memory_tests {
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn the_memory_limit_is_at_most_the_machine_s() {
+        let info = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let total: Option<u64> = info
+            .lines()
+            .find(|l| l.starts_with("MemTotal:"))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse().ok());
+        let limit = super::memory_limit();
+        match total {
+            Some(kib) => {
+                let limit = limit.expect("MemTotal is readable, so a limit is known");
+                assert!(limit <= kib * 1024 && limit > 0, "{limit}");
+            }
+            None => assert!(limit.is_none() || limit > Some(0)),
+        }
     }
 }

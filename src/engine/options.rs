@@ -70,11 +70,21 @@ pub struct Options {
     /// every query) pile up. Default 32. A merge policy that declines to
     /// merge never makes a writer wait.
     pub max_segments: usize,
-    /// After opening, map the segments' pages (their tables first, then
-    /// their doc maps) on a background thread (Linux), so that queries soon
-    /// stop paying a page fault for each page they touch first. The pages
-    /// stay evictable page cache.
+    /// After opening, map the segments' pages on a background thread
+    /// (Linux), so that queries soon stop paying a page fault for each page
+    /// they touch first: every table's and doc map's block index, then, if
+    /// the index fits in [`memory_budget`](Options::memory_budget), the
+    /// whole files. The pages stay evictable page cache.
     pub prefault: bool,
+    /// Bytes of memory the index's files may expect to keep in the page
+    /// cache. An index whose files take at most half of it is prefaulted
+    /// whole when opened (with [`prefault`](Options::prefault)), and a new
+    /// segment of at most a quarter of it when written; larger segments
+    /// are read as queries need them, each query asking the kernel for all
+    /// the blocks it needs at once (docs/ARCHITECTURE.md, "An index larger
+    /// than memory"). Default `None`: the memory the process can fill, the
+    /// machine's or its control group's limit, whichever is smaller.
+    pub memory_budget: Option<u64>,
     /// Give a segment too small to need the index's plan the plan with
     /// fewer tables that the cost model prefers for its size (`Plan::auto`):
     /// with the default plan, a flush of the default memtable writes 4
@@ -122,6 +132,7 @@ impl Default for Options {
             merge_thread: true,
             max_segments: 32,
             prefault: true,
+            memory_budget: None,
             small_segment_plans: true,
             flush_thread: std::thread::available_parallelism().is_ok_and(|n| n.get() > 2),
             #[cfg(feature = "schedule-hooks")]
@@ -219,6 +230,12 @@ impl Options {
     /// Sets [`prefault`](Options::prefault).
     pub fn prefault(mut self, on: bool) -> Options {
         self.prefault = on;
+        self
+    }
+
+    /// Sets [`memory_budget`](Options::memory_budget).
+    pub fn memory_budget(mut self, bytes: u64) -> Options {
+        self.memory_budget = Some(bytes);
         self
     }
 

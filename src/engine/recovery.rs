@@ -4,6 +4,7 @@
 
 use std::cmp::Reverse;
 use std::collections::HashSet;
+use std::ops::Range;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -31,7 +32,7 @@ use super::memtable::Memtable;
 use super::options::{Durability, NewIndexSettings, Options};
 use super::repair::check_without_manifest;
 use super::schedule::Hooks;
-use super::segment::Segment;
+use super::segment::{Segment, fits_in_memory};
 use super::write::{Writer, apply, new_wal_file, wal_flags};
 
 impl Index {
@@ -139,17 +140,36 @@ impl Index {
         }
         // Newest first.
         segments.sort_by_key(|s| Reverse(s.meta.max_seq));
-        // Maps to prefault once the open is otherwise done.
-        let prefault: Vec<Mapped> = if options.prefault && options.file_system.is_none() {
-            // Tables first: every query reads them, and only queries that
-            // find a document read the doc map.
-            let tables = segments.iter().map(|s| s.tables_map.clone());
-            tables
-                .chain(segments.iter().map(|s| s.docs_map.clone()))
-                .collect()
-        } else {
-            Vec::new()
-        };
+        // What to prefault once the open is otherwise done, in this order:
+        // the block indexes of every table and doc map (every query reads an
+        // entry of each table's; a query that finds a document, of a doc
+        // map's), then, if the whole index fits in memory with room to spare,
+        // the tables' files and the doc maps'. If it does not, its segments
+        // are marked to be read a query's blocks at a time
+        // (`Segment::in_memory`).
+        let prefault: Vec<(Mapped, Range<usize>)> =
+            if options.prefault && options.file_system.is_none() {
+                let size: u64 = segments
+                    .iter()
+                    .map(|s| s.meta.seg_file_len + s.meta.ids_file_len)
+                    .sum();
+                let indexes = segments.iter().flat_map(|s| s.index_ranges());
+                let whole = |map: &Mapped| (map.clone(), 0..map.len());
+                let files = segments
+                    .iter()
+                    .map(|s| whole(&s.tables_map))
+                    .chain(segments.iter().map(|s| whole(&s.docs_map)));
+                if fits_in_memory(size, 2, options.memory_budget) {
+                    indexes.chain(files).collect()
+                } else {
+                    for segment in &segments {
+                        segment.set_out_of_memory();
+                    }
+                    indexes.collect()
+                }
+            } else {
+                Vec::new()
+            };
 
         let mut memtable = Memtable::new(&plan);
         let mut next_seq = manifest.next_seq;
@@ -287,6 +307,7 @@ impl Index {
             fs,
             plan,
             small_segment_plans: options.small_segment_plans,
+            memory_budget: options.memory_budget,
             fingerprint_config: manifest.fingerprint_config.clone(),
             retention_ms: manifest.retention_ms,
             merge_policy: options.merge_policy.clone(),
@@ -339,7 +360,9 @@ impl Index {
                 .name("simhashdb-prefault".into())
                 .spawn(move || {
                     let stopped = || stop.load(Ordering::Relaxed);
-                    prefault.iter().for_each(|m| m.prefault_until(stopped));
+                    for (map, range) in &prefault {
+                        map.prefault_range_until(range.clone(), stopped);
+                    }
                 });
             // Without the thread, pages fault in as queries touch them.
             drop(spawned);

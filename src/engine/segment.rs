@@ -17,7 +17,7 @@ use super::core::Core;
 use super::files::{
     corrupted, create_buffered, encode_error, foreign, io_error, named_file_error, sync_buffered,
 };
-use super::fs::{FileSystem, Mapped};
+use super::fs::{FileSystem, Mapped, memory_limit};
 
 /// Keys per table block in a new segment of `plan`. A probe decodes its
 /// block from the start up to the probed prefix, so a plan that probes many
@@ -50,6 +50,13 @@ pub(super) struct Segment {
     pub(super) docs: DocMapReader<Mapped>,
     /// The doc map's mapping (also inside `docs`), for prefaulting.
     pub(super) docs_map: Mapped,
+    /// Whether its files are expected to be in memory: prefaulted whole at
+    /// the open or when written (the default), so a query loads its blocks
+    /// itself. False for a segment too large to prefault
+    /// ([`fits_in_memory`]): a query then first asks the kernel to read
+    /// every block it needs, so that they come from the disk together
+    /// ([`SortedTables::warm_keys`]).
+    pub(super) in_memory: AtomicBool,
     /// Set when a manifest no longer names the segment: its files are
     /// removed once the last reader drops it.
     pub(super) obsolete: AtomicBool,
@@ -135,14 +142,90 @@ impl Core {
         // Built from a memtable or from sound segments.
         segment.sound.store(true, Ordering::Release);
         // Just written, so in the page cache: map its pages now rather than
-        // one fault at a time under queries.
-        segment.tables_map.prefault();
-        segment.docs_map.prefault();
+        // one fault at a time under queries, if it fits in memory with room
+        // to spare (the rest of the index needs some too); otherwise only
+        // its block indexes.
+        let size = segment.meta.seg_file_len + segment.meta.ids_file_len;
+        if fits_in_memory(size, 4, self.memory_budget) {
+            segment.tables_map.prefault();
+            segment.docs_map.prefault();
+        } else {
+            segment.set_out_of_memory();
+            for (map, range) in segment.index_ranges() {
+                map.prefault_range_until(range, || false);
+            }
+        }
         Ok(segment)
     }
 }
 
+/// See [`Segment::read_through`].
+pub(super) struct ReadThrough(Vec<Arc<Segment>>);
+
+impl Drop for ReadThrough {
+    fn drop(&mut self) {
+        for segment in &self.0 {
+            segment.tables_map.advise_reads(true);
+            segment.docs_map.advise_reads(true);
+        }
+    }
+}
+
+/// Whether `bytes` of segment files may be prefaulted whole: at most a
+/// `share`-th of `budget` ([`Options::memory_budget`](super::Options::memory_budget)),
+/// by default of the memory this process can fill ([`memory_limit`]), or
+/// any size where that is unknown. Prefaulting more than fits would read
+/// the files from the disk only to evict them again, competing with queries.
+pub(super) fn fits_in_memory(bytes: u64, share: u64, budget: Option<u64>) -> bool {
+    budget
+        .or_else(memory_limit)
+        .is_none_or(|limit| bytes <= limit / share.max(1))
+}
+
 impl Segment {
+    /// Where its tables' and its doc map's block indexes lie, with the
+    /// mapping each is in: what every query reads first, so what an open
+    /// prefaults first, whatever the index's size.
+    pub(super) fn index_ranges(&self) -> Vec<(Mapped, std::ops::Range<usize>)> {
+        let at = |x: u64| usize::try_from(x).unwrap_or(usize::MAX);
+        let tables = self.tables.index_ranges().into_iter().map(|r| {
+            let range = at(r.start)..at(r.end);
+            (self.tables_map.clone(), range)
+        });
+        let docs = self
+            .docs
+            .index_ranges()
+            .into_iter()
+            .map(|range| (self.docs_map.clone(), range));
+        tables.chain(docs).collect()
+    }
+
+    /// Marks the segment as not expected in memory
+    /// ([`in_memory`](Self::in_memory)): its queries read their blocks
+    /// ahead, and a page fault in its files reads that page only.
+    pub(super) fn set_out_of_memory(&self) {
+        self.in_memory.store(false, Ordering::Relaxed);
+        self.tables_map.advise_reads(true);
+        self.docs_map.advise_reads(true);
+    }
+
+    /// For the guard's life, a merge reads the segments of `run` from start
+    /// to end: those out of memory have their files read far ahead (a page
+    /// at a time, they would take a disk read per page), then, when it
+    /// drops, at random again for the queries that go on meanwhile.
+    pub(super) fn read_through(run: &[Arc<Segment>]) -> ReadThrough {
+        let out: Vec<Arc<Segment>> = run
+            .iter()
+            .filter(|s| !s.in_memory.load(Ordering::Relaxed))
+            .cloned()
+            .collect();
+        for segment in &out {
+            segment.tables_map.advise_reads(false);
+            segment.docs_map.advise_reads(false);
+        }
+        ReadThrough(out)
+    }
+
     /// Maps a published segment of an index searched at distance `k`,
     /// refusing files shorter than the manifest says before mapping them,
     /// and checking their footers and the segment's plan.
@@ -224,6 +307,7 @@ impl Segment {
             ids_path,
             plan,
             tables,
+            in_memory: AtomicBool::new(true),
             tables_map,
             docs,
             docs_map,
@@ -411,26 +495,43 @@ fn fmix64(mut x: u64) -> u64 {
 
 impl SortedTables for Segment {
     type Error = Error;
-    type Table<'a> = (crate::format::TableReader<'a>, &'a Path);
+    type Table<'a> = (crate::format::TableReader<'a>, &'a Segment);
 
     fn table(&self, t: usize) -> Result<Self::Table<'_>> {
         let reader = self
             .tables
             .table(t)
             .map_err(|e| corrupted(&self.seg_path, &e))?;
-        Ok((reader, &self.seg_path))
+        Ok((reader, self))
     }
 
     #[inline]
     fn keys_in(
-        (reader, path): &Self::Table<'_>,
+        (reader, segment): &Self::Table<'_>,
         lo: u64,
         hi: u64,
         mut visit: impl FnMut(u64),
     ) -> Result<()> {
         for key in reader.range(lo, hi) {
-            visit(key.map_err(|e| corrupted(path, &e))?);
+            visit(key.map_err(|e| corrupted(&segment.seg_path, &e))?);
         }
         Ok(())
+    }
+
+    #[inline]
+    fn warm_index((reader, _): &Self::Table<'_>, lo: u64) {
+        reader.warm_index(lo);
+    }
+
+    /// In memory, loads the block; otherwise asks the kernel to read it,
+    /// without waiting: the stage's reads then go to the disk together.
+    #[inline]
+    fn warm_keys((reader, segment): &Self::Table<'_>, lo: u64) {
+        if segment.in_memory.load(Ordering::Relaxed) {
+            reader.warm_block(lo);
+        } else if let Some(span) = reader.block_span(lo) {
+            let at = |x: u64| usize::try_from(x).unwrap_or(usize::MAX);
+            segment.tables_map.will_need(at(span.start)..at(span.end));
+        }
     }
 }

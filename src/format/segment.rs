@@ -279,6 +279,14 @@ impl<D: AsRef<[u8]>> SegmentReader<D> {
         Ok(self.container.section(self.data.as_ref(), i)?.offset)
     }
 
+    /// Where each table's block index lies in the file (see
+    /// [`TableReader::index_range`]); tables that fail to open are left out.
+    pub fn index_ranges(&self) -> Vec<std::ops::Range<u64>> {
+        (0..self.table_count())
+            .filter_map(|i| Some(self.table(i).ok()?.index_range()))
+            .collect()
+    }
+
     /// Checks every checksum: each table section's, then each table's index
     /// and blocks (decoding every key).
     pub fn verify(&self) -> Result<(), FormatError> {
@@ -343,6 +351,25 @@ mod tests {
             assert_eq!(&got, keys);
         }
         assert!(seg.table(2).is_err());
+    }
+
+    #[test]
+    fn index_ranges_name_each_table_s_block_index_in_the_file() {
+        let tables = sample();
+        let bytes = build(&tables);
+        let seg = SegmentReader::new(&bytes[..]).unwrap();
+        let ranges = seg.index_ranges();
+        assert_eq!(ranges.len(), tables.len());
+        for (i, (range, keys)) in ranges.iter().zip(&tables).enumerate() {
+            // The table's section ends with its index and footer.
+            let table = seg.table(i).unwrap();
+            let section_end = seg.table_offset(i).unwrap() + table.size_bytes();
+            assert_eq!(range.end, section_end, "table {i}");
+            // The index's first entry is the table's first key, at offset 0.
+            let at = range.start as usize;
+            assert_eq!(crate::format::bytes::u64_at(&bytes, at), Some(keys[0]));
+            assert_eq!(crate::format::bytes::u64_at(&bytes, at + 8), Some(0));
+        }
     }
 
     #[test]

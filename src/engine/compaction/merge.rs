@@ -43,6 +43,7 @@ impl Core {
             )
         };
         let includes_oldest = run.len() == all;
+        let _read_through = Segment::read_through(&run);
         // A merge reads only what it copies, and its output would carry no
         // trace of semantic damage in an input (a table that disagrees with
         // its doc map, duplicated records): never launder it.

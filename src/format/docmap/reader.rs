@@ -528,6 +528,14 @@ impl<D: AsRef<[u8]>> DocMapReader<D> {
         Ok(())
     }
 
+    /// Where its two block indexes lie in the file (entries by
+    /// fingerprint, then ids): what every lookup reads first, so what is
+    /// worth bringing into memory before anything else.
+    pub fn index_ranges(&self) -> [Range<usize>; 2] {
+        let section = |i: usize| self.layout.sections.get(i).cloned().unwrap_or_default();
+        [section(1), section(3)]
+    }
+
     /// The bytes.
     pub fn as_bytes(&self) -> &[u8] {
         self.data.as_ref()

@@ -461,6 +461,30 @@ fn block_boundaries_round_trip() {
 }
 
 #[test]
+fn the_index_ranges_hold_one_record_per_block() {
+    for n in [0u64, 1, 128, 129, 1000] {
+        let docs = ingest_like(n);
+        let bytes = build_owned(&docs, &[]);
+        let r = DocMapReader::new(&bytes[..]).unwrap();
+        let blocks = (n as usize).div_ceil(super::block::BLOCK_LEN);
+        for range in r.index_ranges() {
+            assert_eq!(range.len(), blocks * 16, "n {n}");
+            assert!(range.end <= bytes.len());
+            // A block index's first record points at the start of its blocks.
+            if blocks > 0 {
+                assert_eq!(
+                    crate::format::bytes::u64_at(&bytes, range.start + 8),
+                    Some(0),
+                    "n {n}"
+                );
+            }
+        }
+        let [entries, ids] = r.index_ranges();
+        assert!(entries.end <= ids.start, "n {n}");
+    }
+}
+
+#[test]
 fn an_ingest_like_doc_map_takes_at_most_16_bytes_per_document() {
     for n in [10_000u64, 100_000] {
         let bytes = build_owned(&ingest_like(n), &[]);

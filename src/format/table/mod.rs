@@ -153,6 +153,27 @@ mod tests {
     }
 
     #[test]
+    fn the_index_range_holds_the_block_index_and_footer() {
+        for (keys, block_len) in [(xorshift(1000, 9), 128), (vec![7], 4), (vec![], 128)] {
+            let bytes = encode(&keys, block_len);
+            let t = TableReader::at(&bytes, 1000).unwrap();
+            let range = t.index_range();
+            let blocks = keys.len().div_ceil(block_len as usize);
+            assert_eq!(range.end, 1000 + bytes.len() as u64);
+            assert_eq!(
+                range.end - range.start,
+                (blocks * INDEX_ENTRY_LEN + FOOTER_LEN) as u64
+            );
+            // Its first entry: the first key, at block offset 0.
+            if let Some(&first) = keys.first() {
+                let at = (range.start - 1000) as usize;
+                assert_eq!(u64_at(&bytes, at), Some(first));
+                assert_eq!(u64_at(&bytes, at + 8), Some(0));
+            }
+        }
+    }
+
+    #[test]
     fn rejects_non_increasing_keys() {
         let mut w = TableWriter::new(4).unwrap();
         w.push(5).unwrap();
@@ -184,6 +205,9 @@ mod tests {
                 Err(e) => assert!(e.offset < bad.len() as u64),
             }
             for w in keys.windows(2).step_by(37) {
+                // The hints read damaged bytes without panicking.
+                t.warm_index(w[0]);
+                t.warm_block(w[0]);
                 if let Ok(got) = t.range(w[0], w[1]).collect::<Result<Vec<_>, _>>() {
                     assert_eq!(got, [w[0], w[1]], "bit {bit}");
                 }
@@ -217,6 +241,10 @@ mod tests {
                     })
                     .collect();
                 if let Ok(t) = TableReader::new(&bytes) {
+                    for key in [0, 1 << 63, u64::MAX] {
+                        t.warm_index(key);
+                        t.warm_block(key);
+                    }
                     let _ = t.verify();
                     let _ = t.range(0, u64::MAX).count();
                 }

@@ -122,6 +122,12 @@ impl<'a> TableReader<'a> {
         to_u64(self.bytes.len())
     }
 
+    /// Where the block index and footer lie in the file: what every
+    /// search reads first.
+    pub fn index_range(&self) -> std::ops::Range<u64> {
+        self.base + to_u64(self.index_offset)..self.base + to_u64(self.bytes.len())
+    }
+
     fn entry_offset(&self, block: usize) -> usize {
         self.index_offset
             .saturating_add(block.saturating_mul(INDEX_ENTRY_LEN))
@@ -180,31 +186,46 @@ impl<'a> TableReader<'a> {
         BlockCursor::new(body, count as usize, self.base + to_u64(start))
     }
 
-    /// The block a search for `key` starts in: the last one whose first key
-    /// is `<= key` (block 0 if none).
+    /// Where a search for `key` looks first: `Ok(Ok(b))` when the answer is
+    /// block `b` without reading more (a key below the first block's or at
+    /// or above the last's), `Ok(Err(g))` for a guess `g` in `0..last` to
+    /// search around.
     ///
-    /// Permuted fingerprints are close to uniform, so the first guess
-    /// interpolates between the first and last block's first keys; the
-    /// search then gallops from the guess to bracket the block and finishes
-    /// by bisection. A damaged index can only make it start at a block whose
-    /// (checked) first key is `<= key`, which loses nothing.
-    fn find_block(&self, key: u64) -> Result<usize, FormatError> {
+    /// Permuted fingerprints are close to uniform, so the guess interpolates
+    /// between the first and last block's first keys.
+    #[inline]
+    fn guess(&self, key: u64) -> Result<Result<usize, usize>, FormatError> {
         let n = self.block_count;
         if n <= 1 {
-            return Ok(0);
+            return Ok(Ok(0));
         }
         let last = n - 1;
         let (first_key, last_key) = (self.index_entry(0)?.0, self.index_entry(last)?.0);
         if key < first_key {
-            return Ok(0);
+            return Ok(Ok(0));
         }
         if key >= last_key {
-            return Ok(last);
+            return Ok(Ok(last));
         }
         // first_key <= key < last_key, so the guess is in 0..last.
         let span = u128::from(last_key - first_key);
         let guess = u128::from(key - first_key) * to_u64(last) as u128 / span;
-        let guess = usize::try_from(guess).unwrap_or(0).min(last - 1);
+        Ok(Err(usize::try_from(guess).unwrap_or(0).min(last - 1)))
+    }
+
+    /// The block a search for `key` starts in: the last one whose first key
+    /// is `<= key` (block 0 if none).
+    ///
+    /// The search starts at [`guess`](Self::guess), gallops from it to
+    /// bracket the block and finishes by bisection. A damaged index can only
+    /// make it start at a block whose (checked) first key is `<= key`, which
+    /// loses nothing.
+    fn find_block(&self, key: u64) -> Result<usize, FormatError> {
+        let guess = match self.guess(key)? {
+            Ok(block) => return Ok(block),
+            Err(guess) => guess,
+        };
+        let last = self.block_count - 1;
         // Invariant: entry(lo) <= key < entry(hi), lo < hi.
         let (mut lo, mut hi);
         let mut step = 1;
@@ -234,6 +255,55 @@ impl<'a> TableReader<'a> {
             }
         }
         Ok(lo)
+    }
+
+    /// Loads the block index entry a search for `key` reads first, and
+    /// nothing else: a hint that lets a caller with several tables to search
+    /// wait for their memory once instead of once per table (see
+    /// [`warm_block`](Self::warm_block)). Errors are left to the search.
+    #[inline]
+    pub fn warm_index(&self, key: u64) {
+        if let Ok(Err(guess)) = self.guess(key) {
+            touch(self.bytes, self.entry_offset(guess));
+        }
+    }
+
+    /// Where the block a search for `key` starts in lies in the table's
+    /// bytes; `None` for an empty table or a damaged index.
+    fn block_bytes(&self, key: u64) -> Option<std::ops::Range<usize>> {
+        if self.block_count == 0 {
+            return None;
+        }
+        let block = self.find_block(key).ok()?;
+        let (_, start) = self.index_entry(block).ok()?;
+        let end = if block + 1 < self.block_count {
+            self.index_entry(block + 1).ok()?.1
+        } else {
+            to_u64(self.index_offset)
+        };
+        let (start, end) = (to_usize(start)?, to_usize(end)?);
+        (start < end && end <= self.index_offset).then_some(start..end)
+    }
+
+    /// Where the block a search for `key` starts in lies in the file (this
+    /// section's offset added): for asking the kernel to read it ahead.
+    /// `None` for an empty table or a damaged index.
+    pub fn block_span(&self, key: u64) -> Option<std::ops::Range<u64>> {
+        let bytes = self.block_bytes(key)?;
+        Some(self.base + to_u64(bytes.start)..self.base + to_u64(bytes.end))
+    }
+
+    /// Loads the bytes of the block a search for `key` starts in, after
+    /// [`warm_index`](Self::warm_index): a hint, as it is. Errors are left
+    /// to the search.
+    #[inline]
+    pub fn warm_block(&self, key: u64) {
+        if let Some(bytes) = self.block_bytes(key) {
+            // Its first line and its last (its CRC, which is read first); the
+            // processor's own prefetching follows the lines between.
+            touch(self.bytes, bytes.start);
+            touch(self.bytes, bytes.end - 1);
+        }
     }
 
     /// The keys in `lo..=hi`, ascending. Binary-searches the block index,
@@ -287,6 +357,14 @@ impl<'a> TableReader<'a> {
         }
         Ok(())
     }
+}
+
+/// Loads `bytes[at]` (if it exists) and throws it away: the processor goes
+/// on while the load is in flight, so several of them wait for memory at
+/// once. A page not mapped yet is faulted in, as the search would.
+#[inline]
+fn touch(bytes: &[u8], at: usize) {
+    std::hint::black_box(bytes.get(at).copied());
 }
 
 impl<'a> IntoIterator for &TableReader<'a> {

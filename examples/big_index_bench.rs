@@ -1,0 +1,162 @@
+//! An index larger than memory: ingest, then queries from a cold start.
+//!
+//! `cargo run --release --example big_index_bench -- build N DIR`
+//! `cargo run --release --example big_index_bench -- query N DIR [Q]`
+//!
+//! `build` inserts N fingerprints (document `i` has fingerprint
+//! `splitmix64(i)`, so nothing is held in memory to remember them) in
+//! batches of 10,000 with the default options (merge thread on), times the
+//! ingest to the last flush, then compacts the index to one segment.
+//! `query` opens DIR and runs two passes of Q queries (default 20,000) at
+//! k = 3, one thread: half a stored fingerprint with one bit flipped, half
+//! random. For each pass it prints p50, p99 and mean latency and, per query,
+//! the bytes this process read from storage (`/proc/self/io` `read_bytes`)
+//! and its major page faults (`/proc/self/stat`). The first queries of the
+//! first pass are checked against a brute-force scan of the N fingerprints.
+//!
+//! The memory the index may use is the machine's or, run in a control group
+//! with a memory limit, the group's (its page cache counts against it):
+//! docs/BENCHMARKS.md, "An index larger than memory", runs it in a cgroup
+//! of a quarter of the machine, with the page cache dropped before `query`.
+
+use std::time::Instant;
+
+use simhashdb::{Index, Options, hamming};
+
+fn splitmix(i: u64) -> u64 {
+    let mut z = i.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// Bytes this process has caused to be read from storage.
+fn read_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/io")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("read_bytes:"))?;
+            line.split_whitespace().nth(1)?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+/// Major page faults of this process (field 12 of `/proc/self/stat`).
+fn major_faults() -> u64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            // Fields after the command name, which is in parentheses.
+            let rest = &s[s.rfind(')')? + 2..];
+            rest.split_whitespace().nth(9)?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+fn build(n: u64, dir: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
+    let index = Index::open(dir, Options::new())?;
+    println!("plan: {}", index.plan());
+    let start = Instant::now();
+    let mut next_report = 50_000_000;
+    for base in (0..n).step_by(10_000) {
+        let end = (base + 10_000).min(n);
+        index.insert_batch((base..end).map(|i| (i, splitmix(i), None::<String>)))?;
+        if end >= next_report {
+            println!(
+                "  {end} in {:.1} s ({} segments)",
+                start.elapsed().as_secs_f64(),
+                index.stats().segments
+            );
+            next_report += 50_000_000;
+        }
+    }
+    index.flush()?;
+    let ingest = start.elapsed().as_secs_f64();
+    let stats = index.stats();
+    println!(
+        "ingest: {n} in {ingest:.1} s = {:.0} per second (batches of 10,000, merges on); {} segments, {:.2} GiB",
+        n as f64 / ingest,
+        stats.segments,
+        stats.disk_bytes as f64 / (1u64 << 30) as f64
+    );
+    let start = Instant::now();
+    index.compact()?;
+    println!(
+        "compact: {:.1} s; {:.2} GiB, {:.1} bytes per fingerprint",
+        start.elapsed().as_secs_f64(),
+        index.stats().disk_bytes as f64 / (1u64 << 30) as f64,
+        index.stats().disk_bytes as f64 / n as f64
+    );
+    Ok(())
+}
+
+fn query(n: u64, dir: &std::path::Path, q: usize) -> Result<(), Box<dyn std::error::Error>> {
+    let start = Instant::now();
+    let index = Index::open(dir, Options::new())?;
+    println!("open: {:.1} ms", start.elapsed().as_secs_f64() * 1e3);
+    let mut seed = 0x5eed_u64;
+    for pass in 1..=2 {
+        let queries: Vec<u64> = (0..q)
+            .map(|i| {
+                seed += 1;
+                let r = splitmix(seed ^ 0xabcd_ef01_2345_6789);
+                if i % 2 == 0 {
+                    splitmix(r % n) ^ (1 << (r >> 58))
+                } else {
+                    r
+                }
+            })
+            .collect();
+        let (bytes, faults) = (read_bytes(), major_faults());
+        let mut times = Vec::with_capacity(q);
+        let mut found = 0usize;
+        for &fp in &queries {
+            let t = Instant::now();
+            found += index.query(fp, 3)?.len();
+            times.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        let (bytes, faults) = (read_bytes() - bytes, major_faults() - faults);
+        let mean = times.iter().sum::<f64>() / q as f64;
+        times.sort_by(f64::total_cmp);
+        println!(
+            "pass {pass}: {q} queries, {found} matches: p50 {:.1} µs, p99 {:.1} µs, mean {mean:.1} µs, max {:.1} ms; per query {:.1} KiB read, {:.2} major faults",
+            percentile(&times, 0.5),
+            percentile(&times, 0.99),
+            times[q - 1] / 1e3,
+            bytes as f64 / q as f64 / 1024.0,
+            faults as f64 / q as f64
+        );
+        if pass == 1 {
+            // Exactness: the first queries against a scan of every fingerprint.
+            for &fp in queries.iter().take(4) {
+                let mut want: Vec<u64> =
+                    (0..n).filter(|&i| hamming(splitmix(i), fp) <= 3).collect();
+                let mut got: Vec<u64> = index.query(fp, 3)?.iter().map(|m| m.id).collect();
+                want.sort_unstable();
+                got.sort_unstable();
+                assert_eq!(got, want, "index and brute force disagree on {fp:#x}");
+            }
+            println!("  the first 4 queries agree with a brute-force scan");
+        }
+    }
+    Ok(())
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let usage = "usage: big_index_bench build N DIR | query N DIR [Q]";
+    let (Some(mode), Some(n), Some(dir)) = (args.first(), args.get(1), args.get(2)) else {
+        return Err(usage.into());
+    };
+    let n: u64 = n.parse()?;
+    let dir = std::path::Path::new(dir);
+    match mode.as_str() {
+        "build" => build(n, dir),
+        "query" => query(n, dir, args.get(3).map_or(Ok(20_000), |s| s.parse())?),
+        _ => Err(usage.into()),
+    }
+}

@@ -1,0 +1,76 @@
+//! An index larger than its memory budget (`Options::memory_budget`): its
+//! segments are not prefaulted, and each query asks the kernel to read all
+//! the blocks it needs before searching them. Answers must be the same as
+//! with the index in memory: checked against a brute-force scan, on real
+//! files, before and after reopening, with plans that probe one range per
+//! table and many.
+
+mod common;
+
+use common::{CENTRES, Model, Rng, brute_force};
+use simhashdb::plan::Plan;
+use simhashdb::{Index, Options};
+
+fn options(plan: &Plan, budget: Option<u64>) -> Options {
+    // Small memtables: the workload leaves several segments and a memtable.
+    let options = Options::new().plan(plan.clone()).memtable_bytes(8192);
+    match budget {
+        Some(bytes) => options.memory_budget(bytes),
+        None => options,
+    }
+}
+
+/// Queries near every centre and at random, at every distance the plan
+/// answers, against the model.
+fn check(index: &Index, model: &Model, plan: &Plan, rng: &mut Rng, what: &str) {
+    let mut queries: Vec<u64> = CENTRES.to_vec();
+    queries.extend((0..150).map(|_| rng.fingerprint()));
+    queries.extend((0..20).map(|_| rng.next()));
+    let mut found = 0;
+    for &fp in &queries {
+        for k in 0..=plan.k() {
+            let got = index.query(fp, k).unwrap();
+            assert_eq!(got, brute_force(model, fp, k), "{what}: {fp:#x} at k = {k}");
+            found += got.len();
+        }
+    }
+    assert!(found > 0, "{what}: the queries found nothing to compare");
+}
+
+#[test]
+fn an_index_over_its_memory_budget_answers_as_brute_force_does() {
+    for plan in [Plan::new(5, 3).unwrap(), Plan::probed(2, 1, 3).unwrap()] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index");
+        let mut rng = Rng(plan.tables().len() as u64);
+        let mut model = Model::new();
+        {
+            // One byte: no segment fits, so none is prefaulted whole.
+            let index = Index::open(&path, options(&plan, Some(1))).unwrap();
+            for id in 0..4000u64 {
+                let fp = rng.fingerprint();
+                let name = (id % 3 == 0).then(|| format!("doc-{id}"));
+                index.insert_batch([(id, fp, name.clone())]).unwrap();
+                model.insert(id, (fp, name));
+            }
+            for id in (0..4000u64).step_by(7) {
+                index.delete(id).unwrap();
+                model.remove(&id);
+            }
+            index.flush().unwrap();
+            assert!(index.stats().segments > 1, "the workload left one segment");
+            check(&index, &model, &plan, &mut rng, "written over budget");
+        }
+        let index = Index::open(&path, options(&plan, Some(1))).unwrap();
+        check(&index, &model, &plan, &mut rng, "reopened over budget");
+        // A merge reads segments out of memory through, then leaves them
+        // (and its own) to be read at random.
+        index.compact().unwrap();
+        assert_eq!(index.stats().segments, 1);
+        check(&index, &model, &plan, &mut rng, "compacted over budget");
+        drop(index);
+        // The same files within the default budget: prefaulted, same answers.
+        let index = Index::open(&path, options(&plan, None)).unwrap();
+        check(&index, &model, &plan, &mut rng, "reopened in memory");
+    }
+}
