@@ -518,20 +518,34 @@ impl SortedTables for Segment {
         Ok(())
     }
 
+    /// In memory, loads the block index entry; otherwise asks the kernel to
+    /// read it, without waiting (the stage's reads then go to the disk
+    /// together: an out-of-memory segment's block indexes are prefaulted
+    /// at the open, but the first queries run before that is done, and a
+    /// page of them may be evicted since).
     #[inline]
-    fn warm_index((reader, _): &Self::Table<'_>, lo: u64) {
-        reader.warm_index(lo);
+    fn warm_index((reader, segment): &Self::Table<'_>, lo: u64) {
+        if segment.in_memory.load(Ordering::Relaxed) {
+            reader.warm_index(lo);
+        } else if let Some(span) = reader.index_entry_span(lo) {
+            segment.tables_map.will_need(file_range(span));
+        }
     }
 
-    /// In memory, loads the block; otherwise asks the kernel to read it,
-    /// without waiting: the stage's reads then go to the disk together.
+    /// As [`warm_index`](Self::warm_index), for the block.
     #[inline]
     fn warm_keys((reader, segment): &Self::Table<'_>, lo: u64) {
         if segment.in_memory.load(Ordering::Relaxed) {
             reader.warm_block(lo);
         } else if let Some(span) = reader.block_span(lo) {
-            let at = |x: u64| usize::try_from(x).unwrap_or(usize::MAX);
-            segment.tables_map.will_need(at(span.start)..at(span.end));
+            segment.tables_map.will_need(file_range(span));
         }
     }
+}
+
+/// File offsets as a range of a mapping's bytes (past its end if they do
+/// not fit a `usize`, which the mapping then clamps).
+fn file_range(span: std::ops::Range<u64>) -> std::ops::Range<usize> {
+    let at = |x: u64| usize::try_from(x).unwrap_or(usize::MAX);
+    at(span.start)..at(span.end)
 }

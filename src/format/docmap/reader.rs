@@ -76,20 +76,108 @@ impl<'a> Blocks<'a> {
 
     /// The last block whose indexed first key is `<= key` (`strict`: `<`),
     /// or block 0.
+    ///
+    /// Fingerprints and ids are close to uniform more often than not, so the
+    /// search starts where the key falls between the first and last blocks'
+    /// first keys and gallops from there: one or two index records read
+    /// instead of a bisection's 20 at 50 M documents, each a cache miss.
     fn search(&self, key: u64, strict: bool) -> usize {
-        let (mut lo, mut hi) = (0usize, self.count());
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            let below = self
-                .key(mid)
-                .is_none_or(|k| if strict { k < key } else { k <= key });
-            if below {
-                lo = mid + 1;
-            } else {
-                hi = mid;
+        let n = self.count();
+        let below = |i: usize| {
+            self.key(i)
+                .is_none_or(|k| if strict { k < key } else { k <= key })
+        };
+        let guess = match (
+            self.key(0),
+            n.checked_sub(1).and_then(|last| self.key(last)),
+        ) {
+            (Some(first), Some(last)) if first < key && key < last => {
+                let span = u128::from(last - first);
+                let at = u128::from(key - first) * (n - 1) as u128 / span;
+                usize::try_from(at).unwrap_or(0)
+            }
+            (_, Some(last)) if key >= last => n.saturating_sub(1),
+            _ => 0,
+        };
+        partition_point_from(n, guess, below).saturating_sub(1)
+    }
+}
+
+/// The first of `0..n` where `below` is false (`below` being true, then
+/// false), searched from `guess`: galloping away from it to bracket the
+/// point, then bisecting. It reads about twice the log of the distance from
+/// the guess, so a good guess costs one or two reads.
+fn partition_point_from(n: usize, guess: usize, below: impl Fn(usize) -> bool) -> usize {
+    if n == 0 {
+        return 0;
+    }
+    let guess = guess.min(n - 1);
+    // Invariant from here: below(lo - 1) (or lo == 0), and hi == n or
+    // !below(hi); the point is in lo..=hi.
+    let (mut lo, mut hi);
+    let mut step = 1usize;
+    if below(guess) {
+        lo = guess + 1;
+        hi = lo;
+        while hi < n && below(hi) {
+            lo = hi + 1;
+            step = step.saturating_mul(2);
+            hi = hi.saturating_add(step);
+        }
+        hi = hi.min(n);
+    } else {
+        hi = guess;
+        lo = loop {
+            let probe = hi.saturating_sub(step);
+            if probe == hi {
+                break 0;
+            }
+            if below(probe) {
+                break probe + 1;
+            }
+            hi = probe;
+            step = step.saturating_mul(2);
+        };
+    }
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if below(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+#[cfg(test)]
+mod search_tests {
+    use super::partition_point_from;
+
+    #[test]
+    fn the_partition_point_is_found_from_any_guess() {
+        for n in [0usize, 1, 2, 3, 10, 100, 1000] {
+            for point in 0..=n {
+                for guess in [0, 1, n / 3, n / 2, point, point.saturating_sub(1), n, n + 5] {
+                    let got = partition_point_from(n, guess, |i| {
+                        assert!(i < n, "read {i} of {n}");
+                        i < point
+                    });
+                    assert_eq!(got, point, "n {n}, point {point}, guess {guess}");
+                }
             }
         }
-        lo.saturating_sub(1)
+    }
+
+    #[test]
+    fn a_good_guess_reads_a_few_records() {
+        let reads = std::cell::Cell::new(0);
+        let got = partition_point_from(1_000_000, 500_000, |i| {
+            reads.set(reads.get() + 1);
+            i < 500_001
+        });
+        assert_eq!(got, 500_001);
+        assert!(reads.get() <= 3, "{} reads", reads.get());
     }
 }
 

@@ -268,6 +268,18 @@ impl<'a> TableReader<'a> {
         }
     }
 
+    /// Where the block index entry a search for `key` reads first lies in
+    /// the file (see [`warm_index`](Self::warm_index)), for asking the
+    /// kernel to read it ahead; `None` when the search reads no other entry
+    /// than the first and last (which it reads to guess).
+    pub fn index_entry_span(&self, key: u64) -> Option<std::ops::Range<u64>> {
+        let Ok(Err(guess)) = self.guess(key) else {
+            return None;
+        };
+        let at = self.base + to_u64(self.entry_offset(guess));
+        Some(at..at + to_u64(INDEX_ENTRY_LEN))
+    }
+
     /// Where the block a search for `key` starts in lies in the table's
     /// bytes; `None` for an empty table or a damaged index.
     fn block_bytes(&self, key: u64) -> Option<std::ops::Range<usize>> {
