@@ -63,7 +63,13 @@ fn an_index_over_its_memory_budget_answers_as_brute_force_does() {
         }
         // Without the prefault, segments over budget are read the same way.
         let index = Index::open(&path, options(&plan, Some(1)).prefault(false)).unwrap();
-        check(&index, &model, &plan, &mut rng, "reopened over budget, no prefault");
+        check(
+            &index,
+            &model,
+            &plan,
+            &mut rng,
+            "reopened over budget, no prefault",
+        );
         drop(index);
         let index = Index::open(&path, options(&plan, Some(1))).unwrap();
         check(&index, &model, &plan, &mut rng, "reopened over budget");
