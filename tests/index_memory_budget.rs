@@ -61,6 +61,16 @@ fn an_index_over_its_memory_budget_answers_as_brute_force_does() {
             assert!(index.stats().segments > 1, "the workload left one segment");
             check(&index, &model, &plan, &mut rng, "written over budget");
         }
+        // Without the prefault, segments over budget are read the same way.
+        let index = Index::open(&path, options(&plan, Some(1)).prefault(false)).unwrap();
+        check(
+            &index,
+            &model,
+            &plan,
+            &mut rng,
+            "reopened over budget, no prefault",
+        );
+        drop(index);
         let index = Index::open(&path, options(&plan, Some(1))).unwrap();
         check(&index, &model, &plan, &mut rng, "reopened over budget");
         // A merge reads segments out of memory through, then leaves them

@@ -79,9 +79,10 @@ pub struct Options {
     /// Bytes of memory the index's files may expect to keep in the page
     /// cache. An index whose files take at most half of it is prefaulted
     /// whole when opened (with [`prefault`](Options::prefault)), and a new
-    /// segment of at most a quarter of it when written; larger segments
-    /// are read as queries need them, each query asking the kernel for all
-    /// the blocks it needs at once (docs/ARCHITECTURE.md, "An index larger
+    /// segment of at most a quarter of it when written; the segments of a
+    /// larger index, and larger new segments, are read as queries need
+    /// them (with `prefault` or without), each query asking the kernel for
+    /// all the blocks it needs at once (docs/ARCHITECTURE.md, "An index larger
     /// than memory"). Default `None`: the memory the process can fill, the
     /// machine's or its control group's limit, whichever is smaller.
     pub memory_budget: Option<u64>,

@@ -140,31 +140,34 @@ impl Index {
         }
         // Newest first.
         segments.sort_by_key(|s| Reverse(s.meta.max_seq));
-        // What to prefault once the open is otherwise done, in this order:
-        // the block indexes of every table and doc map (every query reads an
-        // entry of each table's; a query that finds a document, of a doc
-        // map's), then, if the whole index fits in memory with room to spare,
-        // the tables' files and the doc maps'. If it does not, its segments
-        // are marked to be read a query's blocks at a time
-        // (`Segment::in_memory`).
+        // An index that does not fit in memory with room to spare has its
+        // segments marked to be read a query's blocks at a time
+        // (`Segment::in_memory`), prefaulted or not. What to prefault once
+        // the open is otherwise done, in this order: the block indexes of
+        // every table and doc map (every query reads an entry of each
+        // table's; a query that finds a document, of a doc map's), then, if
+        // the index fits, the tables' files and the doc maps'.
+        let size: u64 = segments
+            .iter()
+            .map(|s| s.meta.seg_file_len + s.meta.ids_file_len)
+            .sum();
+        let fits = fits_in_memory(size, 2, options.memory_budget);
+        if !fits {
+            for segment in &segments {
+                segment.set_out_of_memory();
+            }
+        }
         let prefault: Vec<(Mapped, Range<usize>)> =
             if options.prefault && options.file_system.is_none() {
-                let size: u64 = segments
-                    .iter()
-                    .map(|s| s.meta.seg_file_len + s.meta.ids_file_len)
-                    .sum();
                 let indexes = segments.iter().flat_map(|s| s.index_ranges());
                 let whole = |map: &Mapped| (map.clone(), 0..map.len());
                 let files = segments
                     .iter()
                     .map(|s| whole(&s.tables_map))
                     .chain(segments.iter().map(|s| whole(&s.docs_map)));
-                if fits_in_memory(size, 2, options.memory_budget) {
+                if fits {
                     indexes.chain(files).collect()
                 } else {
-                    for segment in &segments {
-                        segment.set_out_of_memory();
-                    }
                     indexes.collect()
                 }
             } else {

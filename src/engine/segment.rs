@@ -187,11 +187,11 @@ impl Segment {
     /// mapping each is in: what every query reads first, so what an open
     /// prefaults first, whatever the index's size.
     pub(super) fn index_ranges(&self) -> Vec<(Mapped, std::ops::Range<usize>)> {
-        let at = |x: u64| usize::try_from(x).unwrap_or(usize::MAX);
-        let tables = self.tables.index_ranges().into_iter().map(|r| {
-            let range = at(r.start)..at(r.end);
-            (self.tables_map.clone(), range)
-        });
+        let tables = self
+            .tables
+            .index_ranges()
+            .into_iter()
+            .map(|r| (self.tables_map.clone(), file_range(r)));
         let docs = self
             .docs
             .index_ranges()
