@@ -50,22 +50,34 @@ fn options() -> Options {
     Options::new().prefault(std::env::var("PREFAULT").map_or(true, |v| v != "0"))
 }
 
-/// Times `count` queries at k = 3 (half near a stored fingerprint, half
-/// random, from a seed of their own); the times in µs, sorted.
-fn first_queries(
-    index: &Index,
-    fps: &[u64],
-    count: usize,
-) -> Result<Vec<f64>, Box<dyn std::error::Error>> {
-    let mut noise = xorshift(0x5eed_c0de);
-    let mut times = Vec::with_capacity(count);
-    for i in 0..count {
-        let r = noise();
-        let q = if i % 2 == 0 {
-            fps[(r % fps.len() as u64) as usize] ^ (1 << (r >> 58))
-        } else {
-            r
-        };
+/// `QUERIES`, or 10,000: how many queries each timed pass makes.
+fn query_count() -> usize {
+    std::env::var("QUERIES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000)
+}
+
+/// `count` queries from `seed`: even ones a stored fingerprint with one bit
+/// flipped, odd ones random.
+fn make_queries(fps: &[u64], seed: u64, count: usize) -> Vec<u64> {
+    let mut noise = xorshift(seed);
+    (0..count)
+        .map(|i| {
+            let r = noise();
+            if i % 2 == 0 {
+                fps[(r % fps.len() as u64) as usize] ^ (1 << (r >> 58))
+            } else {
+                r
+            }
+        })
+        .collect()
+}
+
+/// Times `queries` at k = 3, one at a time; the times in µs, sorted.
+fn time_queries(index: &Index, queries: &[u64]) -> Result<Vec<f64>, Box<dyn std::error::Error>> {
+    let mut times = Vec::with_capacity(queries.len());
+    for &q in queries {
         let t = Instant::now();
         index.query(q, 3)?;
         times.push(t.elapsed().as_secs_f64() * 1e6);
@@ -112,11 +124,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("compact: {:.2} s", start.elapsed().as_secs_f64());
         // The first queries on the same handle, right after the build and
         // the compaction (whose output was prefaulted as it was written).
-        let count = std::env::var("QUERIES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(10_000);
-        let times = first_queries(&index, &fps, count)?;
+        let count = query_count();
+        let times = time_queries(&index, &make_queries(&fps, 0x5eed_c0de, count))?;
         println!(
             "first {count} queries after the compaction, same handle: p50 {:.1} µs, p99 {:.1} µs, mean {:.1} µs",
             percentile(&times, 0.5),
@@ -141,21 +150,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         stats.disk_bytes as f64 / (1 << 20) as f64
     );
 
-    let mut noise = xorshift(12345);
-    let query_count: usize = std::env::var("QUERIES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000);
-    let queries: Vec<u64> = (0..query_count)
-        .map(|i| {
-            let r = noise();
-            if i % 2 == 0 {
-                fps[(r % n as u64) as usize] ^ (1 << (r >> 58))
-            } else {
-                r
-            }
-        })
-        .collect();
+    let queries = make_queries(&fps, 12345, query_count());
     // PAUSE_MS=P waits P ms after the open (the background prefault goes on).
     if let Some(ms) = std::env::var("PAUSE_MS").ok().and_then(|v| v.parse().ok()) {
         std::thread::sleep(std::time::Duration::from_millis(ms));

@@ -410,11 +410,6 @@ impl WritableFile for RealFile {
 /// where neither can be read (not Linux, say).
 pub(super) fn memory_limit() -> Option<u64> {
     let read = |path: &str| std::fs::read_to_string(path).ok();
-    let total = read("/proc/meminfo").and_then(|info| {
-        let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
-        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-        kib.checked_mul(1024)
-    });
     let groups = read("/proc/self/cgroup").unwrap_or_default();
     let limits = groups.lines().filter_map(|line| {
         let mut fields = line.splitn(3, ':');
@@ -429,7 +424,15 @@ pub(super) fn memory_limit() -> Option<u64> {
         // "max" (v2) or a huge number (v1) when unlimited.
         read(&file)?.trim().parse::<u64>().ok()
     });
-    limits.chain(total).min()
+    limits.chain(mem_total()).min()
+}
+
+/// The machine's memory in bytes (`MemTotal` of `/proc/meminfo`).
+fn mem_total() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 #[cfg(test)]
@@ -437,18 +440,8 @@ mod memory_tests {
     #[test]
     #[cfg(target_os = "linux")]
     fn the_memory_limit_is_at_most_the_machine_s() {
-        let info = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-        let total: Option<u64> = info
-            .lines()
-            .find(|l| l.starts_with("MemTotal:"))
-            .and_then(|l| l.split_whitespace().nth(1)?.parse().ok());
-        let limit = super::memory_limit();
-        match total {
-            Some(kib) => {
-                let limit = limit.expect("MemTotal is readable, so a limit is known");
-                assert!(limit <= kib * 1024 && limit > 0, "{limit}");
-            }
-            None => assert!(limit.is_none() || limit > Some(0)),
-        }
+        let total = super::mem_total().expect("/proc/meminfo has MemTotal");
+        let limit = super::memory_limit().expect("MemTotal is readable, so a limit is known");
+        assert!(limit <= total && limit > 0, "{limit} of {total}");
     }
 }
