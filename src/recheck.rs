@@ -264,6 +264,125 @@ pub fn verify_pairs<S: AsRef<str>>(
     out
 }
 
+/// Keys that make a pair of shingle sets a candidate with a probability set
+/// by their Jaccard similarity, so that candidates for an exact check can be
+/// found by equal keys instead of a search: banded MinHash (Broder, "On the
+/// resemblance and containment of documents", 1997; Leskovec, Rajaraman and
+/// Ullman, *Mining of Massive Datasets*, ch. 3.4).
+///
+/// A set gets `bands × rows` minima, each over its shingles hashed by one of
+/// `bands × rows` seeded functions, and one key per band of `rows` minima.
+/// Two sets with Jaccard `j` have equal minima under one function with
+/// probability `j`, so they share the key of some band with probability
+/// `1 − (1 − j^rows)^bands` ([`probability`](Self::probability)), plus a
+/// chance collision of the 32-bit keys (2^-32 per band). The keys depend on
+/// the shingle hashes only: the same text and width give the same keys in
+/// every process and version of this crate that computes the same shingles.
+///
+/// ```
+/// use simhashdb::recheck::{MinHashBands, ShingleSet};
+/// use simhashdb::Simhasher;
+///
+/// let bands = MinHashBands::for_threshold(0.8);
+/// assert_eq!((bands.bands, bands.rows), (20, 5));
+/// assert!(bands.probability(0.8) > 0.999);
+/// let h = Simhasher::default();
+/// let a = ShingleSet::from_text(&h, "one two three four five six seven eight nine ten", 2);
+/// assert_eq!(bands.keys(&a), bands.keys(&a.clone()));
+/// assert_eq!(bands.keys(&a).len(), 20);
+/// assert!(bands.keys(&ShingleSet::default()).is_empty());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MinHashBands {
+    /// Number of keys per set.
+    pub bands: usize,
+    /// Minima combined into one key.
+    pub rows: usize,
+}
+
+impl MinHashBands {
+    /// The probability a key of a candidate search must reach at the
+    /// threshold for [`for_threshold`](Self::for_threshold).
+    pub const RECALL_AT_THRESHOLD: f64 = 0.999;
+    /// Bands used for thresholds of 0.3 and more.
+    pub const BANDS: usize = 20;
+    /// At most this many bands (for thresholds near 0).
+    pub const MAX_BANDS: usize = 256;
+
+    /// The bands that make a pair at Jaccard `threshold` a candidate with
+    /// probability at least [`RECALL_AT_THRESHOLD`](Self::RECALL_AT_THRESHOLD)
+    /// (more above it, less below): [`BANDS`](Self::BANDS) bands of as many
+    /// rows as still reach it, so that pairs below the threshold are as
+    /// rarely candidates as that allows. Thresholds below 0.3 get bands of
+    /// one row, as many as reach it (at most [`MAX_BANDS`](Self::MAX_BANDS)).
+    pub fn for_threshold(threshold: f64) -> MinHashBands {
+        let threshold = threshold.clamp(0.0, 1.0);
+        let mut best = None;
+        for rows in 1..=16 {
+            let b = MinHashBands {
+                bands: Self::BANDS,
+                rows,
+            };
+            if b.probability(threshold) >= Self::RECALL_AT_THRESHOLD {
+                best = Some(b);
+            }
+        }
+        best.unwrap_or_else(|| {
+            // One row per band: 1 − (1 − t)^bands ≥ R.
+            let miss = (1.0 - threshold).max(f64::MIN_POSITIVE);
+            let need = ((1.0 - Self::RECALL_AT_THRESHOLD).ln() / miss.ln()).ceil();
+            let bands = if need.is_finite() && need >= 1.0 {
+                (need as usize).min(Self::MAX_BANDS)
+            } else {
+                Self::MAX_BANDS
+            };
+            MinHashBands { bands, rows: 1 }
+        })
+    }
+
+    /// The probability that two sets of Jaccard similarity `jaccard` share
+    /// at least one key (chance collisions of the keys aside).
+    pub fn probability(&self, jaccard: f64) -> f64 {
+        let j = jaccard.clamp(0.0, 1.0);
+        1.0 - (1.0 - j.powi(self.rows as i32)).powi(self.bands as i32)
+    }
+
+    /// The `bands` keys of `set`, or none for an empty set.
+    pub fn keys(&self, set: &ShingleSet) -> Vec<u32> {
+        if set.is_empty() || self.bands == 0 || self.rows == 0 {
+            return Vec::new();
+        }
+        let functions = self.bands * self.rows;
+        let mut minima = vec![u64::MAX; functions];
+        // Seeded multiply-add: the high half of a·x + c for odd a.
+        let seeds: Vec<(u64, u64)> = (0..functions as u64)
+            .map(|i| (splitmix64(2 * i) | 1, splitmix64(2 * i + 1)))
+            .collect();
+        for &x in set.hashes() {
+            for (m, &(a, c)) in minima.iter_mut().zip(&seeds) {
+                let h = a.wrapping_mul(x).wrapping_add(c) >> 32;
+                *m = (*m).min(h);
+            }
+        }
+        minima
+            .chunks(self.rows)
+            .map(|band| {
+                let key = band.iter().fold(0x6c62_272e_07bb_0142_u64, |acc, &m| {
+                    fmix64(acc ^ m).rotate_left(17)
+                });
+                (key ^ (key >> 32)) as u32
+            })
+            .collect()
+    }
+}
+
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -402,5 +521,104 @@ mod tests {
         );
         assert_eq!(rule.check(&hasher, texts[0], texts[1]), Some(0.6));
         assert_eq!(strict.check(&hasher, texts[0], texts[1]), None);
+    }
+
+    fn set_of(hashes: impl IntoIterator<Item = u64>) -> ShingleSet {
+        let mut hashes: Vec<u64> = hashes.into_iter().collect();
+        hashes.sort_unstable();
+        hashes.dedup();
+        ShingleSet { hashes }
+    }
+
+    #[test]
+    fn minhash_bands_reach_the_recall_at_their_threshold_with_the_most_rows() {
+        for t in [0.0, 0.1, 0.2, 0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0] {
+            let b = MinHashBands::for_threshold(t);
+            assert!(
+                b.probability(t) >= MinHashBands::RECALL_AT_THRESHOLD
+                    || b.bands == MinHashBands::MAX_BANDS,
+                "{t}: {b:?}"
+            );
+            if b.bands == MinHashBands::BANDS && b.rows < 16 {
+                let more = MinHashBands {
+                    rows: b.rows + 1,
+                    ..b
+                };
+                assert!(
+                    more.probability(t) < MinHashBands::RECALL_AT_THRESHOLD,
+                    "{t}: {b:?}"
+                );
+            }
+        }
+        assert_eq!(
+            MinHashBands::for_threshold(0.8),
+            MinHashBands { bands: 20, rows: 5 }
+        );
+        assert_eq!(
+            MinHashBands::for_threshold(0.9),
+            MinHashBands {
+                bands: 20,
+                rows: 11
+            }
+        );
+        assert_eq!(MinHashBands::for_threshold(0.2).rows, 1);
+        assert!(MinHashBands::for_threshold(0.2).bands > 20);
+    }
+
+    /// Pairs of random sets of 600 shingles with Jaccard exactly `j`.
+    fn pairs_at(j: f64, trials: u64) -> Vec<(ShingleSet, ShingleSet)> {
+        // |A ∩ B| = s, |A| = |B| = 600: j = s / (1200 − s).
+        let s = (1200.0 * j / (1.0 + j)).round() as u64;
+        (0..trials)
+            .map(|t| {
+                let h = |i: u64| splitmix64(t << 32 | i);
+                let a = set_of((0..600).map(h));
+                let b = set_of((0..s).map(h).chain((600..1200 - s).map(h)));
+                (a, b)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn minhash_band_keys_agree_at_the_rate_their_jaccard_predicts() {
+        let bands = MinHashBands::for_threshold(0.8);
+        for (j, trials) in [(0.8, 300u64), (0.5, 300), (0.2, 300)] {
+            let pairs = pairs_at(j, trials);
+            let exact = pairs[0].0.jaccard(&pairs[0].1);
+            assert!((exact - j).abs() < 0.01, "{exact} for {j}");
+            let (mut equal_bands, mut candidates) = (0usize, 0usize);
+            for (a, b) in &pairs {
+                let (ka, kb) = (bands.keys(a), bands.keys(b));
+                assert_eq!(ka.len(), bands.bands);
+                let equal = ka.iter().zip(&kb).filter(|(x, y)| x == y).count();
+                equal_bands += equal;
+                candidates += usize::from(equal > 0);
+            }
+            // Each band's key is equal with probability j^rows.
+            let rate = equal_bands as f64 / (trials as usize * bands.bands) as f64;
+            let expected = exact.powi(bands.rows as i32);
+            let sd = (expected * (1.0 - expected) / (trials as f64 * bands.bands as f64)).sqrt();
+            assert!(
+                (rate - expected).abs() < 5.0 * sd + 0.002,
+                "j {j}: band agreement {rate}, expected {expected}"
+            );
+            let share = candidates as f64 / trials as f64;
+            let p = bands.probability(exact);
+            assert!(
+                (share - p).abs() < 0.05 + 5.0 * (p * (1.0 - p) / trials as f64).sqrt(),
+                "j {j}: {share} vs {p}"
+            );
+        }
+        // Equal sets: equal keys; disjoint sets: almost never.
+        let (a, _) = &pairs_at(0.8, 1)[0];
+        assert_eq!(bands.keys(a), bands.keys(&a.clone()));
+        let far = set_of((0..600).map(|i| splitmix64(u64::MAX - i)));
+        let shared = bands
+            .keys(a)
+            .iter()
+            .zip(bands.keys(&far))
+            .filter(|(x, y)| **x == *y)
+            .count();
+        assert_eq!(shared, 0);
     }
 }
