@@ -35,16 +35,19 @@ pub struct ShingleSet {
 impl ShingleSet {
     /// The shingles of `width` tokens of `text`, tokenized as `hasher` does.
     pub fn from_text(hasher: &Simhasher, text: &str, width: usize) -> ShingleSet {
-        ShingleSet::from_tokens(&hasher.tokens(text), width)
+        let mut token_hashes = Vec::new();
+        hasher.for_each_token(text, &mut |t| token_hashes.push(token_hash(t)));
+        ShingleSet::from_token_hashes(token_hashes, width)
     }
 
     /// The shingles of `width` consecutive `tokens` (`width` 0 counts as 1).
     pub fn from_tokens<T: AsRef<str>>(tokens: &[T], width: usize) -> ShingleSet {
+        let token_hashes = tokens.iter().map(|t| token_hash(t.as_ref())).collect();
+        ShingleSet::from_token_hashes(token_hashes, width)
+    }
+
+    fn from_token_hashes(token_hashes: Vec<u64>, width: usize) -> ShingleSet {
         let width = width.max(1);
-        let token_hashes: Vec<u64> = tokens
-            .iter()
-            .map(|t| fmix64(fnv1a64(t.as_ref().as_bytes())))
-            .collect();
         let mut hashes: Vec<u64> = if token_hashes.is_empty() {
             Vec::new()
         } else if token_hashes.len() < width {
@@ -95,6 +98,10 @@ impl ShingleSet {
 }
 
 /// Order-sensitive hash of a run of token hashes.
+fn token_hash(token: &str) -> u64 {
+    fmix64(fnv1a64(token.as_bytes()))
+}
+
 fn combine(run: &[u64]) -> u64 {
     run.iter().fold(0x9e37_79b9_7f4a_7c15u64, |acc, &h| {
         fmix64(acc.rotate_left(23) ^ h)

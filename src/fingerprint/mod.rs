@@ -483,12 +483,17 @@ impl Simhasher {
     /// [`Tokenizer::CharNgrams`], the n-grams).
     pub fn tokens(&self, text: &str) -> Vec<String> {
         let mut out = Vec::new();
-        let mut push = |t: &str| out.push(t.to_owned());
-        match self.tokenizer {
-            Tokenizer::CharNgrams(n) => tokenize::for_each_char_ngram(n, text, &mut push),
-            tokenizer => tokenize::for_each_token(tokenizer, text, &mut push),
-        }
+        self.for_each_token(text, &mut |t| out.push(t.to_owned()));
         out
+    }
+
+    /// Calls `emit` with each of [`tokens`](Self::tokens), without
+    /// allocating them.
+    pub(crate) fn for_each_token(&self, text: &str, emit: &mut impl FnMut(&str)) {
+        match self.tokenizer {
+            Tokenizer::CharNgrams(n) => tokenize::for_each_char_ngram(n, text, emit),
+            tokenizer => tokenize::for_each_token(tokenizer, text, emit),
+        }
     }
 
     /// The weight of the feature whose [`fnv1a64`] is `fnv`.
