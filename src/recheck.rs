@@ -277,10 +277,10 @@ pub fn verify_pairs<S: AsRef<str>>(
 /// resemblance and containment of documents", 1997; Leskovec, Rajaraman and
 /// Ullman, *Mining of Massive Datasets*, ch. 3.4).
 ///
-/// A set gets `bands × rows` minima, each over its shingles hashed by one of
-/// `bands × rows` seeded functions, and one key per band of `rows` minima.
-/// Two sets with Jaccard `j` have equal minima under one function with
-/// probability `j`, so they share the key of some band with probability
+/// A set gets `bands × rows` minima of its hashed shingles, and one key per
+/// band of `rows` minima. Two sets with Jaccard `j` have equal minima in one
+/// place with probability `j`, so they share the key of some band with
+/// probability
 /// `1 − (1 − j^rows)^bands` ([`probability`](Self::probability)), plus a
 /// chance collision of the 32-bit keys (2^-32 per band). The keys depend on
 /// the shingle hashes only: the same text and width give the same keys in
@@ -356,31 +356,57 @@ impl MinHashBands {
 
     /// The `bands` keys of `set`, or none for an empty set.
     pub fn keys(&self, set: &ShingleSet) -> Vec<u32> {
-        if set.is_empty() || self.bands == 0 || self.rows == 0 {
+        let slots = self.bands * self.rows;
+        if set.is_empty() || slots == 0 {
             return Vec::new();
         }
-        let functions = self.bands * self.rows;
-        let mut minima = vec![u64::MAX; functions];
-        // Seeded multiply-add: the high half of a·x + c for odd a.
-        let seeds: Vec<(u64, u64)> = (0..functions as u64)
-            .map(|i| (splitmix64(2 * i) | 1, splitmix64(2 * i + 1)))
-            .collect();
+        // One permutation hashing (Li, Owen and Zhang, NIPS 2012): each
+        // shingle is hashed once, the hash's high bits choose its bin and
+        // each bin keeps its least hash; a bin no shingle fell in takes the
+        // value of the first filled bin on its own seeded probe sequence
+        // ("optimal densification", Shrivastava, ICML 2017). Two sets then
+        // agree on a bin with probability equal to their Jaccard, as with
+        // `bands × rows` independent hash functions, at the cost of one.
+        let mut bins = vec![u64::MAX; slots];
+        let mut filled = vec![false; slots];
         for &x in set.hashes() {
-            for (m, &(a, c)) in minima.iter_mut().zip(&seeds) {
-                let h = a.wrapping_mul(x).wrapping_add(c) >> 32;
-                *m = (*m).min(h);
-            }
+            let y = fmix64(x ^ 0x243f_6a88_85a3_08d3);
+            let bin = bin_of(y, slots);
+            bins[bin] = bins[bin].min(y);
+            filled[bin] = true;
         }
-        minima
-            .chunks(self.rows)
+        let value = |i: usize| -> u64 {
+            if filled[i] {
+                return bins[i];
+            }
+            for attempt in 1..=64 * slots as u64 {
+                let j = bin_of(splitmix64((i as u64) << 32 | attempt), slots);
+                if filled[j] {
+                    return bins[j];
+                }
+            }
+            // Not reached in practice (the probes cover every bin); the
+            // next filled bin keeps the result a function of the set.
+            (1..slots)
+                .map(|d| (i + d) % slots)
+                .find(|&j| filled[j])
+                .map_or(0, |j| bins[j])
+        };
+        (0..self.bands)
             .map(|band| {
-                let key = band.iter().fold(0x6c62_272e_07bb_0142_u64, |acc, &m| {
-                    fmix64(acc ^ m).rotate_left(17)
-                });
+                let key = (band * self.rows..(band + 1) * self.rows)
+                    .fold(0x6c62_272e_07bb_0142_u64, |acc, i| {
+                        fmix64(acc ^ value(i)).rotate_left(17)
+                    });
                 (key ^ (key >> 32)) as u32
             })
             .collect()
     }
+}
+
+/// The bin of `slots` that hash `y` falls in, by its high bits.
+fn bin_of(y: u64, slots: usize) -> usize {
+    ((u128::from(y) * slots as u128) >> 64) as usize
 }
 
 fn splitmix64(x: u64) -> u64 {
@@ -572,18 +598,50 @@ mod tests {
         assert!(MinHashBands::for_threshold(0.2).bands > 20);
     }
 
-    /// Pairs of random sets of 600 shingles with Jaccard exactly `j`.
-    fn pairs_at(j: f64, trials: u64) -> Vec<(ShingleSet, ShingleSet)> {
-        // |A ∩ B| = s, |A| = |B| = 600: j = s / (1200 − s).
-        let s = (1200.0 * j / (1.0 + j)).round() as u64;
+    /// Pairs of random sets of `size` shingles with Jaccard `j` (as near as
+    /// the size allows).
+    fn pairs_of(size: u64, j: f64, trials: u64) -> Vec<(ShingleSet, ShingleSet)> {
+        // |A ∩ B| = s, |A| = |B| = size: j = s / (2 size − s).
+        let s = (2.0 * size as f64 * j / (1.0 + j)).round() as u64;
         (0..trials)
             .map(|t| {
                 let h = |i: u64| splitmix64(t << 32 | i);
-                let a = set_of((0..600).map(h));
-                let b = set_of((0..s).map(h).chain((600..1200 - s).map(h)));
+                let a = set_of((0..size).map(h));
+                let b = set_of((0..s).map(h).chain((size..2 * size - s).map(h)));
                 (a, b)
             })
             .collect()
+    }
+
+    fn pairs_at(j: f64, trials: u64) -> Vec<(ShingleSet, ShingleSet)> {
+        pairs_of(600, j, trials)
+    }
+
+    #[test]
+    fn minhash_band_keys_of_small_sets_fill_empty_bins_without_false_agreement() {
+        let bands = MinHashBands::for_threshold(0.8);
+        // 10 shingles in 100 bins: most bins are filled from others.
+        for (j, trials) in [(1.0, 200u64), (0.8181, 2000), (0.0, 2000)] {
+            let pairs = pairs_of(10, j, trials);
+            let exact = pairs[0].0.jaccard(&pairs[0].1);
+            let mut equal_bands = 0usize;
+            for (a, b) in &pairs {
+                let (ka, kb) = (bands.keys(a), bands.keys(b));
+                equal_bands += ka.iter().zip(&kb).filter(|(x, y)| x == y).count();
+            }
+            let rate = equal_bands as f64 / (trials as usize * bands.bands) as f64;
+            let expected = exact.powi(bands.rows as i32);
+            let sd = (expected * (1.0 - expected) / (trials as f64 * bands.bands as f64)).sqrt();
+            // Bins filled from the same donor agree together, so the
+            // spread is wider than for independent bins.
+            assert!(
+                (rate - expected).abs() < 10.0 * sd + 0.01,
+                "j {exact}: band agreement {rate}, expected {expected}"
+            );
+        }
+        // A single shingle fills every bin.
+        let one = set_of([42]);
+        assert_eq!(bands.keys(&one).len(), bands.bands);
     }
 
     #[test]

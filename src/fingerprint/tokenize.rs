@@ -434,8 +434,8 @@ mod tests {
     /// MidLetter and MidNumLet outside ASCII, an ideograph, an emoji, a
     /// regional indicator, Katakana, a Hebrew letter, a no-break space.
     const OTHER_ALPHABET: &[char] = &[
-        'é', '\u{301}', '\u{93f}', '\u{200d}', '\u{ad}', '\u{b7}', '\u{2019}', '中', '👍',
-        '🇦', 'カ', 'א', '\u{a0}', '٣',
+        'é', '\u{301}', '\u{93f}', '\u{200d}', '\u{ad}', '\u{b7}', '\u{2019}', '中', '👍', '🇦',
+        'カ', 'א', '\u{a0}', '٣',
     ];
 
     fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
@@ -449,7 +449,11 @@ mod tests {
 
     /// Every string of up to `max_len` characters of `alphabet`, segmented
     /// by `segment` and by `unicode_words`.
-    fn compare_all_strings(alphabet: &[char], max_len: u32, segment: fn(&str) -> Vec<&str>) -> usize {
+    fn compare_all_strings(
+        alphabet: &[char],
+        max_len: u32,
+        segment: fn(&str) -> Vec<&str>,
+    ) -> usize {
         let k = alphabet.len();
         let mut checked = 0;
         for len in 0..=max_len {
