@@ -40,6 +40,30 @@ impl ShingleSet {
         ShingleSet::from_token_hashes(token_hashes, width)
     }
 
+    /// The shingles of `text` as [`from_text`](Self::from_text) gives
+    /// them, and its fingerprint as
+    /// [`Simhasher::fingerprint_checked`] gives it (`None` for a text with
+    /// no feature), tokenizing the text once where the hasher's features
+    /// are its tokens (the default configuration).
+    ///
+    /// ```
+    /// use simhashdb::recheck::ShingleSet;
+    /// use simhashdb::Simhasher;
+    /// let h = Simhasher::default();
+    /// let text = "the quick brown fox jumps over the lazy dog";
+    /// let (fp, set) = ShingleSet::with_fingerprint(&h, text, 5);
+    /// assert_eq!(fp, h.fingerprint_checked(text));
+    /// assert_eq!(set, ShingleSet::from_text(&h, text, 5));
+    /// ```
+    pub fn with_fingerprint(
+        hasher: &Simhasher,
+        text: &str,
+        width: usize,
+    ) -> (Option<u64>, ShingleSet) {
+        let (fp, token_hashes) = hasher.fingerprint_and_token_hashes(text, token_hash);
+        (fp, ShingleSet::from_token_hashes(token_hashes, width))
+    }
+
     /// The shingles of `width` consecutive `tokens` (`width` 0 counts as 1).
     pub fn from_tokens<T: AsRef<str>>(tokens: &[T], width: usize) -> ShingleSet {
         let token_hashes = tokens.iter().map(|t| token_hash(t.as_ref())).collect();
@@ -685,5 +709,39 @@ mod tests {
             .filter(|(x, y)| **x == *y)
             .count();
         assert_eq!(shared, 0);
+    }
+
+    #[test]
+    fn with_fingerprint_equals_the_fingerprint_and_the_shingles_in_every_configuration() {
+        let texts = [
+            "",
+            "  ...  ",
+            "one",
+            "The quick brown fox jumps over the lazy dog; the dog sleeps.",
+            "Ünïcode wörds and ASCII words, 3.14 and don't: mixed.",
+            "中文文本 with some English words 中文",
+        ];
+        let configs = [
+            "v1 tokenizer=words shingle=1 weighting=tf hash=fnv1a64-fmix64",
+            "v1 tokenizer=words shingle=1 weighting=tf hash=fnv1a64",
+            "v1 tokenizer=words shingle=2 weighting=tf hash=fnv1a64-fmix64",
+            "v1 tokenizer=words shingle=1 weighting=binary hash=fnv1a64-fmix64",
+            "v1 tokenizer=letters shingle=1 weighting=tf hash=fnv1a64-fmix64",
+            "v1 tokenizer=chars:3 shingle=1 weighting=tf hash=fnv1a64-fmix64",
+        ];
+        for config in configs {
+            let hasher = Simhasher::from_config(&config.parse().unwrap()).unwrap();
+            for text in texts {
+                for width in [1, 2, 5] {
+                    let (fp, set) = ShingleSet::with_fingerprint(&hasher, text, width);
+                    assert_eq!(fp, hasher.fingerprint_checked(text), "{config} {text:?}");
+                    assert_eq!(
+                        set,
+                        ShingleSet::from_text(&hasher, text, width),
+                        "{config} {text:?}"
+                    );
+                }
+            }
+        }
     }
 }

@@ -493,11 +493,14 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
                 .par_iter()
                 .map(|t| {
                     let is_blank = is_blank_text(t);
-                    let fp = if is_blank { 0 } else { hasher.fingerprint(t) };
                     let chars = t.chars().count().min(u32::MAX as usize) as u32;
-                    let keys = match &bands {
-                        Some(b) if !is_blank => b.keys(&ShingleSet::from_text(&hasher, t, width)),
-                        _ => Vec::new(),
+                    let (fp, keys) = match &bands {
+                        _ if is_blank => (0, Vec::new()),
+                        None => (hasher.fingerprint(t), Vec::new()),
+                        Some(b) => {
+                            let (fp, set) = ShingleSet::with_fingerprint(&hasher, t, width);
+                            (fp.unwrap_or(0), b.keys(&set))
+                        }
                     };
                     (fp, chars, is_blank, keys)
                 })
