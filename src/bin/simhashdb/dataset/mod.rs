@@ -479,12 +479,10 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
     let mut fps: Vec<u64> = Vec::new();
     let mut lens: Vec<u32> = Vec::new();
     let mut blank: Vec<bool> = Vec::new();
-    let mut keys: Vec<Value> = Vec::new();
+    let keys: Vec<Value>;
     let mut band_keys: Vec<u32> = Vec::new();
     {
-        let mut chunk: Vec<String> = Vec::new();
-        let mut chunk_bytes = 0usize;
-        let flush = |chunk: &mut Vec<String>,
+        let flush = |chunk: Vec<String>,
                      fps: &mut Vec<u64>,
                      lens: &mut Vec<u32>,
                      blank: &mut Vec<bool>,
@@ -519,37 +517,59 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
                     );
                 }
             }
-            chunk.clear();
         };
+        // One thread parses the inputs into chunks of texts while the pool
+        // fingerprints the chunk before.
         let bar = inputs.bar("reading");
-        let mut starts = Vec::new();
-        let mut total = 0u64;
-        for src in &inputs.sources {
-            starts.push(total);
-            read::scan(
-                src,
-                &inputs.fields,
-                &inputs.counter,
-                &mut |_| true,
-                &mut |rec| {
-                    summary.text_bytes += rec.text.len() as u64;
-                    if let Some(k) = rec.key {
-                        keys.push(k);
-                    }
-                    chunk_bytes += rec.text.len();
-                    chunk.push(rec.text.into_owned());
-                    total += 1;
-                    if chunk.len() >= 8192 || chunk_bytes >= 32 << 20 {
-                        flush(&mut chunk, &mut fps, &mut lens, &mut blank, &mut band_keys);
-                        chunk_bytes = 0;
-                        inputs.tick(&bar, total);
-                    }
-                    Ok(())
-                },
-            )?;
-        }
-        flush(&mut chunk, &mut fps, &mut lens, &mut blank, &mut band_keys);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<String>>(1);
+        let read_inputs = &inputs;
+        let (starts, text_bytes, read_keys) = std::thread::scope(|scope| {
+            let reader = scope.spawn(|| {
+                let tx = tx;
+                let mut starts = Vec::new();
+                let mut total = 0u64;
+                let mut text_bytes = 0u64;
+                let mut keys = Vec::new();
+                let mut chunk: Vec<String> = Vec::new();
+                let mut chunk_bytes = 0usize;
+                for src in &read_inputs.sources {
+                    starts.push(total);
+                    read::scan(
+                        src,
+                        &read_inputs.fields,
+                        &read_inputs.counter,
+                        &mut |_| true,
+                        &mut |rec| {
+                            text_bytes += rec.text.len() as u64;
+                            if let Some(k) = rec.key {
+                                keys.push(k);
+                            }
+                            chunk_bytes += rec.text.len();
+                            chunk.push(rec.text.into_owned());
+                            total += 1;
+                            if chunk.len() >= 8192 || chunk_bytes >= 32 << 20 {
+                                // The receiver only stops early on a panic.
+                                let _ = tx.send(std::mem::take(&mut chunk));
+                                chunk_bytes = 0;
+                                read_inputs.tick(&bar, total);
+                            }
+                            Ok(())
+                        },
+                    )?;
+                }
+                let _ = tx.send(chunk);
+                Ok::<_, CliError>((starts, text_bytes, keys))
+            });
+            for chunk in rx {
+                flush(chunk, &mut fps, &mut lens, &mut blank, &mut band_keys);
+            }
+            reader
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        })?;
+        keys = read_keys;
         bar.finish_and_clear();
+        summary.text_bytes = text_bytes;
         inputs.starts = starts;
     }
     let n = fps.len();
