@@ -887,8 +887,9 @@ fn candidates(fps: &[u64], members: &[u32], k: u32) -> Vec<(u32, u32)> {
 }
 
 /// The default candidates: pairs of records that share a MinHash band key
-/// (`keys` holds `bands` keys per record, record by record), each pair once,
-/// as (smaller, larger) record numbers. `order` is the keep order: among the
+/// (`keys` holds `bands` keys per record, record by record), each pair once
+/// (made by the first band its records share), as (smaller, larger) record
+/// numbers, sorted. `order` is the keep order: among the
 /// records sharing a key, each is paired with the first [`BUCKET_WINDOW`] of
 /// them in that order (where the record it would be kept against most often
 /// is) and the [`BUCKET_WINDOW`] just before it. Blank records take no part.
@@ -911,9 +912,16 @@ fn band_candidates(keys: &[u32], bands: usize, blank: &[bool], order: &[u32]) ->
                 for (j, &(_, later)) in run.iter().enumerate().skip(1) {
                     let first = j.min(BUCKET_WINDOW);
                     let recent = j.saturating_sub(BUCKET_WINDOW).max(first);
+                    let y = order[later as usize] as usize;
                     for &(_, earlier) in run[..first].iter().chain(&run[recent..j]) {
-                        let (x, y) = (order[earlier as usize], order[later as usize]);
-                        pairs.push((x.min(y), x.max(y)));
+                        let x = order[earlier as usize] as usize;
+                        // A pair is made by the first band its records
+                        // share, once: a cluster of copies shares all 20.
+                        let shared_before =
+                            (0..band).any(|b| keys[x * bands + b] == keys[y * bands + b]);
+                        if !shared_before {
+                            pairs.push((x.min(y) as u32, x.max(y) as u32));
+                        }
                     }
                 }
             }
