@@ -599,7 +599,8 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
 
     // ---- the exact check
     let budget = args.verify_memory;
-    let mut similarity_of_pair: HashMap<(u32, u32), f64> = HashMap::new();
+    // The confirmed pairs and their similarity, sorted by pair.
+    let mut similarity_of_pair: Vec<((u32, u32), f64)> = Vec::new();
     let checker = verify::Checker {
         inputs: &inputs,
         hasher: &hasher,
@@ -608,22 +609,27 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
         n,
     };
     if verify && !pairs.is_empty() {
+        for pair in pairs.iter_mut() {
+            *pair = (pair.0.min(pair.1), pair.0.max(pair.1));
+        }
         let (js, passes) = verify::jaccards(&checker, &pairs, threshold, "checking")?;
         summary.verify_passes += passes;
-        let mut confirmed = Vec::new();
-        for (&(a, b), j) in pairs.iter().zip(js) {
-            if j >= threshold {
-                confirmed.push((a, b));
-                similarity_of_pair.insert((a, b), j);
-            }
-        }
-        pairs = confirmed;
+        similarity_of_pair = pairs
+            .iter()
+            .zip(js)
+            .filter(|&(_, j)| j >= threshold)
+            .map(|(&pair, j)| (pair, j))
+            .collect();
+        similarity_of_pair.sort_unstable_by_key(|&(pair, _)| pair);
+        pairs = Vec::new();
+        summary.verified = similarity_of_pair.len() as u64;
+    } else {
+        summary.verified = pairs.len() as u64;
     }
-    summary.verified = pairs.len() as u64;
 
     // ---- groups and the record each keeps
     let (groups, kept_of_group, fate) = if verify {
-        direct(n, &pairs, &similarity_of_pair, &order)
+        direct(n, &similarity_of_pair, &order)
     } else {
         let groups = components(n, &pairs);
         let mut fate = vec![Fate::Kept; n];
@@ -707,21 +713,25 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
         }
         if verify {
             let mut to_check = Vec::new();
+            let mut dropped = Vec::new();
             for (i, f) in fate.iter().enumerate() {
                 if let Fate::Duplicate { of } = *f {
                     let key = (of.min(i as u32), of.max(i as u32));
-                    match similarity_of_pair.get(&key) {
-                        Some(&j) => {
-                            sim_to_kept.insert(i as u32, j);
+                    match similarity_of_pair.binary_search_by_key(&key, |&(pair, _)| pair) {
+                        Ok(at) => {
+                            sim_to_kept.insert(i as u32, similarity_of_pair[at].1);
                         }
-                        None => to_check.push((of, i as u32)),
+                        Err(_) => {
+                            to_check.push(key);
+                            dropped.push(i as u32);
+                        }
                     }
                 }
             }
             if !to_check.is_empty() {
                 let (js, passes) = verify::jaccards(&checker, &to_check, 0.0, "similarity")?;
                 summary.verify_passes += passes;
-                for (&(_, i), j) in to_check.iter().zip(js) {
+                for (&i, j) in dropped.iter().zip(js) {
                     sim_to_kept.insert(i, j);
                 }
             }
@@ -978,30 +988,38 @@ fn keep_order(n: usize, keep: &KeepRule, lens: &[u32], keys: &[Value]) -> Vec<u3
 #[allow(clippy::type_complexity)]
 fn direct(
     n: usize,
-    pairs: &[(u32, u32)],
-    similarity: &HashMap<(u32, u32), f64>,
+    similarity_of_pair: &[((u32, u32), f64)],
     order: &[u32],
 ) -> (Vec<Vec<u32>>, Vec<u32>, Vec<Fate>) {
     let mut rank = vec![0u32; n];
     for (r, &i) in order.iter().enumerate() {
         rank[i as usize] = r as u32;
     }
-    let mut adj: Vec<Vec<u32>> = vec![Vec::new(); n];
-    for &(a, b) in pairs {
-        adj[a as usize].push(b);
-        adj[b as usize].push(a);
+    // Each record's pairs, as (other record, similarity), in one array.
+    let mut start = vec![0u32; n + 1];
+    for &((a, b), _) in similarity_of_pair {
+        start[a as usize + 1] += 1;
+        start[b as usize + 1] += 1;
     }
+    for r in 0..n {
+        start[r + 1] += start[r];
+    }
+    let mut fill = start.clone();
+    let mut adj = vec![(0u32, 0.0f64); start[n] as usize];
+    for &((a, b), s) in similarity_of_pair {
+        for (x, y) in [(a, b), (b, a)] {
+            adj[fill[x as usize] as usize] = (y, s);
+            fill[x as usize] += 1;
+        }
+    }
+    drop(fill);
     let mut fate = vec![Fate::Kept; n];
     for &i in order {
         let mut best: Option<(f64, u32)> = None;
-        for &j in &adj[i as usize] {
+        for &(j, s) in &adj[start[i as usize] as usize..start[i as usize + 1] as usize] {
             if rank[j as usize] >= rank[i as usize] || fate[j as usize] != Fate::Kept {
                 continue;
             }
-            let s = similarity
-                .get(&(i.min(j), i.max(j)))
-                .copied()
-                .unwrap_or(0.0);
             let better = match best {
                 None => true,
                 Some((bs, bj)) => s > bs || (s == bs && rank[j as usize] < rank[bj as usize]),
