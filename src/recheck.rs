@@ -35,16 +35,43 @@ pub struct ShingleSet {
 impl ShingleSet {
     /// The shingles of `width` tokens of `text`, tokenized as `hasher` does.
     pub fn from_text(hasher: &Simhasher, text: &str, width: usize) -> ShingleSet {
-        ShingleSet::from_tokens(&hasher.tokens(text), width)
+        let mut token_hashes = Vec::new();
+        hasher.for_each_token(text, &mut |t| token_hashes.push(token_hash(t)));
+        ShingleSet::from_token_hashes(token_hashes, width)
+    }
+
+    /// The shingles of `text` as [`from_text`](Self::from_text) gives
+    /// them, and its fingerprint as
+    /// [`Simhasher::fingerprint_checked`] gives it (`None` for a text with
+    /// no feature), tokenizing the text once where the hasher's features
+    /// are its tokens (the default configuration).
+    ///
+    /// ```
+    /// use simhashdb::recheck::ShingleSet;
+    /// use simhashdb::Simhasher;
+    /// let h = Simhasher::default();
+    /// let text = "the quick brown fox jumps over the lazy dog";
+    /// let (fp, set) = ShingleSet::with_fingerprint(&h, text, 5);
+    /// assert_eq!(fp, h.fingerprint_checked(text));
+    /// assert_eq!(set, ShingleSet::from_text(&h, text, 5));
+    /// ```
+    pub fn with_fingerprint(
+        hasher: &Simhasher,
+        text: &str,
+        width: usize,
+    ) -> (Option<u64>, ShingleSet) {
+        let (fp, token_hashes) = hasher.fingerprint_and_token_hashes(text, token_hash);
+        (fp, ShingleSet::from_token_hashes(token_hashes, width))
     }
 
     /// The shingles of `width` consecutive `tokens` (`width` 0 counts as 1).
     pub fn from_tokens<T: AsRef<str>>(tokens: &[T], width: usize) -> ShingleSet {
+        let token_hashes = tokens.iter().map(|t| token_hash(t.as_ref())).collect();
+        ShingleSet::from_token_hashes(token_hashes, width)
+    }
+
+    fn from_token_hashes(token_hashes: Vec<u64>, width: usize) -> ShingleSet {
         let width = width.max(1);
-        let token_hashes: Vec<u64> = tokens
-            .iter()
-            .map(|t| fmix64(fnv1a64(t.as_ref().as_bytes())))
-            .collect();
         let mut hashes: Vec<u64> = if token_hashes.is_empty() {
             Vec::new()
         } else if token_hashes.len() < width {
@@ -95,6 +122,10 @@ impl ShingleSet {
 }
 
 /// Order-sensitive hash of a run of token hashes.
+fn token_hash(token: &str) -> u64 {
+    fmix64(fnv1a64(token.as_bytes()))
+}
+
 fn combine(run: &[u64]) -> u64 {
     run.iter().fold(0x9e37_79b9_7f4a_7c15u64, |acc, &h| {
         fmix64(acc.rotate_left(23) ^ h)
@@ -264,6 +295,151 @@ pub fn verify_pairs<S: AsRef<str>>(
     out
 }
 
+/// Keys that make a pair of shingle sets a candidate with a probability set
+/// by their Jaccard similarity, so that candidates for an exact check can be
+/// found by equal keys instead of a search: banded MinHash (Broder, "On the
+/// resemblance and containment of documents", 1997; Leskovec, Rajaraman and
+/// Ullman, *Mining of Massive Datasets*, ch. 3.4).
+///
+/// A set gets `bands × rows` minima of its hashed shingles, and one key per
+/// band of `rows` minima. Two sets with Jaccard `j` have equal minima in one
+/// place with probability `j`, so they share the key of some band with
+/// probability
+/// `1 − (1 − j^rows)^bands` ([`probability`](Self::probability)), plus a
+/// chance collision of the 32-bit keys (2^-32 per band). The keys depend on
+/// the shingle hashes only: the same text and width give the same keys in
+/// every process and version of this crate that computes the same shingles.
+///
+/// ```
+/// use simhashdb::recheck::{MinHashBands, ShingleSet};
+/// use simhashdb::Simhasher;
+///
+/// let bands = MinHashBands::for_threshold(0.8);
+/// assert_eq!((bands.bands, bands.rows), (20, 5));
+/// assert!(bands.probability(0.8) > 0.999);
+/// let h = Simhasher::default();
+/// let a = ShingleSet::from_text(&h, "one two three four five six seven eight nine ten", 2);
+/// assert_eq!(bands.keys(&a), bands.keys(&a.clone()));
+/// assert_eq!(bands.keys(&a).len(), 20);
+/// assert!(bands.keys(&ShingleSet::default()).is_empty());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MinHashBands {
+    /// Number of keys per set.
+    pub bands: usize,
+    /// Minima combined into one key.
+    pub rows: usize,
+}
+
+impl MinHashBands {
+    /// The probability a key of a candidate search must reach at the
+    /// threshold for [`for_threshold`](Self::for_threshold).
+    pub const RECALL_AT_THRESHOLD: f64 = 0.999;
+    /// Bands used for thresholds of 0.3 and more.
+    pub const BANDS: usize = 20;
+    /// At most this many bands (for thresholds near 0).
+    pub const MAX_BANDS: usize = 256;
+
+    /// The bands that make a pair at Jaccard `threshold` a candidate with
+    /// probability at least [`RECALL_AT_THRESHOLD`](Self::RECALL_AT_THRESHOLD)
+    /// (more above it, less below): [`BANDS`](Self::BANDS) bands of as many
+    /// rows as still reach it, so that pairs below the threshold are as
+    /// rarely candidates as that allows. Thresholds below 0.3 get bands of
+    /// one row, as many as reach it (at most [`MAX_BANDS`](Self::MAX_BANDS)).
+    pub fn for_threshold(threshold: f64) -> MinHashBands {
+        let threshold = threshold.clamp(0.0, 1.0);
+        let mut best = None;
+        for rows in 1..=16 {
+            let b = MinHashBands {
+                bands: Self::BANDS,
+                rows,
+            };
+            if b.probability(threshold) >= Self::RECALL_AT_THRESHOLD {
+                best = Some(b);
+            }
+        }
+        best.unwrap_or_else(|| {
+            // One row per band: 1 − (1 − t)^bands ≥ R.
+            let miss = (1.0 - threshold).max(f64::MIN_POSITIVE);
+            let need = ((1.0 - Self::RECALL_AT_THRESHOLD).ln() / miss.ln()).ceil();
+            let bands = if need.is_finite() && need >= 1.0 {
+                (need as usize).min(Self::MAX_BANDS)
+            } else {
+                Self::MAX_BANDS
+            };
+            MinHashBands { bands, rows: 1 }
+        })
+    }
+
+    /// The probability that two sets of Jaccard similarity `jaccard` share
+    /// at least one key (chance collisions of the keys aside).
+    pub fn probability(&self, jaccard: f64) -> f64 {
+        let j = jaccard.clamp(0.0, 1.0);
+        1.0 - (1.0 - j.powi(self.rows as i32)).powi(self.bands as i32)
+    }
+
+    /// The `bands` keys of `set`, or none for an empty set.
+    pub fn keys(&self, set: &ShingleSet) -> Vec<u32> {
+        let slots = self.bands * self.rows;
+        if set.is_empty() || slots == 0 {
+            return Vec::new();
+        }
+        // One permutation hashing (Li, Owen and Zhang, NIPS 2012): each
+        // shingle is hashed once, the hash's high bits choose its bin and
+        // each bin keeps its least hash; a bin no shingle fell in takes the
+        // value of the first filled bin on its own seeded probe sequence
+        // ("optimal densification", Shrivastava, ICML 2017). Two sets then
+        // agree on a bin with probability equal to their Jaccard, as with
+        // `bands × rows` independent hash functions, at the cost of one.
+        let mut bins = vec![u64::MAX; slots];
+        let mut filled = vec![false; slots];
+        for &x in set.hashes() {
+            let y = fmix64(x ^ 0x243f_6a88_85a3_08d3);
+            let bin = bin_of(y, slots);
+            bins[bin] = bins[bin].min(y);
+            filled[bin] = true;
+        }
+        let value = |i: usize| -> u64 {
+            if filled[i] {
+                return bins[i];
+            }
+            for attempt in 1..=64 * slots as u64 {
+                let j = bin_of(splitmix64((i as u64) << 32 | attempt), slots);
+                if filled[j] {
+                    return bins[j];
+                }
+            }
+            // Not reached in practice (the probes cover every bin); the
+            // next filled bin keeps the result a function of the set.
+            (1..slots)
+                .map(|d| (i + d) % slots)
+                .find(|&j| filled[j])
+                .map_or(0, |j| bins[j])
+        };
+        (0..self.bands)
+            .map(|band| {
+                let key = (band * self.rows..(band + 1) * self.rows)
+                    .fold(0x6c62_272e_07bb_0142_u64, |acc, i| {
+                        fmix64(acc ^ value(i)).rotate_left(17)
+                    });
+                (key ^ (key >> 32)) as u32
+            })
+            .collect()
+    }
+}
+
+/// The bin of `slots` that hash `y` falls in, by its high bits.
+fn bin_of(y: u64, slots: usize) -> usize {
+    ((u128::from(y) * slots as u128) >> 64) as usize
+}
+
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -402,5 +578,170 @@ mod tests {
         );
         assert_eq!(rule.check(&hasher, texts[0], texts[1]), Some(0.6));
         assert_eq!(strict.check(&hasher, texts[0], texts[1]), None);
+    }
+
+    fn set_of(hashes: impl IntoIterator<Item = u64>) -> ShingleSet {
+        let mut hashes: Vec<u64> = hashes.into_iter().collect();
+        hashes.sort_unstable();
+        hashes.dedup();
+        ShingleSet { hashes }
+    }
+
+    #[test]
+    fn minhash_bands_reach_the_recall_at_their_threshold_with_the_most_rows() {
+        for t in [0.0, 0.1, 0.2, 0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0] {
+            let b = MinHashBands::for_threshold(t);
+            assert!(
+                b.probability(t) >= MinHashBands::RECALL_AT_THRESHOLD
+                    || b.bands == MinHashBands::MAX_BANDS,
+                "{t}: {b:?}"
+            );
+            if b.bands == MinHashBands::BANDS && b.rows < 16 {
+                let more = MinHashBands {
+                    rows: b.rows + 1,
+                    ..b
+                };
+                assert!(
+                    more.probability(t) < MinHashBands::RECALL_AT_THRESHOLD,
+                    "{t}: {b:?}"
+                );
+            }
+        }
+        assert_eq!(
+            MinHashBands::for_threshold(0.8),
+            MinHashBands { bands: 20, rows: 5 }
+        );
+        assert_eq!(
+            MinHashBands::for_threshold(0.9),
+            MinHashBands {
+                bands: 20,
+                rows: 11
+            }
+        );
+        assert_eq!(MinHashBands::for_threshold(0.2).rows, 1);
+        assert!(MinHashBands::for_threshold(0.2).bands > 20);
+    }
+
+    /// Pairs of random sets of `size` shingles with Jaccard `j` (as near as
+    /// the size allows).
+    fn pairs_of(size: u64, j: f64, trials: u64) -> Vec<(ShingleSet, ShingleSet)> {
+        // |A ∩ B| = s, |A| = |B| = size: j = s / (2 size − s).
+        let s = (2.0 * size as f64 * j / (1.0 + j)).round() as u64;
+        (0..trials)
+            .map(|t| {
+                let h = |i: u64| splitmix64(t << 32 | i);
+                let a = set_of((0..size).map(h));
+                let b = set_of((0..s).map(h).chain((size..2 * size - s).map(h)));
+                (a, b)
+            })
+            .collect()
+    }
+
+    fn pairs_at(j: f64, trials: u64) -> Vec<(ShingleSet, ShingleSet)> {
+        pairs_of(600, j, trials)
+    }
+
+    #[test]
+    fn minhash_band_keys_of_small_sets_fill_empty_bins_without_false_agreement() {
+        let bands = MinHashBands::for_threshold(0.8);
+        // 10 shingles in 100 bins: most bins are filled from others.
+        for (j, trials) in [(1.0, 200u64), (0.8181, 2000), (0.0, 2000)] {
+            let pairs = pairs_of(10, j, trials);
+            let exact = pairs[0].0.jaccard(&pairs[0].1);
+            let mut equal_bands = 0usize;
+            for (a, b) in &pairs {
+                let (ka, kb) = (bands.keys(a), bands.keys(b));
+                equal_bands += ka.iter().zip(&kb).filter(|(x, y)| x == y).count();
+            }
+            let rate = equal_bands as f64 / (trials as usize * bands.bands) as f64;
+            let expected = exact.powi(bands.rows as i32);
+            let sd = (expected * (1.0 - expected) / (trials as f64 * bands.bands as f64)).sqrt();
+            // Bins filled from the same donor agree together, so the
+            // spread is wider than for independent bins.
+            assert!(
+                (rate - expected).abs() < 10.0 * sd + 0.01,
+                "j {exact}: band agreement {rate}, expected {expected}"
+            );
+        }
+        // A single shingle fills every bin.
+        let one = set_of([42]);
+        assert_eq!(bands.keys(&one).len(), bands.bands);
+    }
+
+    #[test]
+    fn minhash_band_keys_agree_at_the_rate_their_jaccard_predicts() {
+        let bands = MinHashBands::for_threshold(0.8);
+        for (j, trials) in [(0.8, 300u64), (0.5, 300), (0.2, 300)] {
+            let pairs = pairs_at(j, trials);
+            let exact = pairs[0].0.jaccard(&pairs[0].1);
+            assert!((exact - j).abs() < 0.01, "{exact} for {j}");
+            let (mut equal_bands, mut candidates) = (0usize, 0usize);
+            for (a, b) in &pairs {
+                let (ka, kb) = (bands.keys(a), bands.keys(b));
+                assert_eq!(ka.len(), bands.bands);
+                let equal = ka.iter().zip(&kb).filter(|(x, y)| x == y).count();
+                equal_bands += equal;
+                candidates += usize::from(equal > 0);
+            }
+            // Each band's key is equal with probability j^rows.
+            let rate = equal_bands as f64 / (trials as usize * bands.bands) as f64;
+            let expected = exact.powi(bands.rows as i32);
+            let sd = (expected * (1.0 - expected) / (trials as f64 * bands.bands as f64)).sqrt();
+            assert!(
+                (rate - expected).abs() < 5.0 * sd + 0.002,
+                "j {j}: band agreement {rate}, expected {expected}"
+            );
+            let share = candidates as f64 / trials as f64;
+            let p = bands.probability(exact);
+            assert!(
+                (share - p).abs() < 0.05 + 5.0 * (p * (1.0 - p) / trials as f64).sqrt(),
+                "j {j}: {share} vs {p}"
+            );
+        }
+        // Equal sets: equal keys; disjoint sets: almost never.
+        let (a, _) = &pairs_at(0.8, 1)[0];
+        assert_eq!(bands.keys(a), bands.keys(&a.clone()));
+        let far = set_of((0..600).map(|i| splitmix64(u64::MAX - i)));
+        let shared = bands
+            .keys(a)
+            .iter()
+            .zip(bands.keys(&far))
+            .filter(|(x, y)| **x == *y)
+            .count();
+        assert_eq!(shared, 0);
+    }
+
+    #[test]
+    fn with_fingerprint_equals_the_fingerprint_and_the_shingles_in_every_configuration() {
+        let texts = [
+            "",
+            "  ...  ",
+            "one",
+            "The quick brown fox jumps over the lazy dog; the dog sleeps.",
+            "Ünïcode wörds and ASCII words, 3.14 and don't: mixed.",
+            "中文文本 with some English words 中文",
+        ];
+        let configs = [
+            "v1 tokenizer=words shingle=1 weighting=tf hash=fnv1a64-fmix64",
+            "v1 tokenizer=words shingle=1 weighting=tf hash=fnv1a64",
+            "v1 tokenizer=words shingle=2 weighting=tf hash=fnv1a64-fmix64",
+            "v1 tokenizer=words shingle=1 weighting=binary hash=fnv1a64-fmix64",
+            "v1 tokenizer=letters shingle=1 weighting=tf hash=fnv1a64-fmix64",
+            "v1 tokenizer=chars:3 shingle=1 weighting=tf hash=fnv1a64-fmix64",
+        ];
+        for config in configs {
+            let hasher = Simhasher::from_config(&config.parse().unwrap()).unwrap();
+            for text in texts {
+                for width in [1, 2, 5] {
+                    let (fp, set) = ShingleSet::with_fingerprint(&hasher, text, width);
+                    assert_eq!(fp, hasher.fingerprint_checked(text), "{config} {text:?}");
+                    assert_eq!(
+                        set,
+                        ShingleSet::from_text(&hasher, text, width),
+                        "{config} {text:?}"
+                    );
+                }
+            }
+        }
     }
 }

@@ -82,15 +82,10 @@ fn dataset(seed: u64, count: usize) -> Vec<Rec> {
         .collect()
 }
 
-/// The documented default rule: (upper length in characters, candidate
-/// distance, Jaccard threshold), chosen by the shorter text of a pair.
-const TIERS: [(usize, u32, f64); 3] = [(200, 12, 0.8), (1000, 10, 0.8), (usize::MAX, 9, 0.8)];
-
-fn tier_rule(a: &str, b: &str) -> (u32, f64) {
-    let len = a.chars().count().min(b.chars().count());
-    let t = TIERS.iter().find(|t| len < t.0).unwrap();
-    (t.1, t.2)
-}
+/// The documented default check: word 5-shingle Jaccard at least this, for
+/// every pair (the default candidate search must find them all here), or
+/// for the pairs within `-d` when it is given.
+const THRESHOLD: f64 = 0.8;
 
 #[derive(Clone, Copy)]
 enum Keep {
@@ -119,9 +114,11 @@ fn expected(recs: &[Rec], verify: bool, distance: Option<u32>, keep: Keep) -> Ex
         .collect();
     let n = recs.len();
     let linked = |i: usize, j: usize| -> bool {
-        let (k, t) = tier_rule(&recs[i].text, &recs[j].text);
-        let k = distance.unwrap_or(if verify { k } else { 3 });
-        hamming(fps[i], fps[j]) <= k && (!verify || sets[i].jaccard(&sets[j]) >= t)
+        let close = match (verify, distance) {
+            (true, None) => true,
+            (_, d) => hamming(fps[i], fps[j]) <= d.unwrap_or(3),
+        };
+        close && (!verify || sets[i].jaccard(&sets[j]) >= THRESHOLD)
     };
     let mut kept_of = vec![usize::MAX; n];
     let mut groups = Vec::new();

@@ -483,12 +483,49 @@ impl Simhasher {
     /// [`Tokenizer::CharNgrams`], the n-grams).
     pub fn tokens(&self, text: &str) -> Vec<String> {
         let mut out = Vec::new();
-        let mut push = |t: &str| out.push(t.to_owned());
-        match self.tokenizer {
-            Tokenizer::CharNgrams(n) => tokenize::for_each_char_ngram(n, text, &mut push),
-            tokenizer => tokenize::for_each_token(tokenizer, text, &mut push),
-        }
+        self.for_each_token(text, &mut |t| out.push(t.to_owned()));
         out
+    }
+
+    /// [`fingerprint_checked`](Self::fingerprint_checked) of `text`, and
+    /// `token_hash` of each of its [`tokens`](Self::tokens), in order. When
+    /// the features are the tokens themselves hashed that way (one-token
+    /// shingles, term frequency, no IDF table, `fnv1a64-fmix64`, a word or
+    /// letter tokenizer: the default), the text is tokenized once for both.
+    pub(crate) fn fingerprint_and_token_hashes(
+        &self,
+        text: &str,
+        token_hash: fn(&str) -> u64,
+    ) -> (Option<u64>, Vec<u64>) {
+        let mut hashes = Vec::new();
+        let tokens_are_features = self.idf.is_none()
+            && self.weighting == Weighting::TermFrequency
+            && self.shingle <= 1
+            && self.hash == FeatureHash::Fnv1a64Fmix64
+            && !matches!(self.tokenizer, Tokenizer::CharNgrams(_))
+            && token_hash("simhashdb") == self.hash.hash(b"simhashdb");
+        if tokens_are_features {
+            let mut vote = CountVote::new();
+            self.for_each_token(text, &mut |t| {
+                let h = token_hash(t);
+                vote.add(h);
+                hashes.push(h);
+            });
+            let fp = vote.finish();
+            ((!hashes.is_empty()).then_some(fp), hashes)
+        } else {
+            self.for_each_token(text, &mut |t| hashes.push(token_hash(t)));
+            (self.fingerprint_checked(text), hashes)
+        }
+    }
+
+    /// Calls `emit` with each of [`tokens`](Self::tokens), without
+    /// allocating them.
+    pub(crate) fn for_each_token(&self, text: &str, emit: &mut impl FnMut(&str)) {
+        match self.tokenizer {
+            Tokenizer::CharNgrams(n) => tokenize::for_each_char_ngram(n, text, emit),
+            tokenizer => tokenize::for_each_token(tokenizer, text, emit),
+        }
     }
 
     /// The weight of the feature whose [`fnv1a64`] is `fnv`.

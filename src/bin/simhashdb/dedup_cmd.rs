@@ -27,8 +27,9 @@ pub struct Args {
     #[command(flatten)]
     fingerprint: FingerprintArgs,
     /// Largest Hamming distance between fingerprints that counts as a
-    /// near-duplicate (default 3). For datasets (verified) the default
-    /// depends on the texts' lengths: see "Datasets" below.
+    /// near-duplicate (default 3). For datasets (verified), the pairs within
+    /// this distance are the ones checked, instead of the pairs that share a
+    /// MinHash band: see "Datasets" below.
     #[arg(short, long)]
     distance: Option<u32>,
     /// Re-check every candidate pair with the exact Jaccard similarity of the

@@ -84,14 +84,15 @@ enum Command {
     /// `_*` such as Spark's `_SUCCESS` are skipped), or with --format, each record is a document: its text is the
     /// --text-field. The output is the dataset without its near-duplicates
     /// (--emit keep, the default), the removed records (--emit drop) or the
-    /// groups (--emit groups). Verified by default: candidates are pairs
-    /// within a distance chosen by the shorter text's length (under 200
-    /// characters: 12; under 1,000: 10; longer: 9), kept when the Jaccard
-    /// similarity of their word 5-shingles is at least 0.8
-    /// (docs/quality/dedup.md). Records are visited in --keep order and one
+    /// groups (--emit groups). Verified by default: a pair counts when the
+    /// Jaccard similarity of the texts' word 5-shingles is at least 0.8
+    /// (docs/QUALITY.md); the pairs to check are those that share a MinHash
+    /// band of those shingles (20 bands of 5 rows: a pair at 0.8 is checked
+    /// with probability 0.9996). Records are visited in --keep order and one
     /// is dropped only against an earlier record that is kept (the most
     /// similar); a group is a kept record and those dropped against it.
-    /// -d and --verify override the distance and the check; --no-verify is
+    /// --verify changes the check (and the bands with it); -d K checks the
+    /// pairs within K bits instead of the bands' pairs; --no-verify is
     /// plain simhash within -d (default 3), groups = connected components. Memory holds fingerprints and positions, not texts: the
     /// check re-reads the candidates' texts within --verify-memory. A bad
     /// record stops the command (exit code 2, naming file and line or

@@ -3,9 +3,11 @@
 //!
 //! The pipeline (docs/ARCHITECTURE.md, "Deduplicating a dataset"):
 //! 1. read every record once, keeping only its fingerprint, its text's
-//!    length and (for `--keep newest:F`) the value of F;
-//! 2. find the candidate pairs with `batch::find_all`, at a distance chosen
-//!    from the texts' lengths;
+//!    length, (for `--keep newest:F`) the value of F and, for the default
+//!    candidate search, the MinHash band keys of its shingle set
+//!    (`recheck::MinHashBands`);
+//! 2. find the candidate pairs: records that share a band key (default), or
+//!    with `-d K` or `--no-verify` the pairs within K bits (`batch::find_all`);
 //! 3. check each candidate with the exact Jaccard rule, re-reading only the
 //!    candidates' texts in bounded memory (`verify.rs`);
 //! 4. group the confirmed pairs directly (a record is dropped only against an
@@ -30,7 +32,7 @@ use rayon::prelude::*;
 use serde_json::{Value, json};
 use simhashdb::batch::find_all;
 use simhashdb::plan::{Budget, Plan};
-use simhashdb::recheck::JaccardRule;
+use simhashdb::recheck::{JaccardRule, MinHashBands, ShingleSet};
 use simhashdb::{Index, Options, Simhasher, doc_id, hamming};
 
 use crate::docs::{WalkArgs, collect_inputs, is_blank_text};
@@ -199,24 +201,16 @@ fn is_marker(path: &Path) -> bool {
         .is_some_and(|n| n.starts_with('_'))
 }
 
-/// Candidate distance and Jaccard threshold by text length (characters),
-/// from docs/QUALITY.md: short texts need a large distance to find their
-/// edited copies and the exact check removes what that lets through.
-/// (upper length, distance, threshold); the last row has no upper bound.
-const TIERS: [(usize, u32, f64); 3] = [(200, 12, 0.8), (1000, 10, 0.8), (usize::MAX, 9, 0.8)];
 /// Shingle width of the default check (word 5-shingles, docs/quality/dedup.md).
 const DEFAULT_WIDTH: usize = 5;
-/// A record takes part in the candidate search of the tiers whose length
-/// range, widened by this factor both ways, holds its length: two texts
-/// whose lengths differ by more cannot reach a Jaccard of 0.4.
-const TIER_OVERLAP: f64 = 2.5;
-
-fn tier_of(chars: u32) -> usize {
-    TIERS
-        .iter()
-        .position(|t| (chars as usize) < t.0)
-        .unwrap_or(TIERS.len() - 1)
-}
+/// Jaccard threshold of the default check (docs/QUALITY.md, "Recommended
+/// defaults for `dedup` on datasets").
+const DEFAULT_THRESHOLD: f64 = 0.8;
+/// In [`band_candidates`], a record is paired with at most this many of the
+/// records that share a band key and come first in keep order, and as many
+/// of those just before it: a key shared by a huge cluster costs pairs in
+/// proportion to its records, not to their square.
+const BUCKET_WINDOW: usize = 32;
 
 /// The inputs, their record counts and a byte counter for progress.
 pub struct Inputs {
@@ -475,63 +469,107 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
     };
     let mut summary = Summary::default();
 
-    // ---- pass 1: fingerprints, lengths, keys
+    // ---- pass 1: fingerprints, lengths, keys (and band keys for the
+    // default candidate search)
+    let verify = !args.no_verify;
+    let width = common.rule.map_or(DEFAULT_WIDTH, |r| r.width);
+    let threshold = common.rule.map_or(DEFAULT_THRESHOLD, |r| r.threshold);
+    let bands =
+        (verify && common.distance.is_none()).then(|| MinHashBands::for_threshold(threshold));
     let mut fps: Vec<u64> = Vec::new();
     let mut lens: Vec<u32> = Vec::new();
     let mut blank: Vec<bool> = Vec::new();
-    let mut keys: Vec<Value> = Vec::new();
+    let keys: Vec<Value>;
+    let mut band_keys: Vec<u32> = Vec::new();
     {
-        let mut chunk: Vec<String> = Vec::new();
-        let mut chunk_bytes = 0usize;
-        let flush = |chunk: &mut Vec<String>,
+        let flush = |chunk: Vec<String>,
                      fps: &mut Vec<u64>,
                      lens: &mut Vec<u32>,
-                     blank: &mut Vec<bool>| {
-            let done: Vec<(u64, u32, bool)> = chunk
+                     blank: &mut Vec<bool>,
+                     band_keys: &mut Vec<u32>| {
+            let done: Vec<(u64, u32, bool, Vec<u32>)> = chunk
                 .par_iter()
                 .map(|t| {
                     let is_blank = is_blank_text(t);
-                    let fp = if is_blank { 0 } else { hasher.fingerprint(t) };
                     let chars = t.chars().count().min(u32::MAX as usize) as u32;
-                    (fp, chars, is_blank)
+                    let (fp, keys) = match &bands {
+                        _ if is_blank => (0, Vec::new()),
+                        None => (hasher.fingerprint(t), Vec::new()),
+                        Some(b) => {
+                            let (fp, set) = ShingleSet::with_fingerprint(&hasher, t, width);
+                            (fp.unwrap_or(0), b.keys(&set))
+                        }
+                    };
+                    (fp, chars, is_blank, keys)
                 })
                 .collect();
-            for (fp, chars, b) in done {
+            for (fp, chars, b, keys) in done {
                 fps.push(fp);
                 lens.push(chars);
-                blank.push(b);
+                // A text without shingles takes no part in the band search.
+                blank.push(b || (bands.is_some() && keys.is_empty()));
+                if let Some(bands) = &bands {
+                    band_keys.extend(
+                        keys.iter()
+                            .copied()
+                            .chain(std::iter::repeat(0))
+                            .take(bands.bands),
+                    );
+                }
             }
-            chunk.clear();
         };
+        // One thread parses the inputs into chunks of texts while the pool
+        // fingerprints the chunk before.
         let bar = inputs.bar("reading");
-        let mut starts = Vec::new();
-        let mut total = 0u64;
-        for src in &inputs.sources {
-            starts.push(total);
-            read::scan(
-                src,
-                &inputs.fields,
-                &inputs.counter,
-                &mut |_| true,
-                &mut |rec| {
-                    summary.text_bytes += rec.text.len() as u64;
-                    if let Some(k) = rec.key {
-                        keys.push(k);
-                    }
-                    chunk_bytes += rec.text.len();
-                    chunk.push(rec.text.into_owned());
-                    total += 1;
-                    if chunk.len() >= 8192 || chunk_bytes >= 32 << 20 {
-                        flush(&mut chunk, &mut fps, &mut lens, &mut blank);
-                        chunk_bytes = 0;
-                        inputs.tick(&bar, total);
-                    }
-                    Ok(())
-                },
-            )?;
-        }
-        flush(&mut chunk, &mut fps, &mut lens, &mut blank);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<String>>(1);
+        let read_inputs = &inputs;
+        let (starts, text_bytes, read_keys) = std::thread::scope(|scope| {
+            let reader = scope.spawn(|| {
+                let tx = tx;
+                let mut starts = Vec::new();
+                let mut total = 0u64;
+                let mut text_bytes = 0u64;
+                let mut keys = Vec::new();
+                let mut chunk: Vec<String> = Vec::new();
+                let mut chunk_bytes = 0usize;
+                for src in &read_inputs.sources {
+                    starts.push(total);
+                    read::scan(
+                        src,
+                        &read_inputs.fields,
+                        &read_inputs.counter,
+                        &mut |_| true,
+                        &mut |rec| {
+                            text_bytes += rec.text.len() as u64;
+                            if let Some(k) = rec.key {
+                                keys.push(k);
+                            }
+                            chunk_bytes += rec.text.len();
+                            chunk.push(rec.text.into_owned());
+                            total += 1;
+                            if chunk.len() >= 8192 || chunk_bytes >= 32 << 20 {
+                                // The receiver only stops early on a panic.
+                                let _ = tx.send(std::mem::take(&mut chunk));
+                                chunk_bytes = 0;
+                                read_inputs.tick(&bar, total);
+                            }
+                            Ok(())
+                        },
+                    )?;
+                }
+                let _ = tx.send(chunk);
+                Ok::<_, CliError>((starts, text_bytes, keys))
+            });
+            for chunk in rx {
+                flush(chunk, &mut fps, &mut lens, &mut blank, &mut band_keys);
+            }
+            reader
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        })?;
+        keys = read_keys;
         bar.finish_and_clear();
+        summary.text_bytes = text_bytes;
         inputs.starts = starts;
     }
     let n = fps.len();
@@ -545,77 +583,24 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
     summary.blank = blank.iter().filter(|&&b| b).count() as u64;
 
     // ---- candidates
-    let verify = !args.no_verify;
     let spinner = spinner("finding candidates");
-    let mut pairs: Vec<(u32, u32)> = Vec::new();
-    let pair_rule = |a: u32, b: u32| -> (u32, f64) {
-        let t = tier_of(lens[a as usize].min(lens[b as usize]));
-        let k = common.distance.unwrap_or(TIERS[t].1);
-        let threshold = common.rule.map_or(TIERS[t].2, |r| r.threshold);
-        (k, threshold)
+    let order = keep_order(n, &args.keep, &lens, &keys);
+    let mut pairs: Vec<(u32, u32)> = match &bands {
+        Some(bands) => band_candidates(&band_keys, bands.bands, &blank, &order),
+        None => {
+            let k = common.distance.unwrap_or(3);
+            let members: Vec<u32> = (0..n as u32).filter(|&i| !blank[i as usize]).collect();
+            candidates(&fps, &members, k)
+        }
     };
-    if !verify || common.distance.is_some() {
-        let k = common.distance.unwrap_or(3);
-        let members: Vec<u32> = (0..n as u32).filter(|&i| !blank[i as usize]).collect();
-        pairs.extend(candidates(&fps, &members, k));
-    } else {
-        let tier_members: Vec<Vec<u32>> = (0..TIERS.len())
-            .map(|t| {
-                let lo = if t == 0 {
-                    0.0
-                } else {
-                    TIERS[t - 1].0 as f64 / TIER_OVERLAP
-                };
-                let hi = TIERS[t].0 as f64 * TIER_OVERLAP;
-                (0..n as u32)
-                    .filter(|&i| {
-                        let l = lens[i as usize] as f64;
-                        !blank[i as usize] && l > lo && l <= hi
-                    })
-                    .collect()
-            })
-            .collect();
-        // Texts that share a vocabulary can make a share of all pairs
-        // candidates (docs/QUALITY.md, "What the default costs"): say so
-        // before a search that may take hours.
-        if n > CANDIDATE_SAMPLE {
-            let expected: f64 = TIERS
-                .iter()
-                .zip(&tier_members)
-                .map(|(&(_, k, _), members)| estimated_candidates(&fps, members, k))
-                .sum();
-            if expected > 1e6 && expected > 50.0 * n as f64 {
-                spinner.suspend(|| {
-                    eprintln!(
-                        "simhashdb: dedup: warning: about {:.0} candidate pairs expected ({:.0} per \
-                         record; estimated from a sample): many of these texts' fingerprints lie \
-                         close together, and the search and check grow with the square of the \
-                         records. -d 3 keeps the exact check with far fewer candidates (and fewer \
-                         edited copies found); see docs/QUALITY.md, \"What the default costs\"",
-                        expected,
-                        expected / n as f64
-                    )
-                });
-            }
-        }
-        for (t, &(_, k, _)) in TIERS.iter().enumerate() {
-            let members = &tier_members[t];
-            pairs.extend(
-                candidates(&fps, members, k).into_iter().filter(|&(a, b)| {
-                    hamming(fps[a as usize], fps[b as usize]) <= pair_rule(a, b).0
-                }),
-            );
-        }
-        pairs.sort_unstable();
-        pairs.dedup();
-    }
+    drop(band_keys);
     spinner.finish_and_clear();
     summary.candidates = pairs.len() as u64;
 
     // ---- the exact check
-    let width = common.rule.map_or(DEFAULT_WIDTH, |r| r.width);
     let budget = args.verify_memory;
-    let mut similarity_of_pair: HashMap<(u32, u32), f64> = HashMap::new();
+    // The confirmed pairs and their similarity, sorted by pair.
+    let mut similarity_of_pair: Vec<((u32, u32), f64)> = Vec::new();
     let checker = verify::Checker {
         inputs: &inputs,
         hasher: &hasher,
@@ -624,32 +609,27 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
         n,
     };
     if verify && !pairs.is_empty() {
-        let floor = common
-            .rule
-            .map_or(TIERS.iter().map(|t| t.2).fold(1.0, f64::min), |r| {
-                r.threshold
-            });
-        let (js, passes) = verify::jaccards(&checker, &pairs, floor, "checking")?;
-        summary.verify_passes += passes;
-        let mut confirmed = Vec::new();
-        for (&(a, b), j) in pairs.iter().zip(js) {
-            if j >= pair_rule(a, b).1 {
-                confirmed.push((a, b));
-                similarity_of_pair.insert((a, b), j);
-            }
+        for pair in pairs.iter_mut() {
+            *pair = (pair.0.min(pair.1), pair.0.max(pair.1));
         }
-        pairs = confirmed;
+        let (js, passes) = verify::jaccards(&checker, &pairs, threshold, "checking")?;
+        summary.verify_passes += passes;
+        similarity_of_pair = pairs
+            .iter()
+            .zip(js)
+            .filter(|&(_, j)| j >= threshold)
+            .map(|(&pair, j)| (pair, j))
+            .collect();
+        similarity_of_pair.sort_unstable_by_key(|&(pair, _)| pair);
+        pairs = Vec::new();
+        summary.verified = similarity_of_pair.len() as u64;
+    } else {
+        summary.verified = pairs.len() as u64;
     }
-    summary.verified = pairs.len() as u64;
 
     // ---- groups and the record each keeps
     let (groups, kept_of_group, fate) = if verify {
-        direct(
-            n,
-            &pairs,
-            &similarity_of_pair,
-            &keep_order(n, &args.keep, &lens, &keys),
-        )
+        direct(n, &similarity_of_pair, &order)
     } else {
         let groups = components(n, &pairs);
         let mut fate = vec![Fate::Kept; n];
@@ -733,21 +713,25 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
         }
         if verify {
             let mut to_check = Vec::new();
+            let mut dropped = Vec::new();
             for (i, f) in fate.iter().enumerate() {
                 if let Fate::Duplicate { of } = *f {
                     let key = (of.min(i as u32), of.max(i as u32));
-                    match similarity_of_pair.get(&key) {
-                        Some(&j) => {
-                            sim_to_kept.insert(i as u32, j);
+                    match similarity_of_pair.binary_search_by_key(&key, |&(pair, _)| pair) {
+                        Ok(at) => {
+                            sim_to_kept.insert(i as u32, similarity_of_pair[at].1);
                         }
-                        None => to_check.push((of, i as u32)),
+                        Err(_) => {
+                            to_check.push(key);
+                            dropped.push(i as u32);
+                        }
                     }
                 }
             }
             if !to_check.is_empty() {
                 let (js, passes) = verify::jaccards(&checker, &to_check, 0.0, "similarity")?;
                 summary.verify_passes += passes;
-                for (&(_, i), j) in to_check.iter().zip(js) {
+                for (&i, j) in dropped.iter().zip(js) {
                     sim_to_kept.insert(i, j);
                 }
             }
@@ -827,15 +811,16 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
     let dropped = summary.dropped_in_dataset + summary.dropped_by_index;
     let mb = summary.text_bytes as f64 / 1e6;
     let rule = if verify {
-        match (common.distance, common.rule) {
-            (None, None) => "candidates at d <= 12/10/9 by length (< 200 / 1000 / more bytes), \
-                             kept if word 5-shingle Jaccard >= 0.8 with an earlier kept record"
-                .to_string(),
-            (d, r) => format!(
-                "candidates at d <= {}, kept if Jaccard of {width}-token shingles >= {}",
-                d.map_or("12/10/9".to_string(), |d| d.to_string()),
-                r.map_or("0.8".to_string(), |r| r.threshold.to_string())
+        let check = format!(
+            "kept if word {width}-shingle Jaccard >= {threshold} with an earlier kept record"
+        );
+        match (common.distance, bands) {
+            (Some(d), _) => format!("candidates at d <= {d}, {check}"),
+            (None, Some(b)) => format!(
+                "candidates sharing a MinHash band ({} bands of {} rows), {check}",
+                b.bands, b.rows
             ),
+            (None, None) => check,
         }
     } else {
         format!("plain simhash, d <= {}", common.distance.unwrap_or(3))
@@ -911,23 +896,52 @@ fn candidates(fps: &[u64], members: &[u32], k: u32) -> Vec<(u32, u32)> {
         .collect()
 }
 
-/// Records of a tier's sample in [`estimated_candidates`]: small enough that
-/// even a sample whose pairs are all candidates is quick to count (12.5 M
-/// pairs), large enough to see a share of one pair in 10,000.
-const CANDIDATE_SAMPLE: usize = 5_000;
-
-/// About how many pairs within `k` there are among `members`, from the pairs
-/// of an evenly spaced sample of [`CANDIDATE_SAMPLE`] of them scaled by the
-/// square of the sampling ratio (the exact count for fewer members).
-fn estimated_candidates(fps: &[u64], members: &[u32], k: u32) -> f64 {
-    if members.len() <= CANDIDATE_SAMPLE {
-        return candidates(fps, members, k).len() as f64;
+/// The default candidates: pairs of records that share a MinHash band key
+/// (`keys` holds `bands` keys per record, record by record), each pair once
+/// (made by the first band its records share), as (smaller, larger) record
+/// numbers, sorted. `order` is the keep order: among the
+/// records sharing a key, each is paired with the first [`BUCKET_WINDOW`] of
+/// them in that order (where the record it would be kept against most often
+/// is) and the [`BUCKET_WINDOW`] just before it. Blank records take no part.
+fn band_candidates(keys: &[u32], bands: usize, blank: &[bool], order: &[u32]) -> Vec<(u32, u32)> {
+    let n = blank.len();
+    let mut rank = vec![0u32; n];
+    for (r, &i) in order.iter().enumerate() {
+        rank[i as usize] = r as u32;
     }
-    let ratio = members.len() as f64 / CANDIDATE_SAMPLE as f64;
-    let sample: Vec<u32> = (0..CANDIDATE_SAMPLE)
-        .map(|i| members[(i as f64 * ratio) as usize])
+    let per_band: Vec<Vec<(u32, u32)>> = (0..bands)
+        .into_par_iter()
+        .map(|band| {
+            let mut entries: Vec<(u32, u32)> = (0..n)
+                .filter(|&i| !blank[i])
+                .map(|i| (keys[i * bands + band], rank[i]))
+                .collect();
+            entries.sort_unstable();
+            let mut pairs = Vec::new();
+            for run in entries.chunk_by(|a, b| a.0 == b.0) {
+                for (j, &(_, later)) in run.iter().enumerate().skip(1) {
+                    let first = j.min(BUCKET_WINDOW);
+                    let recent = j.saturating_sub(BUCKET_WINDOW).max(first);
+                    let y = order[later as usize] as usize;
+                    for &(_, earlier) in run[..first].iter().chain(&run[recent..j]) {
+                        let x = order[earlier as usize] as usize;
+                        // A pair is made by the first band its records
+                        // share, once: a cluster of copies shares all 20.
+                        let shared_before =
+                            (0..band).any(|b| keys[x * bands + b] == keys[y * bands + b]);
+                        if !shared_before {
+                            pairs.push((x.min(y) as u32, x.max(y) as u32));
+                        }
+                    }
+                }
+            }
+            pairs
+        })
         .collect();
-    candidates(fps, &sample, k).len() as f64 * ratio * ratio
+    let mut pairs: Vec<(u32, u32)> = per_band.into_iter().flatten().collect();
+    pairs.par_sort_unstable();
+    pairs.dedup();
+    pairs
 }
 
 /// `--keep newest`: numbers before strings, null (missing) oldest.
@@ -974,30 +988,38 @@ fn keep_order(n: usize, keep: &KeepRule, lens: &[u32], keys: &[Value]) -> Vec<u3
 #[allow(clippy::type_complexity)]
 fn direct(
     n: usize,
-    pairs: &[(u32, u32)],
-    similarity: &HashMap<(u32, u32), f64>,
+    similarity_of_pair: &[((u32, u32), f64)],
     order: &[u32],
 ) -> (Vec<Vec<u32>>, Vec<u32>, Vec<Fate>) {
     let mut rank = vec![0u32; n];
     for (r, &i) in order.iter().enumerate() {
         rank[i as usize] = r as u32;
     }
-    let mut adj: Vec<Vec<u32>> = vec![Vec::new(); n];
-    for &(a, b) in pairs {
-        adj[a as usize].push(b);
-        adj[b as usize].push(a);
+    // Each record's pairs, as (other record, similarity), in one array.
+    let mut start = vec![0u32; n + 1];
+    for &((a, b), _) in similarity_of_pair {
+        start[a as usize + 1] += 1;
+        start[b as usize + 1] += 1;
     }
+    for r in 0..n {
+        start[r + 1] += start[r];
+    }
+    let mut fill = start.clone();
+    let mut adj = vec![(0u32, 0.0f64); start[n] as usize];
+    for &((a, b), s) in similarity_of_pair {
+        for (x, y) in [(a, b), (b, a)] {
+            adj[fill[x as usize] as usize] = (y, s);
+            fill[x as usize] += 1;
+        }
+    }
+    drop(fill);
     let mut fate = vec![Fate::Kept; n];
     for &i in order {
         let mut best: Option<(f64, u32)> = None;
-        for &j in &adj[i as usize] {
+        for &(j, s) in &adj[start[i as usize] as usize..start[i as usize + 1] as usize] {
             if rank[j as usize] >= rank[i as usize] || fate[j as usize] != Fate::Kept {
                 continue;
             }
-            let s = similarity
-                .get(&(i.min(j), i.max(j)))
-                .copied()
-                .unwrap_or(0.0);
             let better = match best {
                 None => true,
                 Some((bs, bj)) => s > bs || (s == bs && rank[j as usize] < rank[bj as usize]),
@@ -1211,45 +1233,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn candidate_estimates_scale_a_sample_and_are_exact_when_small() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
-        // Random fingerprints: (almost) no pair within 3 bits.
-        let random: Vec<u64> = (0..50_000).map(|_| next()).collect();
-        let all: Vec<u32> = (0..50_000).collect();
-        assert!(estimated_candidates(&random, &all, 3) < 1_000.0);
-        // About 5,000 of 50,000 (at random positions) within 2 bits of one
-        // value: all their pairs are within 4; the sample holds about 500.
-        let base = next();
-        let mut clustered = 0u64;
-        let close: Vec<u64> = (0..50_000u64)
-            .map(|i| {
-                let r = next();
-                if r % 10 == 0 {
-                    clustered += 1;
-                    base ^ (1 << (i % 64)) ^ (1 << (r >> 58))
-                } else {
-                    r
-                }
-            })
-            .collect();
-        let expected = (clustered * (clustered - 1) / 2) as f64;
-        let estimate = estimated_candidates(&close, &all, 4);
-        assert!(
-            (estimate - expected).abs() / expected < 0.25,
-            "{estimate} against {expected}"
+    fn band_candidates_pair_shared_keys_once_and_bound_huge_buckets() {
+        // Two bands; records 0, 2 and 4 share band 0's key, 1 and 4 band 1's,
+        // 3 is blank and shares everything.
+        let keys = [7, 1, 8, 2, 7, 3, 7, 1, 7, 1];
+        let blank = [false, false, false, true, false];
+        let order: Vec<u32> = (0..5).collect();
+        assert_eq!(
+            band_candidates(&keys, 2, &blank, &order),
+            vec![(0, 2), (0, 4), (2, 4)]
         );
-        // Small sets are counted exactly.
-        let few: Vec<u32> = (0..100).collect();
-        let pairs = candidates(&close, &few, 4).len() as f64;
-        assert_eq!(estimated_candidates(&close, &few, 4), pairs);
-        let same = vec![base; 100];
-        assert_eq!(estimated_candidates(&same, &few, 0), 100.0 * 99.0 / 2.0);
+        // One key shared by many records: each is paired with the first
+        // BUCKET_WINDOW in keep order and the BUCKET_WINDOW before it.
+        let n = 1000usize;
+        let keys = vec![5u32; n];
+        let blank = vec![false; n];
+        let order: Vec<u32> = (0..n as u32).rev().collect();
+        let pairs = band_candidates(&keys, 1, &blank, &order);
+        let w = BUCKET_WINDOW;
+        let expected: usize = (1..n).map(|j| j.min(w) + (j - j.min(w)).min(w)).sum();
+        assert_eq!(pairs.len(), expected);
+        assert!(pairs.len() <= 2 * w * n);
+        // The first record in keep order (the last by number) meets everyone.
+        let last = (n - 1) as u32;
+        assert_eq!(pairs.iter().filter(|p| p.1 == last).count(), n - 1);
+        assert!(pairs.windows(2).all(|p| p[0] < p[1]));
+        assert!(pairs.iter().all(|&(a, b)| a < b));
     }
 
     #[test]
@@ -1257,15 +1266,6 @@ mod tests {
         let groups = components(6, &[(0, 3), (3, 5), (1, 2)]);
         assert_eq!(groups, vec![vec![0, 3, 5], vec![1, 2]]);
         assert!(components(3, &[]).is_empty());
-    }
-
-    #[test]
-    fn tiers_grow_with_length() {
-        assert_eq!(tier_of(199), 0);
-        assert_eq!(tier_of(200), 1);
-        assert_eq!(tier_of(999), 1);
-        assert_eq!(tier_of(1000), 2);
-        assert_eq!(tier_of(50_000), 2);
     }
 
     #[test]

@@ -36,7 +36,8 @@ pub struct Checker<'a> {
 }
 
 /// The Jaccard similarity of the `width`-token shingle sets of each pair's
-/// two texts (pairs of global record numbers below `n`, in any order), and
+/// two texts (pairs of global record numbers below `n`, each as (smaller,
+/// larger)), and
 /// how many passes over the inputs it took. A pair whose Jaccard cannot
 /// reach `floor` (its sets' sizes alone bound it below) gets the size bound
 /// instead of the exact value, which is also below `floor`.
@@ -53,7 +54,10 @@ pub fn jaccards(
         budget,
         n,
     } = *checker;
-    let pairs: Vec<(u32, u32)> = pairs.iter().map(|&(a, b)| (a.min(b), a.max(b))).collect();
+    debug_assert!(
+        pairs.iter().all(|&(a, b)| a <= b),
+        "pairs come as (smaller, larger)"
+    );
     let mut result = vec![f64::NAN; pairs.len()];
     for (p, &(i, j)) in pairs.iter().enumerate() {
         if i == j {
