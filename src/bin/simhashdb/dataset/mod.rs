@@ -548,8 +548,11 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
                             chunk.push(rec.text.into_owned());
                             total += 1;
                             if chunk.len() >= 8192 || chunk_bytes >= 32 << 20 {
-                                // The receiver only stops early on a panic.
-                                let _ = tx.send(std::mem::take(&mut chunk));
+                                // The receiver only stops early when it
+                                // panics: stop reading then too.
+                                if tx.send(std::mem::take(&mut chunk)).is_err() {
+                                    return Err(CliError::Failure("fingerprinting stopped".into()));
+                                }
                                 chunk_bytes = 0;
                                 read_inputs.tick(&bar, total);
                             }
