@@ -900,51 +900,71 @@ fn candidates(fps: &[u64], members: &[u32], k: u32) -> Vec<(u32, u32)> {
 }
 
 /// The default candidates: pairs of records that share a MinHash band key
-/// (`keys` holds `bands` keys per record, record by record), each pair once
-/// (made by the first band its records share), as (smaller, larger) record
-/// numbers, sorted. `order` is the keep order: among the
-/// records sharing a key, each is paired with the first [`BUCKET_WINDOW`] of
-/// them in that order (where the record it would be kept against most often
-/// is) and the [`BUCKET_WINDOW`] just before it. Blank records take no part.
+/// (`keys` holds `bands` keys per record, record by record), each pair once,
+/// as (smaller, larger) record numbers, sorted. `order` is the keep order:
+/// among the records sharing a key, each is paired with the first
+/// [`BUCKET_WINDOW`] of them in that order (where the record it would be
+/// kept against most often is) and the [`BUCKET_WINDOW`] just before it.
+/// Blank records take no part. The bands are taken one after another and
+/// each band's pairs merged into the pairs so far, so a cluster of copies,
+/// which shares every band, is held once and one band's worth more.
 fn band_candidates(keys: &[u32], bands: usize, blank: &[bool], order: &[u32]) -> Vec<(u32, u32)> {
     let n = blank.len();
     let mut rank = vec![0u32; n];
     for (r, &i) in order.iter().enumerate() {
         rank[i as usize] = r as u32;
     }
-    let per_band: Vec<Vec<(u32, u32)>> = (0..bands)
-        .into_par_iter()
-        .map(|band| {
-            let mut entries: Vec<(u32, u32)> = (0..n)
-                .filter(|&i| !blank[i])
-                .map(|i| (keys[i * bands + band], rank[i]))
-                .collect();
-            entries.sort_unstable();
-            let mut pairs = Vec::new();
-            for run in entries.chunk_by(|a, b| a.0 == b.0) {
-                for (j, &(_, later)) in run.iter().enumerate().skip(1) {
-                    let first = j.min(BUCKET_WINDOW);
-                    let recent = j.saturating_sub(BUCKET_WINDOW).max(first);
-                    let y = order[later as usize] as usize;
-                    for &(_, earlier) in run[..first].iter().chain(&run[recent..j]) {
-                        let x = order[earlier as usize] as usize;
-                        // A pair is made by the first band its records
-                        // share, once: a cluster of copies shares all 20.
-                        let shared_before =
-                            (0..band).any(|b| keys[x * bands + b] == keys[y * bands + b]);
-                        if !shared_before {
-                            pairs.push((x.min(y) as u32, x.max(y) as u32));
-                        }
-                    }
+    let mut pairs: Vec<(u32, u32)> = Vec::new();
+    for band in 0..bands {
+        let mut entries: Vec<(u32, u32)> = (0..n)
+            .filter(|&i| !blank[i])
+            .map(|i| (keys[i * bands + band], rank[i]))
+            .collect();
+        entries.par_sort_unstable();
+        let mut band_pairs = Vec::new();
+        for run in entries.chunk_by(|a, b| a.0 == b.0) {
+            for (j, &(_, later)) in run.iter().enumerate().skip(1) {
+                let first = j.min(BUCKET_WINDOW);
+                let recent = j.saturating_sub(BUCKET_WINDOW).max(first);
+                let y = order[later as usize];
+                for &(_, earlier) in run[..first].iter().chain(&run[recent..j]) {
+                    let x = order[earlier as usize];
+                    band_pairs.push((x.min(y), x.max(y)));
                 }
             }
-            pairs
-        })
-        .collect();
-    let mut pairs: Vec<(u32, u32)> = per_band.into_iter().flatten().collect();
-    pairs.par_sort_unstable();
-    pairs.dedup();
+        }
+        drop(entries);
+        band_pairs.par_sort_unstable();
+        band_pairs.dedup();
+        pairs = merge_unique(&pairs, &band_pairs);
+    }
     pairs
+}
+
+/// The sorted union of two sorted lists without repeats.
+fn merge_unique(a: &[(u32, u32)], b: &[(u32, u32)]) -> Vec<(u32, u32)> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => {
+                out.push(a[i]);
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => {
+                out.push(b[j]);
+                j += 1;
+            }
+            std::cmp::Ordering::Equal => {
+                out.push(a[i]);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+    out
 }
 
 /// `--keep newest`: numbers before strings, null (missing) oldest.
@@ -1262,6 +1282,24 @@ mod tests {
         assert_eq!(pairs.iter().filter(|p| p.1 == last).count(), n - 1);
         assert!(pairs.windows(2).all(|p| p[0] < p[1]));
         assert!(pairs.iter().all(|&(a, b)| a < b));
+        // Band 0: one key shared by all; band 1: records 100 and 500 alone
+        // share a key. Their pair lies outside band 0's windows and must
+        // still come from band 1.
+        let mut keys = vec![0u32; 2 * n];
+        for i in 0..n {
+            keys[2 * i] = 5;
+            keys[2 * i + 1] = 10_000 + i as u32;
+        }
+        keys[2 * 500 + 1] = keys[2 * 100 + 1];
+        let order: Vec<u32> = (0..n as u32).collect();
+        let pairs = band_candidates(&keys, 2, &blank, &order);
+        assert!(pairs.binary_search(&(100, 500)).is_ok());
+        assert!(pairs.binary_search(&(101, 500)).is_err());
+        assert_eq!(pairs.len(), expected + 1);
+        assert_eq!(
+            merge_unique(&[(1, 2), (3, 4)], &[(0, 9), (3, 4), (5, 0)]),
+            vec![(0, 9), (1, 2), (3, 4), (5, 0)]
+        );
     }
 
     #[test]
