@@ -22,7 +22,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::fingerprint::{Simhasher, fmix64, fnv1a64};
+use crate::fingerprint::{FeatureHash, Simhasher, fmix64};
 
 /// The distinct shingles of a text (runs of `width` consecutive tokens), as
 /// sorted 64-bit hashes. A text with fewer than `width` tokens has one
@@ -60,7 +60,7 @@ impl ShingleSet {
         text: &str,
         width: usize,
     ) -> (Option<u64>, ShingleSet) {
-        let (fp, token_hashes) = hasher.fingerprint_and_token_hashes(text, token_hash);
+        let (fp, token_hashes) = hasher.fingerprint_and_token_hashes(text);
         (fp, ShingleSet::from_token_hashes(token_hashes, width))
     }
 
@@ -121,11 +121,13 @@ impl ShingleSet {
     }
 }
 
-/// Order-sensitive hash of a run of token hashes.
+/// A token's hash: `fnv1a64-fmix64`, the default feature hash, which
+/// [`Simhasher`] uses for the tokens of [`ShingleSet::with_fingerprint`] too.
 fn token_hash(token: &str) -> u64 {
-    fmix64(fnv1a64(token.as_bytes()))
+    FeatureHash::Fnv1a64Fmix64.hash(token.as_bytes())
 }
 
+/// Order-sensitive hash of a run of token hashes.
 fn combine(run: &[u64]) -> u64 {
     run.iter().fold(0x9e37_79b9_7f4a_7c15u64, |acc, &h| {
         fmix64(acc.rotate_left(23) ^ h)

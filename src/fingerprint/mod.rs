@@ -487,23 +487,19 @@ impl Simhasher {
         out
     }
 
-    /// [`fingerprint_checked`](Self::fingerprint_checked) of `text`, and
-    /// `token_hash` of each of its [`tokens`](Self::tokens), in order. When
-    /// the features are the tokens themselves hashed that way (one-token
-    /// shingles, term frequency, no IDF table, `fnv1a64-fmix64`, a word or
-    /// letter tokenizer: the default), the text is tokenized once for both.
-    pub(crate) fn fingerprint_and_token_hashes(
-        &self,
-        text: &str,
-        token_hash: fn(&str) -> u64,
-    ) -> (Option<u64>, Vec<u64>) {
+    /// [`fingerprint_checked`](Self::fingerprint_checked) of `text`, and the
+    /// `fnv1a64-fmix64` hash of each of its [`tokens`](Self::tokens), in
+    /// order. When those hashes are the features (one-token shingles, term
+    /// frequency, no IDF table, `fnv1a64-fmix64`, a word or letter
+    /// tokenizer: the default), the text is tokenized once for both.
+    pub(crate) fn fingerprint_and_token_hashes(&self, text: &str) -> (Option<u64>, Vec<u64>) {
+        let token_hash = |t: &str| FeatureHash::Fnv1a64Fmix64.hash(t.as_bytes());
         let mut hashes = Vec::new();
         let tokens_are_features = self.idf.is_none()
             && self.weighting == Weighting::TermFrequency
             && self.shingle <= 1
             && self.hash == FeatureHash::Fnv1a64Fmix64
-            && !matches!(self.tokenizer, Tokenizer::CharNgrams(_))
-            && token_hash("simhashdb") == self.hash.hash(b"simhashdb");
+            && !matches!(self.tokenizer, Tokenizer::CharNgrams(_));
         if tokens_are_features {
             let mut vote = CountVote::new();
             self.for_each_token(text, &mut |t| {
