@@ -1,6 +1,8 @@
 //! [`TableReader`] and its [`Range`] iterator: a table opened, its block
 //! index searched, its blocks decoded on demand.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use crate::format::bytes::{check_crc, to_u64, to_usize, u32_at, u64_at};
 use crate::format::{FormatError, FormatErrorKind};
 
@@ -9,20 +11,81 @@ use super::{
     CHUNK, CRC_LEN, FILE, FOOTER_LEN, INDEX_ENTRY_LEN, MAX_BLOCK_LEN, MIN_BLOCK_LEN_BYTES,
 };
 
-/// A table section: checked cheaply when opened, each block checked when read.
+/// A table section: checked cheaply when opened, each block checked when read
+/// (once per [`CheckedBlocks`] if it is given one).
 ///
 /// It borrows the bytes (usually part of a memory-mapped segment) and is
 /// `Copy`, so iterators carry their own.
 #[derive(Debug, Clone, Copy)]
 pub struct TableReader<'a> {
     bytes: &'a [u8],
-    /// Offset of `bytes` in its file, for error offsets.
+    layout: TableLayout,
+    /// Blocks whose CRC a reader of the same bytes has checked already.
+    checked: Option<&'a CheckedBlocks>,
+}
+
+/// Where a table section lies in its file and what its footer says, once
+/// the footer is checked: what [`TableReader::reopen`] needs to read the
+/// table again without checking its footer again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableLayout {
+    /// Offset of the section in its file.
     base: u64,
+    /// Length of the section.
+    len: usize,
     key_count: u64,
     block_len: u32,
     block_count: usize,
     index_offset: usize,
     index_crc: u32,
+}
+
+/// The blocks of one table whose CRC has been checked: one bit per block,
+/// set by any thread that checked it, so that a block is checked the first
+/// time it is read rather than every time. It describes bytes that do not
+/// change (a mapped segment file, written once); a reader given it skips the
+/// CRC of a block marked here and still checks everything else.
+#[derive(Debug)]
+pub struct CheckedBlocks {
+    bits: Box<[AtomicU64]>,
+}
+
+impl CheckedBlocks {
+    /// No block checked, for a table of `block_count` blocks.
+    pub fn new(block_count: usize) -> CheckedBlocks {
+        CheckedBlocks {
+            bits: (0..block_count.div_ceil(64))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+        }
+    }
+
+    /// The number of blocks it can hold.
+    pub fn capacity(&self) -> usize {
+        self.bits.len() * 64
+    }
+
+    #[inline]
+    fn contains(&self, block: usize) -> bool {
+        self.bits
+            .get(block / 64)
+            .is_some_and(|w| w.load(Ordering::Relaxed) & (1 << (block % 64)) != 0)
+    }
+
+    #[inline]
+    fn insert(&self, block: usize) {
+        if let Some(w) = self.bits.get(block / 64) {
+            w.fetch_or(1 << (block % 64), Ordering::Relaxed);
+        }
+    }
+
+    /// The number of blocks marked checked.
+    pub fn count(&self) -> usize {
+        self.bits
+            .iter()
+            .map(|w| w.load(Ordering::Relaxed).count_ones() as usize)
+            .sum()
+    }
 }
 
 impl<'a> TableReader<'a> {
@@ -88,33 +151,76 @@ impl<'a> TableReader<'a> {
         };
         Ok(TableReader {
             bytes,
-            base,
-            key_count,
-            block_len,
-            block_count,
-            index_offset,
-            index_crc,
+            layout: TableLayout {
+                base,
+                len: bytes.len(),
+                key_count,
+                block_len,
+                block_count,
+                index_offset,
+                index_crc,
+            },
+            checked: None,
         })
+    }
+
+    /// Where the table lies and what its checked footer says, to
+    /// [`reopen`](Self::reopen) it later.
+    pub fn layout(&self) -> TableLayout {
+        self.layout
+    }
+
+    /// The table `layout` describes, read from `file` (the whole file it
+    /// was opened from, unchanged since) without checking its footer again:
+    /// O(1). `None` if `file` is too short to hold it.
+    pub fn reopen(file: &'a [u8], layout: &TableLayout) -> Option<Self> {
+        let start = to_usize(layout.base)?;
+        let bytes = file.get(start..start.checked_add(layout.len)?)?;
+        Some(TableReader {
+            bytes,
+            layout: *layout,
+            checked: None,
+        })
+    }
+
+    /// The same table, skipping the CRC of every block `checked` marks and
+    /// marking each block whose CRC it checks. `checked` must have been made
+    /// for this table's bytes ([`CheckedBlocks::new`] with at least
+    /// [`block_count`](Self::block_count) blocks; a smaller one is ignored).
+    pub fn with_checked(self, checked: &'a CheckedBlocks) -> Self {
+        TableReader {
+            checked: (checked.capacity() >= self.layout.block_count).then_some(checked),
+            ..self
+        }
+    }
+
+    /// The same table, checking every block's CRC whatever a
+    /// [`CheckedBlocks`] says (what [`verify`](Self::verify) reads).
+    pub fn without_checked(self) -> Self {
+        TableReader {
+            checked: None,
+            ..self
+        }
     }
 
     /// Number of keys.
     pub fn len(&self) -> u64 {
-        self.key_count
+        self.layout.key_count
     }
 
     /// Whether the table holds no key.
     pub fn is_empty(&self) -> bool {
-        self.key_count == 0
+        self.layout.key_count == 0
     }
 
     /// Keys per block (the last block may hold fewer).
     pub fn block_len(&self) -> u32 {
-        self.block_len
+        self.layout.block_len
     }
 
     /// Number of blocks.
     pub fn block_count(&self) -> usize {
-        self.block_count
+        self.layout.block_count
     }
 
     /// Size of the section in bytes.
@@ -125,11 +231,13 @@ impl<'a> TableReader<'a> {
     /// Where the block index and footer lie in the file: what every
     /// search reads first.
     pub fn index_range(&self) -> std::ops::Range<u64> {
-        self.base + to_u64(self.index_offset)..self.base + to_u64(self.bytes.len())
+        self.layout.base + to_u64(self.layout.index_offset)
+            ..self.layout.base + to_u64(self.bytes.len())
     }
 
     fn entry_offset(&self, block: usize) -> usize {
-        self.index_offset
+        self.layout
+            .index_offset
             .saturating_add(block.saturating_mul(INDEX_ENTRY_LEN))
     }
 
@@ -144,24 +252,25 @@ impl<'a> TableReader<'a> {
     }
 
     pub(super) fn malformed(&self, at: usize, what: &'static str) -> FormatError {
-        FormatError::malformed(FILE, self.base + to_u64(at), what)
+        FormatError::malformed(FILE, self.layout.base + to_u64(at), what)
     }
 
-    /// Opens `block`: checks its bounds, its CRC, and that its first key is
-    /// the one the index holds.
+    /// Opens `block`: checks its bounds, its CRC (unless the reader's
+    /// [`CheckedBlocks`] marks it), and that its first key is the one the
+    /// index holds.
     fn block(&self, block: usize) -> Result<BlockCursor<'a>, FormatError> {
         let entry_at = self.entry_offset(block);
         let (indexed_first, start) = self.index_entry(block)?;
-        let end = if block + 1 < self.block_count {
+        let end = if block + 1 < self.layout.block_count {
             self.index_entry(block + 1)?.1
         } else {
-            to_u64(self.index_offset)
+            to_u64(self.layout.index_offset)
         };
         let bounds = (to_usize(start), to_usize(end));
         let (Some(start), Some(end)) = bounds else {
             return Err(self.malformed(entry_at, "a block offset is out of bounds"));
         };
-        if end > self.index_offset || end < start.saturating_add(MIN_BLOCK_LEN_BYTES) {
+        if end > self.layout.index_offset || end < start.saturating_add(MIN_BLOCK_LEN_BYTES) {
             return Err(self.malformed(
                 entry_at,
                 "the block index's offsets are out of order or out of bounds",
@@ -171,8 +280,14 @@ impl<'a> TableReader<'a> {
         let (body, stored) = block_bytes
             .split_at_checked(end - start - CRC_LEN)
             .unwrap_or_default();
-        let stored = u32_at(stored, 0).unwrap_or_default();
-        check_crc(FILE, self.base + to_u64(start), body, stored)?;
+        let known = self.checked.is_some_and(|c| c.contains(block));
+        if !known {
+            let stored = u32_at(stored, 0).unwrap_or_default();
+            check_crc(FILE, self.layout.base + to_u64(start), body, stored)?;
+            if let Some(checked) = self.checked {
+                checked.insert(block);
+            }
+        }
         let first = u64_at(body, 0).unwrap_or_default();
         if first != indexed_first {
             return Err(self.malformed(
@@ -181,9 +296,9 @@ impl<'a> TableReader<'a> {
             ));
         }
         // block < block_count, so block * block_len < key_count.
-        let before = to_u64(block) * u64::from(self.block_len);
-        let count = (self.key_count - before).min(u64::from(self.block_len));
-        BlockCursor::new(body, count as usize, self.base + to_u64(start))
+        let before = to_u64(block) * u64::from(self.layout.block_len);
+        let count = (self.layout.key_count - before).min(u64::from(self.layout.block_len));
+        BlockCursor::new(body, count as usize, self.layout.base + to_u64(start))
     }
 
     /// Where a search for `key` looks first: `Ok(Ok(b))` when the answer is
@@ -195,7 +310,7 @@ impl<'a> TableReader<'a> {
     /// between the first and last block's first keys.
     #[inline]
     fn guess(&self, key: u64) -> Result<Result<usize, usize>, FormatError> {
-        let n = self.block_count;
+        let n = self.layout.block_count;
         if n <= 1 {
             return Ok(Ok(0));
         }
@@ -225,7 +340,7 @@ impl<'a> TableReader<'a> {
             Ok(block) => return Ok(block),
             Err(guess) => guess,
         };
-        let last = self.block_count - 1;
+        let last = self.layout.block_count - 1;
         // Invariant: entry(lo) <= key < entry(hi), lo < hi.
         let (mut lo, mut hi);
         let mut step = 1;
@@ -276,25 +391,29 @@ impl<'a> TableReader<'a> {
         let Ok(Err(guess)) = self.guess(key) else {
             return None;
         };
-        let at = self.base + to_u64(self.entry_offset(guess));
+        let at = self.layout.base + to_u64(self.entry_offset(guess));
         Some(at..at + to_u64(INDEX_ENTRY_LEN))
     }
 
     /// Where the block a search for `key` starts in lies in the table's
     /// bytes; `None` for an empty table or a damaged index.
     fn block_bytes(&self, key: u64) -> Option<std::ops::Range<usize>> {
-        if self.block_count == 0 {
+        if self.layout.block_count == 0 {
             return None;
         }
-        let block = self.find_block(key).ok()?;
+        self.block_range(self.find_block(key).ok()?)
+    }
+
+    /// Where `block` lies in the table's bytes; `None` for a damaged index.
+    fn block_range(&self, block: usize) -> Option<std::ops::Range<usize>> {
         let (_, start) = self.index_entry(block).ok()?;
-        let end = if block + 1 < self.block_count {
+        let end = if block + 1 < self.layout.block_count {
             self.index_entry(block + 1).ok()?.1
         } else {
-            to_u64(self.index_offset)
+            to_u64(self.layout.index_offset)
         };
         let (start, end) = (to_usize(start)?, to_usize(end)?);
-        (start < end && end <= self.index_offset).then_some(start..end)
+        (start < end && end <= self.layout.index_offset).then_some(start..end)
     }
 
     /// Where the block a search for `key` starts in lies in the file (this
@@ -302,7 +421,7 @@ impl<'a> TableReader<'a> {
     /// `None` for an empty table or a damaged index.
     pub fn block_span(&self, key: u64) -> Option<std::ops::Range<u64>> {
         let bytes = self.block_bytes(key)?;
-        Some(self.base + to_u64(bytes.start)..self.base + to_u64(bytes.end))
+        Some(self.layout.base + to_u64(bytes.start)..self.layout.base + to_u64(bytes.end))
     }
 
     /// Loads the bytes of the block a search for `key` starts in, after
@@ -310,11 +429,19 @@ impl<'a> TableReader<'a> {
     /// to the search.
     #[inline]
     pub fn warm_block(&self, key: u64) {
-        if let Some(bytes) = self.block_bytes(key) {
-            // Its first line and its last (its CRC, which is read first); the
-            // processor's own prefetching follows the lines between.
+        if self.layout.block_count == 0 {
+            return;
+        }
+        let Ok(block) = self.find_block(key) else {
+            return;
+        };
+        if let Some(bytes) = self.block_range(block) {
             touch(self.bytes, bytes.start);
-            touch(self.bytes, bytes.end - 1);
+            // Its last line too (its CRC) if the search checks it: the
+            // processor's own prefetching follows the lines between.
+            if !self.checked.is_some_and(|c| c.contains(block)) {
+                touch(self.bytes, bytes.end - 1);
+            }
         }
     }
 
@@ -323,7 +450,7 @@ impl<'a> TableReader<'a> {
     ///
     /// Yields an error (and then stops) when a block it reads is damaged.
     pub fn range(&self, lo: u64, hi: u64) -> Range<'a> {
-        let state = if lo > hi || self.key_count == 0 {
+        let state = if lo > hi || self.layout.key_count == 0 {
             RangeState::Done
         } else {
             RangeState::Search
@@ -342,26 +469,26 @@ impl<'a> TableReader<'a> {
         let footer_at = self.bytes.len().saturating_sub(FOOTER_LEN);
         let index = self
             .bytes
-            .get(self.index_offset..footer_at)
+            .get(self.layout.index_offset..footer_at)
             .unwrap_or_default();
         check_crc(
             FILE,
-            self.base + to_u64(self.index_offset),
+            self.layout.base + to_u64(self.layout.index_offset),
             index,
-            self.index_crc,
+            self.layout.index_crc,
         )?;
-        if self.block_count > 0 && self.index_entry(0)?.1 != 0 {
+        if self.layout.block_count > 0 && self.index_entry(0)?.1 != 0 {
             return Err(self.malformed(
-                self.index_offset,
+                self.layout.index_offset,
                 "the first block does not start the table",
             ));
         }
         let mut count = 0u64;
-        for key in self.iter() {
+        for key in self.without_checked().iter() {
             key?;
             count += 1;
         }
-        if count != self.key_count {
+        if count != self.layout.key_count {
             return Err(self.malformed(
                 footer_at,
                 "the table's blocks hold a different number of keys than its footer",
@@ -445,7 +572,7 @@ impl<'a> Range<'a> {
             let cursor = match &mut self.cursor {
                 Some(cursor) => cursor,
                 None => {
-                    if self.next_block >= self.table.block_count {
+                    if self.next_block >= self.table.layout.block_count {
                         self.state = RangeState::Done;
                         return Ok(false);
                     }
