@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::{Error, Result};
 use crate::format::{
-    CheckedBlocks, DEFAULT_BLOCK_LEN, DocEntry, DocMapReader, FileKind, Ranges, SegmentInfo,
-    SegmentMeta, SegmentReader, SegmentWriter, TableLayout, TableReader, Tombstone,
+    DEFAULT_BLOCK_LEN, DocEntry, DocMapReader, FileKind, Ranges, SegmentInfo, SegmentMeta,
+    SegmentReader, SegmentWriter, TableLayout, TableReader, Tombstone,
 };
 use crate::plan::Plan;
 use crate::search::{self, SortedTables};
@@ -49,11 +49,6 @@ pub(super) struct Segment {
     /// a query reopens its tables from these without checking their
     /// footers again.
     layouts: Vec<TableLayout>,
-    /// Per table, the blocks whose CRC a query has checked: while the
-    /// segment is expected in memory, each block is checked the first time
-    /// a query reads it, not every time (docs/ARCHITECTURE.md, "Each block
-    /// is checked once").
-    checked: Vec<CheckedBlocks>,
     /// The tables' mapping (also inside `tables`), for prefaulting.
     pub(super) tables_map: Mapped,
     pub(super) docs: DocMapReader<Mapped>,
@@ -310,13 +305,10 @@ impl Segment {
             .ok()
             .filter(|plan| plan.k() == k && plan.tables().len() == tables.table_count())
             .ok_or_else(|| mismatch(&seg_path, "the plan"))?;
-        let mut layouts = Vec::with_capacity(tables.table_count());
-        let mut checked = Vec::with_capacity(tables.table_count());
-        for t in 0..tables.table_count() {
-            let table = tables.table(t).map_err(|e| corrupted(&seg_path, &e))?;
-            layouts.push(table.layout());
-            checked.push(CheckedBlocks::new(table.block_count()));
-        }
+        let layouts = (0..tables.table_count())
+            .map(|t| tables.table(t).map(|table| table.layout()))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| corrupted(&seg_path, &e))?;
         Ok(Segment {
             meta,
             seg_path,
@@ -324,7 +316,6 @@ impl Segment {
             plan,
             tables,
             layouts,
-            checked,
             in_memory: AtomicBool::new(true),
             tables_map,
             docs,
@@ -520,14 +511,9 @@ impl SortedTables for Segment {
             .layouts
             .get(t)
             .and_then(|layout| TableReader::reopen(self.tables.as_bytes(), layout));
-        let reader = match (reopened, self.checked.get(t)) {
-            // A segment out of memory has its pages read from the disk
-            // again and again: each read is checked.
-            (Some(reader), Some(checked)) if self.in_memory.load(Ordering::Relaxed) => {
-                reader.with_checked(checked)
-            }
-            (Some(reader), _) => reader,
-            _ => self
+        let reader = match reopened {
+            Some(reader) => reader,
+            None => self
                 .tables
                 .table(t)
                 .map_err(|e| corrupted(&self.seg_path, &e))?,

@@ -5,9 +5,8 @@
 //! and every following key as a Rice-coded gap, with a Rice parameter chosen
 //! per block. A block index (first key and offset of every block) lets a
 //! reader find the one block where a range starts. Every block
-//! carries its own CRC32, checked before the block is decoded (once per
-//! process with a [`CheckedBlocks`], whose owner vouches that the bytes do
-//! not change), so a query never returns keys from a damaged block.
+//! carries its own CRC32, checked whenever the block is decoded, so a query
+//! never returns keys from a damaged block.
 //!
 //! See docs/FORMAT.md#table-section for the layout and the reasons.
 
@@ -18,7 +17,7 @@ mod reader;
 mod rice;
 mod writer;
 
-pub use reader::{CheckedBlocks, Range, TableLayout, TableReader};
+pub use reader::{Range, TableLayout, TableReader};
 pub use writer::TableWriter;
 
 /// Keys per block unless a writer is told otherwise.
@@ -337,58 +336,31 @@ mod tests {
         assert!(errors > 1000 && accepted > 100, "{errors} {accepted}");
     }
 
-    /// A reader given a [`CheckedBlocks`] checks each block's CRC the
-    /// first time it reads it and marks it; a marked block's CRC is not
-    /// read again (a stored CRC damaged after the mark goes unnoticed), and
-    /// `verify` and readers without it check every block.
+    /// A table reopened from its layout reads as the table opened with
+    /// its footer checked, from the file it lies in; a file too short for
+    /// the layout is refused.
     #[test]
-    fn checked_blocks_are_checked_once() {
+    fn a_reopened_table_reads_as_the_opened_one() {
         let keys = xorshift(1000, 5);
-        let clean = encode(&keys, 128);
-        let t = TableReader::new(&clean).unwrap();
-        let checked = CheckedBlocks::new(t.block_count());
-        assert_eq!(checked.count(), 0);
-        let with = t.with_checked(&checked);
-        // The first key of block 2 and the next: one block read.
-        let (lo, hi) = (keys[256], keys[257]);
-        let got: Vec<u64> = with.range(lo, hi).map(Result::unwrap).collect();
-        assert_eq!(got, [lo, hi]);
-        assert_eq!(checked.count(), 1);
-        assert_eq!(with.iter().count(), keys.len());
-        assert_eq!(checked.count(), t.block_count());
-        // Damage block 2's stored CRC (the 4 bytes before block 3).
-        let layout = t.layout();
-        let block3 = (t.index_range().start as usize) + 3 * INDEX_ENTRY_LEN + 8;
-        let block3 = u64_at(&clean, block3).unwrap() as usize;
-        let mut bytes = clean.clone();
-        bytes[block3 - 1] ^= 1;
-        let damaged = TableReader::reopen(&bytes, &layout).unwrap();
-        let marked: Vec<u64> = damaged
-            .with_checked(&checked)
-            .range(lo, hi)
-            .map(Result::unwrap)
-            .collect();
-        assert_eq!(marked, [lo, hi]);
-        assert!(damaged.range(lo, hi).any(|k| k.is_err()));
-        let fresh = CheckedBlocks::new(t.block_count());
-        assert!(
-            damaged
-                .with_checked(&fresh)
-                .range(lo, hi)
-                .any(|k| k.is_err())
-        );
-        assert_eq!(fresh.count(), 0, "a block that failed is not marked");
-        assert!(damaged.with_checked(&checked).verify().is_err());
-        // A set too small for the table is ignored.
-        let small = CheckedBlocks::new(1);
-        assert!(
-            damaged
-                .with_checked(&small)
-                .range(lo, hi)
-                .any(|k| k.is_err())
-        );
-        // Reopening needs the bytes the layout describes.
-        assert!(TableReader::reopen(&bytes[..bytes.len() - 1], &layout).is_none());
+        let mut file = vec![0xaa; 100];
+        file.extend(encode(&keys, 128));
+        let opened = TableReader::at(&file[100..], 100).unwrap();
+        let layout = opened.layout();
+        let reopened = TableReader::reopen(&file, &layout).unwrap();
+        assert_eq!(reopened.layout(), layout);
+        assert_eq!(reopened.block_count(), opened.block_count());
+        assert_eq!(reopened.index_range(), opened.index_range());
+        let all: Vec<u64> = reopened.iter().map(Result::unwrap).collect();
+        assert_eq!(all, keys);
+        let (lo, hi) = (keys[300], keys[310]);
+        assert_eq!(reopened.range(lo, hi).count(), 11);
+        assert!(reopened.verify().is_ok());
+        assert!(TableReader::reopen(&file[..file.len() - 1], &layout).is_none());
+        // Its blocks are still checked: a damaged one is an error.
+        let at = file.len() / 2;
+        file[at] ^= 1;
+        let damaged = TableReader::reopen(&file, &layout).unwrap();
+        assert!(damaged.iter().any(|k| k.is_err()));
     }
 
     #[test]

@@ -1,8 +1,6 @@
 //! [`TableReader`] and its [`Range`] iterator: a table opened, its block
 //! index searched, its blocks decoded on demand.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use crate::format::bytes::{check_crc, to_u64, to_usize, u32_at, u64_at};
 use crate::format::{FormatError, FormatErrorKind};
 
@@ -11,8 +9,7 @@ use super::{
     CHUNK, CRC_LEN, FILE, FOOTER_LEN, INDEX_ENTRY_LEN, MAX_BLOCK_LEN, MIN_BLOCK_LEN_BYTES,
 };
 
-/// A table section: checked cheaply when opened, each block checked when read
-/// (once per [`CheckedBlocks`] if it is given one).
+/// A table section: checked cheaply when opened, each block checked when read.
 ///
 /// It borrows the bytes (usually part of a memory-mapped segment) and is
 /// `Copy`, so iterators carry their own.
@@ -20,8 +17,6 @@ use super::{
 pub struct TableReader<'a> {
     bytes: &'a [u8],
     layout: TableLayout,
-    /// Blocks whose CRC a reader of the same bytes has checked already.
-    checked: Option<&'a CheckedBlocks>,
 }
 
 /// Where a table section lies in its file and what its footer says, once
@@ -38,54 +33,6 @@ pub struct TableLayout {
     block_count: usize,
     index_offset: usize,
     index_crc: u32,
-}
-
-/// The blocks of one table whose CRC has been checked: one bit per block,
-/// set by any thread that checked it, so that a block is checked the first
-/// time it is read rather than every time. It describes bytes that do not
-/// change (a mapped segment file, written once); a reader given it skips the
-/// CRC of a block marked here and still checks everything else.
-#[derive(Debug)]
-pub struct CheckedBlocks {
-    bits: Box<[AtomicU64]>,
-}
-
-impl CheckedBlocks {
-    /// No block checked, for a table of `block_count` blocks.
-    pub fn new(block_count: usize) -> CheckedBlocks {
-        CheckedBlocks {
-            bits: (0..block_count.div_ceil(64))
-                .map(|_| AtomicU64::new(0))
-                .collect(),
-        }
-    }
-
-    /// The number of blocks it can hold.
-    pub fn capacity(&self) -> usize {
-        self.bits.len() * 64
-    }
-
-    #[inline]
-    fn contains(&self, block: usize) -> bool {
-        self.bits
-            .get(block / 64)
-            .is_some_and(|w| w.load(Ordering::Relaxed) & (1 << (block % 64)) != 0)
-    }
-
-    #[inline]
-    fn insert(&self, block: usize) {
-        if let Some(w) = self.bits.get(block / 64) {
-            w.fetch_or(1 << (block % 64), Ordering::Relaxed);
-        }
-    }
-
-    /// The number of blocks marked checked.
-    pub fn count(&self) -> usize {
-        self.bits
-            .iter()
-            .map(|w| w.load(Ordering::Relaxed).count_ones() as usize)
-            .sum()
-    }
 }
 
 impl<'a> TableReader<'a> {
@@ -160,7 +107,6 @@ impl<'a> TableReader<'a> {
                 index_offset,
                 index_crc,
             },
-            checked: None,
         })
     }
 
@@ -179,28 +125,7 @@ impl<'a> TableReader<'a> {
         Some(TableReader {
             bytes,
             layout: *layout,
-            checked: None,
         })
-    }
-
-    /// The same table, skipping the CRC of every block `checked` marks and
-    /// marking each block whose CRC it checks. `checked` must have been made
-    /// for this table's bytes ([`CheckedBlocks::new`] with at least
-    /// [`block_count`](Self::block_count) blocks; a smaller one is ignored).
-    pub fn with_checked(self, checked: &'a CheckedBlocks) -> Self {
-        TableReader {
-            checked: (checked.capacity() >= self.layout.block_count).then_some(checked),
-            ..self
-        }
-    }
-
-    /// The same table, checking every block's CRC whatever a
-    /// [`CheckedBlocks`] says (what [`verify`](Self::verify) reads).
-    pub fn without_checked(self) -> Self {
-        TableReader {
-            checked: None,
-            ..self
-        }
     }
 
     /// Number of keys.
@@ -255,9 +180,8 @@ impl<'a> TableReader<'a> {
         FormatError::malformed(FILE, self.layout.base + to_u64(at), what)
     }
 
-    /// Opens `block`: checks its bounds, its CRC (unless the reader's
-    /// [`CheckedBlocks`] marks it), and that its first key is the one the
-    /// index holds.
+    /// Opens `block`: checks its bounds, its CRC, and that its first key is
+    /// the one the index holds.
     fn block(&self, block: usize) -> Result<BlockCursor<'a>, FormatError> {
         let entry_at = self.entry_offset(block);
         let (indexed_first, start) = self.index_entry(block)?;
@@ -280,14 +204,8 @@ impl<'a> TableReader<'a> {
         let (body, stored) = block_bytes
             .split_at_checked(end - start - CRC_LEN)
             .unwrap_or_default();
-        let known = self.checked.is_some_and(|c| c.contains(block));
-        if !known {
-            let stored = u32_at(stored, 0).unwrap_or_default();
-            check_crc(FILE, self.layout.base + to_u64(start), body, stored)?;
-            if let Some(checked) = self.checked {
-                checked.insert(block);
-            }
-        }
+        let stored = u32_at(stored, 0).unwrap_or_default();
+        check_crc(FILE, self.layout.base + to_u64(start), body, stored)?;
         let first = u64_at(body, 0).unwrap_or_default();
         if first != indexed_first {
             return Err(self.malformed(
@@ -436,12 +354,10 @@ impl<'a> TableReader<'a> {
             return;
         };
         if let Some(bytes) = self.block_range(block) {
-            touch(self.bytes, bytes.start);
-            // Its last line too (its CRC) if the search checks it: the
+            // Its first line and its last (its CRC, which is read first); the
             // processor's own prefetching follows the lines between.
-            if !self.checked.is_some_and(|c| c.contains(block)) {
-                touch(self.bytes, bytes.end - 1);
-            }
+            touch(self.bytes, bytes.start);
+            touch(self.bytes, bytes.end - 1);
         }
     }
 
@@ -484,7 +400,7 @@ impl<'a> TableReader<'a> {
             ));
         }
         let mut count = 0u64;
-        for key in self.without_checked().iter() {
+        for key in self.iter() {
             key?;
             count += 1;
         }
