@@ -60,11 +60,12 @@ fn a_flipped_byte_in_a_table_block_is_found_by_verify_with_file_and_offset() {
     let mut bytes = fs::read(&segment).unwrap();
     // Inside the last table's first block, which open does not read (it
     // checks the file's and each table's footer only).
-    let reader = simhashdb::format::SegmentReader::new(&bytes[..]).unwrap();
-    let last = reader.table_count() - 1;
-    assert!(reader.table(last).unwrap().block_count() > 1);
-    let at = reader.table_offset(last).unwrap() as usize + 20;
-    drop(reader);
+    let at = {
+        let reader = simhashdb::format::SegmentReader::new(&bytes[..]).unwrap();
+        let last = reader.table_count() - 1;
+        assert!(reader.table(last).unwrap().block_count() > 1);
+        reader.table_offset(last).unwrap() as usize + 20
+    };
     bytes[at] ^= 0x10;
     fs::write(&segment, &bytes).unwrap();
     let index = match Index::open_read_only(tmp.path()) {
