@@ -3,6 +3,7 @@
 
 mod api;
 mod error;
+mod group;
 mod handlers;
 mod metrics;
 // Over the fault-injecting file system, which the crate's dev-dependency on
@@ -96,6 +97,8 @@ pub struct Server {
     metrics: Metrics,
     /// Held exclusively by a compaction, shared by every other write.
     compaction: tokio::sync::RwLock<()>,
+    /// Checks waiting to be answered together.
+    checks: group::CheckQueue,
 }
 
 impl Server {
@@ -114,6 +117,7 @@ impl Server {
             token,
             metrics: Metrics::default(),
             compaction: tokio::sync::RwLock::new(()),
+            checks: group::CheckQueue::default(),
         })
     }
 }
