@@ -97,14 +97,20 @@ pub async fn check(server: &Arc<Server>, k: u32, docs: Vec<Doc>) -> Result<Answe
     })
 }
 
-/// Lets the next check answer the queue if a round panics (its own jobs
-/// are answered with an error when their senders drop); forgotten when the
-/// round returns.
+/// If a round panics: lets the next check answer the queue, and answers
+/// the checks queued meanwhile with an error, as the round's own are (their
+/// senders drop), rather than leave them waiting for a check that may never
+/// come. Forgotten when the round returns.
 struct Answering<'a>(&'a CheckQueue);
 
 impl Drop for Answering<'_> {
     fn drop(&mut self) {
-        self.0.lock().answering = false;
+        let waiting = {
+            let mut queue = self.0.lock();
+            queue.answering = false;
+            std::mem::take(&mut queue.jobs)
+        };
+        drop(waiting);
     }
 }
 
@@ -156,5 +162,118 @@ fn answer_run(server: &Server, k: u32, mut run: Vec<Job>) {
                 let _ = reply.send(Err(error.clone()));
             }
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::expect_used)]
+mod tests {
+    use std::time::Duration;
+
+    use simhashdb::{Durability, Index, Options};
+
+    use super::super::Limits;
+    use super::*;
+
+    /// Checks queued while another is being answered are answered together,
+    /// a library call per run of one distance, exactly as the checks one by
+    /// one in queue order: against a brute-force model of that order.
+    #[test]
+    fn queued_checks_are_answered_as_one_by_one_in_queue_order() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let index = Index::open(dir.path(), Options::new()).expect("open");
+        let limits = Limits {
+            max_body_bytes: 1 << 20,
+            max_documents: 100,
+        };
+        let server =
+            Arc::new(Server::new(index, Durability::Buffered, limits, None).expect("server"));
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        // Requests near each other: a few base fingerprints, bits flipped.
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let bases: Vec<u64> = (0..3).map(|_| next()).collect();
+        let mut requests: Vec<(u32, Vec<Doc>)> = Vec::new();
+        let mut id = 0;
+        for r in 0..24 {
+            let k = if r % 5 == 3 { 1 } else { 3 };
+            let docs = (0..1 + next() % 3)
+                .map(|_| {
+                    id += 1;
+                    let mut fp = bases[(next() % 3) as usize];
+                    for _ in 0..next() % 6 {
+                        fp ^= 1 << (next() % 64);
+                    }
+                    (id, fp, None)
+                })
+                .collect();
+            requests.push((k, docs));
+        }
+        // Someone is answering: every request queues, in the order sent.
+        server.checks.lock().answering = true;
+        let mut waiting = Vec::new();
+        for (n, (k, docs)) in requests.iter().cloned().enumerate() {
+            let s = Arc::clone(&server);
+            waiting.push(runtime.spawn(async move { check(&s, k, docs).await }));
+            while server.checks.lock().jobs.len() < n + 1 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        round(&server);
+        server.checks.lock().answering = false;
+        let answers: Vec<Answers> = waiting
+            .into_iter()
+            .map(|w| runtime.block_on(w).expect("task").expect("answer"))
+            .collect();
+
+        let mut stored: Vec<(u64, u64)> = Vec::new();
+        let (mut new, mut duplicate) = (0, 0);
+        for ((k, docs), answer) in requests.iter().zip(&answers) {
+            assert_eq!(answer.len(), docs.len());
+            for (&(id, fp, _), got) in docs.iter().zip(answer) {
+                let mut within: Vec<(u32, u64)> = stored
+                    .iter()
+                    .map(|&(other, ofp)| ((ofp ^ fp).count_ones(), other))
+                    .filter(|&(d, _)| d <= *k)
+                    .collect();
+                within.sort_unstable();
+                match got {
+                    Ok(()) => {
+                        assert!(within.is_empty(), "{id} is new, yet near {within:?}");
+                        stored.push((id, fp));
+                        new += 1;
+                    }
+                    Err(matches) => {
+                        let found: Vec<(u32, u64)> =
+                            matches.iter().map(|m| (m.distance, m.id)).collect();
+                        assert_eq!(found, within, "{id}");
+                        duplicate += 1;
+                    }
+                }
+            }
+        }
+        assert!(
+            new > 2 && duplicate > 2,
+            "{new} new, {duplicate} duplicates"
+        );
+        // What was stored is what the model stored.
+        for &(id, fp) in &stored {
+            assert_eq!(server.index.get(id).expect("get"), Some(fp));
+        }
+        assert_eq!(server.index.len().expect("len"), stored.len() as u64);
+        // And nobody answers the queue now: the next check answers itself.
+        let (k, docs) = (3, vec![(1000, bases[0] ^ 0xf0f0, None)]);
+        let answer = runtime.block_on(check(&server, k, docs)).expect("answer");
+        assert_eq!(answer.len(), 1);
+        assert!(!server.checks.lock().answering);
     }
 }
