@@ -6,8 +6,11 @@
 //!
 //! ```text
 //! cargo build --release --bin simhashdb
-//! cargo run --release --example serve_load -- [--seconds 5] [--preload 1000000]
+//! cargo run --release --example serve_load -- [--seconds 5] [--preload 1000000] [--fan-in 4]
 //! ```
+//!
+//! `--fan-in` is the merge fan-in of both the in-process index and the
+//! server (`serve --merge-fan-in`); the default is the server's.
 //!
 //! The client threads run on the same machine as the server, so on a small
 //! machine they take CPU from it: the figures are a lower bound of what the
@@ -27,6 +30,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use simhashdb::engine::policy::TieredMergePolicy;
 use simhashdb::{Index, Options};
 
 use http::Client;
@@ -52,6 +56,13 @@ fn arg(name: &str, default: u64) -> u64 {
         .position(|a| a == name)
         .and_then(|i| args.get(i + 1))
         .map_or(default, |v| v.parse().expect("a number"))
+}
+
+/// The index's options: the default ones with the run's merge fan-in.
+fn options() -> Options {
+    Options::default().merge_policy(Some(std::sync::Arc::new(TieredMergePolicy {
+        fan_in: arg("--fan-in", 4) as usize,
+    })))
 }
 
 fn loadavg() -> String {
@@ -143,7 +154,7 @@ where
 }
 
 fn in_process(dir: &Path, phase: u64, threads: u64, batch: u64, seconds: f64) -> Figures {
-    let index = Index::open(dir, Options::default()).expect("open");
+    let index = Index::open(dir, options()).expect("open");
     let k = index.plan().k();
     let figures = run_phase(threads, seconds, |t, stop| {
         let mut lat = Vec::new();
@@ -168,7 +179,7 @@ fn in_process(dir: &Path, phase: u64, threads: u64, batch: u64, seconds: f64) ->
 /// One `Index::insert_if_new_many` call per `batch` documents: what
 /// `POST /v1/check` does per request.
 fn in_process_many(dir: &Path, phase: u64, batch: u64, seconds: f64) -> Figures {
-    let index = Index::open(dir, Options::default()).expect("open");
+    let index = Index::open(dir, options()).expect("open");
     let k = index.plan().k();
     let figures = run_phase(1, seconds, |t, stop| {
         let mut lat = Vec::new();
@@ -237,6 +248,7 @@ fn start_server(binary: &Path, dir: &Path) -> ServerProcess {
     let mut child = Command::new(binary)
         .args(["serve", "--listen", "127.0.0.1:0", "--log", "warn", "--db"])
         .arg(dir)
+        .args(["--merge-fan-in", &arg("--fan-in", 4).to_string()])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -286,12 +298,13 @@ fn main() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("index");
     println!(
-        "simhashdb serve load: {} cores, {seconds} s per phase, {preload} documents preloaded; load average {}",
+        "simhashdb serve load: {} cores, {seconds} s per phase, {preload} documents preloaded, merge fan-in {}; load average {}",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
+        arg("--fan-in", 4),
         loadavg()
     );
     {
-        let index = Index::open(&dir, Options::default()).expect("create");
+        let index = Index::open(&dir, options()).expect("create");
         let docs: Vec<(u64, u64, Option<String>)> = (0..preload)
             .map(|i| {
                 let (id, fp) = doc(0, 0, i);

@@ -758,6 +758,8 @@ fn a_token_file_requires_the_bearer_token() {
     let mut anonymous = server.client();
     let reply = anonymous.post("/v1/check", check.as_bytes()).expect("post");
     assert_eq!(error_code(&reply, 401), "unauthorized");
+    // The server may close a connection whose body it did not read.
+    let mut anonymous = server.client();
     for path in ["/v1/stats", "/metrics", "/v1/documents/1"] {
         assert_eq!(
             error_code(&anonymous.get(path).expect("get"), 401),

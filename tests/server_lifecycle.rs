@@ -242,3 +242,60 @@ fn a_request_that_never_completes_does_not_hold_the_shutdown_up() {
     let index = Index::open(&db, Options::default()).expect("open after shutdown");
     assert_eq!(index.get(5).expect("get"), None);
 }
+
+/// `--merge-fan-in N` merges N segments of one size: each run of the server
+/// below ends in a flush (one more segment). A close does not wait for the
+/// merge its flush calls for, but the next open asks for it again: with a
+/// fan-in of 2 the third start merges the two segments into one, which a
+/// fan-in of 3 leaves apart. Every document stays found either way.
+#[test]
+fn the_merge_fan_in_decides_when_segments_merge() {
+    for (fan_in, segments) in [("2", 1), ("3", 2)] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("index");
+        for run in 0..2u64 {
+            let mut server = Server::start(&db, &["--merge-fan-in", fan_in]);
+            let reply = server
+                .client()
+                .post(
+                    "/v1/documents",
+                    json!({"documents": [{"id": run, "fingerprint": run << 32}]})
+                        .to_string()
+                        .as_bytes(),
+                )
+                .expect("insert");
+            assert_eq!(reply.status, 200);
+            server.signal("TERM");
+            assert_eq!(server.wait().code(), Some(0), "{}", server.stderr());
+        }
+        let mut server = Server::start(&db, &["--merge-fan-in", fan_in]);
+        let mut client = server.client();
+        let mut held = 0;
+        for _ in 0..3000 {
+            let stats = client.get("/v1/stats").expect("stats").json();
+            held = stats["segments"].as_u64().expect("segments");
+            // A fan-in of 3 never merges two: it is 2 at once.
+            if held == segments {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(held, segments, "fan-in {fan_in}");
+        for id in 0..2u64 {
+            let doc = client.get(&format!("/v1/documents/{id}")).expect("get");
+            assert_eq!(doc.json()["fingerprint"], id << 32, "fan-in {fan_in}");
+        }
+        server.signal("TERM");
+        assert_eq!(server.wait().code(), Some(0), "{}", server.stderr());
+    }
+    // A fan-in below 2 is refused before anything is opened.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_simhashdb"))
+        .args(["serve", "--merge-fan-in", "1", "--db"])
+        .arg(dir.path().join("index"))
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--merge-fan-in"));
+    assert!(!dir.path().join("index").exists());
+}

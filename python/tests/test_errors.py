@@ -79,6 +79,8 @@ def test_bad_arguments_raise_naming_the_value_and_write_nothing(index, call, err
         ({"blocks": 2}, ValueError, "2"),
         ({"tokenizer": "klingon"}, ValueError, "klingon"),
         ({"memtable_bytes": 0}, ValueError, "memtable_bytes must be at least 1, got 0"),
+        ({"merge_fan_in": 1}, ValueError, "merge_fan_in must be between 2 and 64, got 1"),
+        ({"merge_fan_in": 65}, ValueError, "got 65"),
     ],
 )
 def test_bad_open_arguments_are_refused_before_anything_is_created(tmp_path, kwargs, error, fragment):

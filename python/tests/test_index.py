@@ -99,6 +99,39 @@ def test_every_write_and_read_matches_the_model_across_flushes_merges_and_reopen
         index.close()
 
 
+# After each of three flushes: the segments left, and whether a merge made
+# them (awaited: merges run on the index's merge thread, after the flush
+# returns). A merge's output is one level up, so a fan-in of 2 merges the
+# first two flushes but not the third with their merge.
+@pytest.mark.parametrize(
+    "fan_in,after", [(2, [(1, False), (1, True), (2, False)]), (3, [(1, False), (2, False), (1, True)])]
+)
+def test_merge_fan_in_decides_when_segments_merge(index_dir, rng, fan_in, after):
+    fps = rng.integers(0, 2**64, size=300, dtype=np.uint64)
+
+    def segments_become(index, n):
+        # Merges run on the index's merge thread, after the flush returns.
+        for _ in range(3000):
+            if index.stats()["segments"] == n:
+                return True
+            time.sleep(0.01)
+        return False
+
+    with Index.open(index_dir, merge_fan_in=fan_in) as index:
+        for part in range(3):
+            ids = np.arange(part * 100, part * 100 + 100, dtype=np.uint64)
+            index.insert_many(ids, fps[part * 100 : part * 100 + 100])
+            index.flush()
+            segments, merged = after[part]
+            if merged:
+                assert segments_become(index, segments), index.stats()
+            else:
+                assert index.stats()["segments"] == segments
+        assert len(index) == 300
+        for i, fp in enumerate(fps.tolist()):
+            assert index.get(i) == fp
+
+
 def test_query_many_equals_query_one_by_one(index_dir, rng):
     fps = planted(rng, 3000)
     with Index.open(index_dir, memtable_bytes=32768) as index:

@@ -36,6 +36,7 @@ use super::files::io_error;
 use super::flush::Flusher;
 use super::lock::DirLock;
 use super::options::{Durability, Options};
+use super::pending::Pending;
 use super::segment::Segment;
 use super::types::{Match, Stats};
 use super::write::{Writer, check_name};
@@ -277,23 +278,25 @@ impl Index {
         // The batch's inserted documents, by id: position in `docs` of the
         // latest one (it replaces any version in the index or the batch).
         let mut inserted: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
+        // And by fingerprint, each version (a replaced one is skipped).
+        let mut pending = Pending::new(k);
         for (i, mut matches) in in_index.into_iter().enumerate() {
             let (id, fingerprint) = (docs[i].0, docs[i].1);
             matches.retain(|m| !inserted.contains_key(&m.id));
-            for &j in inserted.values() {
+            for j in pending.matching(fingerprint) {
                 let (other, other_fp, name) = &docs[j];
-                let distance = crate::hamming(*other_fp, fingerprint);
-                if distance <= k {
+                if inserted.get(other) == Some(&j) {
                     matches.push(Match {
                         id: *other,
                         fingerprint: *other_fp,
-                        distance,
+                        distance: crate::hamming(*other_fp, fingerprint),
                         name: name.clone(),
                     });
                 }
             }
             if matches.is_empty() {
                 inserted.insert(id, i);
+                pending.insert(i, fingerprint);
                 answers.push(Ok(()));
             } else {
                 matches.sort_unstable_by_key(|m| (m.distance, m.id));

@@ -21,6 +21,7 @@ mod keys;
 pub mod lock;
 mod memtable;
 mod options;
+mod pending;
 mod read;
 mod recovery;
 mod repair;

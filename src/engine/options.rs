@@ -62,7 +62,8 @@ pub struct Options {
     /// background threads ([`FileSystem::background_threads`]; a simulated
     /// crash must stop every write at once) merges and flushes always run on
     /// the writing thread. Dropping the `Index` waits for a flush or merge in
-    /// progress to finish.
+    /// progress to finish; merges called for but not started are left to the
+    /// next open, which asks the policy again.
     pub merge_thread: bool,
     /// With merges on the merge thread, a flush that leaves more segments
     /// than this waits while the merge thread works, so that under sustained

@@ -334,7 +334,13 @@ impl Index {
             && core.fs.background_threads()
             && core.merge_policy.is_some()
         {
-            Some(Merger::start(core.clone()).map_err(io_error(dir, "start the merge thread"))?)
+            let merger =
+                Merger::start(core.clone()).map_err(io_error(dir, "start the merge thread"))?;
+            // A close skips the merges its last flush called for (it waits
+            // for a merge in progress only): the policy is asked again now,
+            // so that they are not left until the next flush.
+            merger.wake();
+            Some(merger)
         } else {
             None
         };

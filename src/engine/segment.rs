@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::error::{Error, Result};
 use crate::format::{
     DEFAULT_BLOCK_LEN, DocEntry, DocMapReader, FileKind, Ranges, SegmentInfo, SegmentMeta,
-    SegmentReader, SegmentWriter, Tombstone,
+    SegmentReader, SegmentWriter, TableLayout, TableReader, Tombstone,
 };
 use crate::plan::Plan;
 use crate::search::{self, SortedTables};
@@ -45,6 +45,10 @@ pub(super) struct Segment {
     /// with fewer tables for a small segment ([`Core::segment_plan`]).
     pub(super) plan: Plan,
     pub(super) tables: SegmentReader<Mapped>,
+    /// Each table's place in the file and checked footer, from the open:
+    /// a query reopens its tables from these without checking their
+    /// footers again.
+    layouts: Vec<TableLayout>,
     /// The tables' mapping (also inside `tables`), for prefaulting.
     pub(super) tables_map: Mapped,
     pub(super) docs: DocMapReader<Mapped>,
@@ -301,12 +305,17 @@ impl Segment {
             .ok()
             .filter(|plan| plan.k() == k && plan.tables().len() == tables.table_count())
             .ok_or_else(|| mismatch(&seg_path, "the plan"))?;
+        let layouts = (0..tables.table_count())
+            .map(|t| tables.table(t).map(|table| table.layout()))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| corrupted(&seg_path, &e))?;
         Ok(Segment {
             meta,
             seg_path,
             ids_path,
             plan,
             tables,
+            layouts,
             in_memory: AtomicBool::new(true),
             tables_map,
             docs,
@@ -498,10 +507,17 @@ impl SortedTables for Segment {
     type Table<'a> = (crate::format::TableReader<'a>, &'a Segment);
 
     fn table(&self, t: usize) -> Result<Self::Table<'_>> {
-        let reader = self
-            .tables
-            .table(t)
-            .map_err(|e| corrupted(&self.seg_path, &e))?;
+        let reopened = self
+            .layouts
+            .get(t)
+            .and_then(|layout| TableReader::reopen(self.tables.as_bytes(), layout));
+        let reader = match reopened {
+            Some(reader) => reader,
+            None => self
+                .tables
+                .table(t)
+                .map_err(|e| corrupted(&self.seg_path, &e))?,
+        };
         Ok((reader, self))
     }
 

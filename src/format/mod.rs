@@ -78,7 +78,7 @@ pub use manifest::{Manifest, SegmentMeta};
 pub use segment::{SegmentInfo, SegmentReader, SegmentWriter};
 #[doc(hidden)]
 pub use table::MAX_BLOCK_LEN;
-pub use table::{DEFAULT_BLOCK_LEN, Range, TableReader, TableWriter};
+pub use table::{DEFAULT_BLOCK_LEN, Range, TableLayout, TableReader, TableWriter};
 pub use wal::{Record, WalEnd, WalFrame, WalReader, encode_frame, encode_wal_header};
 // For the engine and for tests that build WALs as a crashed process leaves
 // them; not API.

@@ -17,7 +17,7 @@ mod reader;
 mod rice;
 mod writer;
 
-pub use reader::{Range, TableReader};
+pub use reader::{Range, TableLayout, TableReader};
 pub use writer::TableWriter;
 
 /// Keys per block unless a writer is told otherwise.
@@ -334,6 +334,33 @@ mod tests {
         }
         // Both outcomes occur: the decoder's own checks are exercised.
         assert!(errors > 1000 && accepted > 100, "{errors} {accepted}");
+    }
+
+    /// A table reopened from its layout reads as the table opened with
+    /// its footer checked, from the file it lies in; a file too short for
+    /// the layout is refused.
+    #[test]
+    fn a_reopened_table_reads_as_the_opened_one() {
+        let keys = xorshift(1000, 5);
+        let mut file = vec![0xaa; 100];
+        file.extend(encode(&keys, 128));
+        let opened = TableReader::at(&file[100..], 100).unwrap();
+        let layout = opened.layout();
+        let reopened = TableReader::reopen(&file, &layout).unwrap();
+        assert_eq!(reopened.layout(), layout);
+        assert_eq!(reopened.block_count(), opened.block_count());
+        assert_eq!(reopened.index_range(), opened.index_range());
+        let all: Vec<u64> = reopened.iter().map(Result::unwrap).collect();
+        assert_eq!(all, keys);
+        let (lo, hi) = (keys[300], keys[310]);
+        assert_eq!(reopened.range(lo, hi).count(), 11);
+        assert!(reopened.verify().is_ok());
+        assert!(TableReader::reopen(&file[..file.len() - 1], &layout).is_none());
+        // Its blocks are still checked: a damaged one is an error.
+        let at = file.len() / 2;
+        file[at] ^= 1;
+        let damaged = TableReader::reopen(&file, &layout).unwrap();
+        assert!(damaged.iter().any(|k| k.is_err()));
     }
 
     #[test]

@@ -16,8 +16,18 @@ use super::{
 #[derive(Debug, Clone, Copy)]
 pub struct TableReader<'a> {
     bytes: &'a [u8],
-    /// Offset of `bytes` in its file, for error offsets.
+    layout: TableLayout,
+}
+
+/// Where a table section lies in its file and what its footer says, once
+/// the footer is checked: what [`TableReader::reopen`] needs to read the
+/// table again without checking its footer again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableLayout {
+    /// Offset of the section in its file.
     base: u64,
+    /// Length of the section.
+    len: usize,
     key_count: u64,
     block_len: u32,
     block_count: usize,
@@ -88,33 +98,54 @@ impl<'a> TableReader<'a> {
         };
         Ok(TableReader {
             bytes,
-            base,
-            key_count,
-            block_len,
-            block_count,
-            index_offset,
-            index_crc,
+            layout: TableLayout {
+                base,
+                len: bytes.len(),
+                key_count,
+                block_len,
+                block_count,
+                index_offset,
+                index_crc,
+            },
+        })
+    }
+
+    /// Where the table lies and what its checked footer says, to
+    /// [`reopen`](Self::reopen) it later.
+    pub fn layout(&self) -> TableLayout {
+        self.layout
+    }
+
+    /// The table `layout` describes, read from `file` (the whole file it
+    /// was opened from, unchanged since) without checking its footer again:
+    /// O(1). `None` if `file` is too short to hold it.
+    pub fn reopen(file: &'a [u8], layout: &TableLayout) -> Option<Self> {
+        let start = to_usize(layout.base)?;
+        let bytes = file.get(start..start.checked_add(layout.len)?)?;
+        Some(TableReader {
+            bytes,
+            layout: *layout,
         })
     }
 
     /// Number of keys.
     pub fn len(&self) -> u64 {
-        self.key_count
+        self.layout.key_count
     }
 
     /// Whether the table holds no key.
     pub fn is_empty(&self) -> bool {
-        self.key_count == 0
+        self.layout.key_count == 0
     }
 
     /// Keys per block (the last block may hold fewer).
     pub fn block_len(&self) -> u32 {
-        self.block_len
+        self.layout.block_len
     }
 
     /// Number of blocks.
     pub fn block_count(&self) -> usize {
-        self.block_count
+        self.layout.block_count
     }
 
     /// Size of the section in bytes.
@@ -125,11 +156,13 @@ impl<'a> TableReader<'a> {
     /// Where the block index and footer lie in the file: what every
     /// search reads first.
     pub fn index_range(&self) -> std::ops::Range<u64> {
-        self.base + to_u64(self.index_offset)..self.base + to_u64(self.bytes.len())
+        self.layout.base + to_u64(self.layout.index_offset)
+            ..self.layout.base + to_u64(self.bytes.len())
     }
 
     fn entry_offset(&self, block: usize) -> usize {
-        self.index_offset
+        self.layout
+            .index_offset
             .saturating_add(block.saturating_mul(INDEX_ENTRY_LEN))
     }
 
@@ -144,7 +177,7 @@ impl<'a> TableReader<'a> {
     }
 
     pub(super) fn malformed(&self, at: usize, what: &'static str) -> FormatError {
-        FormatError::malformed(FILE, self.base + to_u64(at), what)
+        FormatError::malformed(FILE, self.layout.base + to_u64(at), what)
     }
 
     /// Opens `block`: checks its bounds, its CRC, and that its first key is
@@ -152,16 +185,16 @@ impl<'a> TableReader<'a> {
     fn block(&self, block: usize) -> Result<BlockCursor<'a>, FormatError> {
         let entry_at = self.entry_offset(block);
         let (indexed_first, start) = self.index_entry(block)?;
-        let end = if block + 1 < self.block_count {
+        let end = if block + 1 < self.layout.block_count {
             self.index_entry(block + 1)?.1
         } else {
-            to_u64(self.index_offset)
+            to_u64(self.layout.index_offset)
         };
         let bounds = (to_usize(start), to_usize(end));
         let (Some(start), Some(end)) = bounds else {
             return Err(self.malformed(entry_at, "a block offset is out of bounds"));
         };
-        if end > self.index_offset || end < start.saturating_add(MIN_BLOCK_LEN_BYTES) {
+        if end > self.layout.index_offset || end < start.saturating_add(MIN_BLOCK_LEN_BYTES) {
             return Err(self.malformed(
                 entry_at,
                 "the block index's offsets are out of order or out of bounds",
@@ -172,7 +205,7 @@ impl<'a> TableReader<'a> {
             .split_at_checked(end - start - CRC_LEN)
             .unwrap_or_default();
         let stored = u32_at(stored, 0).unwrap_or_default();
-        check_crc(FILE, self.base + to_u64(start), body, stored)?;
+        check_crc(FILE, self.layout.base + to_u64(start), body, stored)?;
         let first = u64_at(body, 0).unwrap_or_default();
         if first != indexed_first {
             return Err(self.malformed(
@@ -181,9 +214,9 @@ impl<'a> TableReader<'a> {
             ));
         }
         // block < block_count, so block * block_len < key_count.
-        let before = to_u64(block) * u64::from(self.block_len);
-        let count = (self.key_count - before).min(u64::from(self.block_len));
-        BlockCursor::new(body, count as usize, self.base + to_u64(start))
+        let before = to_u64(block) * u64::from(self.layout.block_len);
+        let count = (self.layout.key_count - before).min(u64::from(self.layout.block_len));
+        BlockCursor::new(body, count as usize, self.layout.base + to_u64(start))
     }
 
     /// Where a search for `key` looks first: `Ok(Ok(b))` when the answer is
@@ -195,7 +228,7 @@ impl<'a> TableReader<'a> {
     /// between the first and last block's first keys.
     #[inline]
     fn guess(&self, key: u64) -> Result<Result<usize, usize>, FormatError> {
-        let n = self.block_count;
+        let n = self.layout.block_count;
         if n <= 1 {
             return Ok(Ok(0));
         }
@@ -225,7 +258,7 @@ impl<'a> TableReader<'a> {
             Ok(block) => return Ok(block),
             Err(guess) => guess,
         };
-        let last = self.block_count - 1;
+        let last = self.layout.block_count - 1;
         // Invariant: entry(lo) <= key < entry(hi), lo < hi.
         let (mut lo, mut hi);
         let mut step = 1;
@@ -276,25 +309,29 @@ impl<'a> TableReader<'a> {
         let Ok(Err(guess)) = self.guess(key) else {
             return None;
         };
-        let at = self.base + to_u64(self.entry_offset(guess));
+        let at = self.layout.base + to_u64(self.entry_offset(guess));
         Some(at..at + to_u64(INDEX_ENTRY_LEN))
     }
 
     /// Where the block a search for `key` starts in lies in the table's
     /// bytes; `None` for an empty table or a damaged index.
     fn block_bytes(&self, key: u64) -> Option<std::ops::Range<usize>> {
-        if self.block_count == 0 {
+        if self.layout.block_count == 0 {
             return None;
         }
-        let block = self.find_block(key).ok()?;
+        self.block_range(self.find_block(key).ok()?)
+    }
+
+    /// Where `block` lies in the table's bytes; `None` for a damaged index.
+    fn block_range(&self, block: usize) -> Option<std::ops::Range<usize>> {
         let (_, start) = self.index_entry(block).ok()?;
-        let end = if block + 1 < self.block_count {
+        let end = if block + 1 < self.layout.block_count {
             self.index_entry(block + 1).ok()?.1
         } else {
-            to_u64(self.index_offset)
+            to_u64(self.layout.index_offset)
         };
         let (start, end) = (to_usize(start)?, to_usize(end)?);
-        (start < end && end <= self.index_offset).then_some(start..end)
+        (start < end && end <= self.layout.index_offset).then_some(start..end)
     }
 
     /// Where the block a search for `key` starts in lies in the file (this
@@ -302,7 +339,7 @@ impl<'a> TableReader<'a> {
     /// `None` for an empty table or a damaged index.
     pub fn block_span(&self, key: u64) -> Option<std::ops::Range<u64>> {
         let bytes = self.block_bytes(key)?;
-        Some(self.base + to_u64(bytes.start)..self.base + to_u64(bytes.end))
+        Some(self.layout.base + to_u64(bytes.start)..self.layout.base + to_u64(bytes.end))
     }
 
     /// Loads the bytes of the block a search for `key` starts in, after
@@ -310,7 +347,13 @@ impl<'a> TableReader<'a> {
     /// to the search.
     #[inline]
     pub fn warm_block(&self, key: u64) {
-        if let Some(bytes) = self.block_bytes(key) {
+        if self.layout.block_count == 0 {
+            return;
+        }
+        let Ok(block) = self.find_block(key) else {
+            return;
+        };
+        if let Some(bytes) = self.block_range(block) {
             // Its first line and its last (its CRC, which is read first); the
             // processor's own prefetching follows the lines between.
             touch(self.bytes, bytes.start);
@@ -323,7 +366,7 @@ impl<'a> TableReader<'a> {
     ///
     /// Yields an error (and then stops) when a block it reads is damaged.
     pub fn range(&self, lo: u64, hi: u64) -> Range<'a> {
-        let state = if lo > hi || self.key_count == 0 {
+        let state = if lo > hi || self.layout.key_count == 0 {
             RangeState::Done
         } else {
             RangeState::Search
@@ -342,17 +385,17 @@ impl<'a> TableReader<'a> {
         let footer_at = self.bytes.len().saturating_sub(FOOTER_LEN);
         let index = self
             .bytes
-            .get(self.index_offset..footer_at)
+            .get(self.layout.index_offset..footer_at)
             .unwrap_or_default();
         check_crc(
             FILE,
-            self.base + to_u64(self.index_offset),
+            self.layout.base + to_u64(self.layout.index_offset),
             index,
-            self.index_crc,
+            self.layout.index_crc,
         )?;
-        if self.block_count > 0 && self.index_entry(0)?.1 != 0 {
+        if self.layout.block_count > 0 && self.index_entry(0)?.1 != 0 {
             return Err(self.malformed(
-                self.index_offset,
+                self.layout.index_offset,
                 "the first block does not start the table",
             ));
         }
@@ -361,7 +404,7 @@ impl<'a> TableReader<'a> {
             key?;
             count += 1;
         }
-        if count != self.key_count {
+        if count != self.layout.key_count {
             return Err(self.malformed(
                 footer_at,
                 "the table's blocks hold a different number of keys than its footer",
@@ -445,7 +488,7 @@ impl<'a> Range<'a> {
             let cursor = match &mut self.cursor {
                 Some(cursor) => cursor,
                 None => {
-                    if self.next_block >= self.table.block_count {
+                    if self.next_block >= self.table.layout.block_count {
                         self.state = RangeState::Done;
                         return Ok(false);
                     }

@@ -19,6 +19,7 @@ use super::api::{
     QueryIn, QueryRequest, Resolved, parse_decimal,
 };
 use super::error::ApiError;
+use super::group;
 use super::metrics::bump;
 use simhashdb::doc_id;
 
@@ -186,18 +187,17 @@ impl Server {
     }
 }
 
-/// The check-and-insert of each document in order, as one call of the
-/// library (one write for the request's new documents); the JSON answer.
-fn check_documents(
+/// Each document of a check request: its id and fingerprint (`None`: blank).
+type Checked = Vec<(u64, Option<u64>)>;
+
+/// A check request's documents: each one's id and fingerprint in order, and
+/// the ones the index checks.
+fn resolve_checks(
     s: &Server,
     documents: Vec<DocumentIn>,
-    k: u32,
-    sync: bool,
-) -> Result<Vec<u8>, ApiError> {
+) -> Result<(Checked, Vec<group::Doc>), ApiError> {
     let docs = s.resolve(documents)?;
-    // Each document's id and fingerprint (`None`: blank), in order; the
-    // others go to the index.
-    let mut checked: Vec<(u64, Option<u64>)> = Vec::with_capacity(docs.len());
+    let mut checked: Checked = Vec::with_capacity(docs.len());
     let mut batch = Vec::with_capacity(docs.len());
     for doc in docs {
         match doc {
@@ -208,10 +208,34 @@ fn check_documents(
             Resolved::Blank { id } => checked.push((id, None)),
         }
     }
+    Ok((checked, batch))
+}
+
+/// The check-and-insert of each document in order, as one call of the
+/// library (one write for the request's new documents); the JSON answer.
+/// For a request that syncs.
+fn check_documents(
+    s: &Server,
+    documents: Vec<DocumentIn>,
+    k: u32,
+    sync: bool,
+) -> Result<Vec<u8>, ApiError> {
+    let (checked, batch) = resolve_checks(s, documents)?;
     let answers = s
         .index
         .insert_if_new_many(batch, k)
         .map_err(ApiError::from_write)?;
+    let out = check_answer(s, checked, &answers)?;
+    s.sync_if(sync)?;
+    Ok(out)
+}
+
+/// The JSON answer to a check: each document's result, in order.
+fn check_answer(
+    s: &Server,
+    checked: Checked,
+    answers: &group::Answers,
+) -> Result<Vec<u8>, ApiError> {
     let mut answers = answers.iter();
     let mut out = Vec::with_capacity(checked.len() * 64 + 16);
     out.extend_from_slice(b"{\"results\":[");
@@ -252,12 +276,13 @@ fn check_documents(
     bump(&s.metrics.checked_new, new);
     bump(&s.metrics.checked_duplicate, duplicate);
     bump(&s.metrics.checked_blank, blank);
-    s.sync_if(sync)?;
     out.extend_from_slice(b"]}");
     Ok(out)
 }
 
 /// `POST /v1/check`: for each document in order, the atomic check-and-insert.
+/// A check that need not sync is answered together with the others queued
+/// at the same time ([`group`]); one that syncs runs on the blocking pool.
 pub async fn check(
     State(server): Shared,
     JsonBody(req): JsonBody<CheckRequest>,
@@ -267,10 +292,17 @@ pub async fn check(
     server.check_count("documents", req.documents.len())?;
     let sync = req.sync;
     let documents = req.documents;
-    let body = write(&server, sync, move |s| {
-        check_documents(s, documents, k, sync)
-    })
-    .await?;
+    let body = if sync || server.durability == simhashdb::Durability::Sync {
+        write(&server, sync, move |s| {
+            check_documents(s, documents, k, sync)
+        })
+        .await?
+    } else {
+        let (checked, batch) = resolve_checks(&server, documents)?;
+        let _no_compaction = server.compaction.read().await;
+        let answers = group::check(&server, k, batch).await?;
+        check_answer(&server, checked, &answers)?
+    };
     Ok((
         [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
         body,

@@ -3,6 +3,7 @@
 
 mod api;
 mod error;
+mod group;
 mod handlers;
 mod metrics;
 // Over the fault-injecting file system, which the crate's dev-dependency on
@@ -23,6 +24,7 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use simhashdb::engine::policy::TieredMergePolicy;
 use simhashdb::{Durability, Index, Options, Simhasher};
 use tower::limit::GlobalConcurrencyLimitLayer;
 
@@ -57,6 +59,12 @@ pub struct Args {
     /// Most requests served at once; more wait for a turn.
     #[arg(long, default_value_t = 1024, value_name = "N")]
     max_concurrent_requests: usize,
+    /// Segments of one size merged together at a time. Every check searches
+    /// every segment, so a low fan-in keeps checks fast; each document is
+    /// then rewritten by merges more often (docs/SERVER.md, "Merges").
+    #[arg(long, default_value_t = SERVE_FAN_IN, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(2..=64))]
+    merge_fan_in: u16,
     /// After SIGTERM or SIGINT, wait at most this many seconds for the
     /// requests in flight before closing their connections.
     #[arg(long, default_value_t = 30, value_name = "SECONDS")]
@@ -66,6 +74,11 @@ pub struct Args {
     #[arg(long, default_value = "info", value_name = "LEVEL")]
     log: tracing::Level,
 }
+
+/// The server's merge fan-in: lower than the library's 16, which suits bulk
+/// ingest; a check searches every segment (docs/BENCHMARKS.md, "Fewer
+/// segments for checks").
+const SERVE_FAN_IN: u16 = 4;
 
 /// Request limits.
 pub struct Limits {
@@ -84,6 +97,8 @@ pub struct Server {
     metrics: Metrics,
     /// Held exclusively by a compaction, shared by every other write.
     compaction: tokio::sync::RwLock<()>,
+    /// Checks waiting to be answered together.
+    checks: group::CheckQueue,
 }
 
 impl Server {
@@ -102,6 +117,7 @@ impl Server {
             token,
             metrics: Metrics::default(),
             compaction: tokio::sync::RwLock::new(()),
+            checks: group::CheckQueue::default(),
         })
     }
 }
@@ -274,7 +290,12 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         // A write that fills the memtable hands it to the flush thread
         // instead of writing the segment itself: writes run on the
         // threads that answer requests (docs/SERVER.md, "Threads").
-        Options::new().durability(durability).flush_thread(true),
+        Options::new()
+            .durability(durability)
+            .flush_thread(true)
+            .merge_policy(Some(Arc::new(TieredMergePolicy {
+                fan_in: usize::from(args.merge_fan_in),
+            }))),
     )?;
     let limits = Limits {
         max_body_bytes: args.max_body_bytes,

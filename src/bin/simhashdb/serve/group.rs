@@ -1,0 +1,279 @@
+//! Checks answered together. A `POST /v1/check` that needs no sync queues
+//! its documents; the request that finds no one answering the queue answers
+//! it, and while it does, the checks that arrive meanwhile queue up and are
+//! answered together in the next round: one `Index::insert_if_new_many` call
+//! per run of requests at one distance, in the order they queued, so one
+//! writer lock and one WAL append serve many requests, and the requests do
+//! not wait on each other for the lock (docs/SERVER.md, "Threads").
+//!
+//! Each request's documents stay together and in order, and the library
+//! answers a batch exactly as the same checks one after the other, so the
+//! answers are those of the requests made one by one in queue order.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use axum::http::StatusCode;
+use simhashdb::Match;
+use tokio::sync::oneshot;
+
+use super::Server;
+use super::error::ApiError;
+
+/// Per document: inserted, or the matches that made it a duplicate.
+pub type Answers = Vec<Result<(), Vec<Match>>>;
+
+/// A document to check: id, fingerprint, name.
+pub type Doc = (u64, u64, Option<String>);
+
+struct Job {
+    k: u32,
+    docs: Vec<Doc>,
+    reply: oneshot::Sender<Result<Answers, ApiError>>,
+}
+
+#[derive(Default)]
+struct Queue {
+    /// Whether a request or a task is answering the queue.
+    answering: bool,
+    jobs: Vec<Job>,
+}
+
+/// The checks waiting to be answered.
+#[derive(Default)]
+pub struct CheckQueue {
+    queue: Mutex<Queue>,
+}
+
+impl CheckQueue {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Checks `docs` at distance `k`, together with the checks queued at the
+/// same time.
+pub async fn check(server: &Arc<Server>, k: u32, docs: Vec<Doc>) -> Result<Answers, ApiError> {
+    let (reply, answer) = oneshot::channel();
+    let answer_now = {
+        let mut queue = server.checks.lock();
+        queue.jobs.push(Job { k, docs, reply });
+        !std::mem::replace(&mut queue.answering, true)
+    };
+    if answer_now {
+        // One round, this request's included, on this thread (no await
+        // inside: it cannot be cancelled halfway); the checks that queued
+        // meanwhile go to a task of their own, so this request's answer
+        // does not wait for them.
+        let more = {
+            let _answering = Answering(&server.checks);
+            round(server);
+            std::mem::forget(_answering);
+            let mut queue = server.checks.lock();
+            queue.answering = !queue.jobs.is_empty();
+            queue.answering
+        };
+        if more {
+            let server = Arc::clone(server);
+            tokio::spawn(async move {
+                let answering = Answering(&server.checks);
+                loop {
+                    round(&server);
+                    let mut queue = server.checks.lock();
+                    if queue.jobs.is_empty() {
+                        queue.answering = false;
+                        break;
+                    }
+                }
+                std::mem::forget(answering);
+            });
+        }
+    }
+    answer.await.unwrap_or_else(|_| {
+        Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "the task answering the check failed",
+        ))
+    })
+}
+
+/// If a round panics: lets the next check answer the queue, and answers
+/// the checks queued meanwhile with an error, as the round's own are (their
+/// senders drop), rather than leave them waiting for a check that may never
+/// come. Forgotten when the round returns.
+struct Answering<'a>(&'a CheckQueue);
+
+impl Drop for Answering<'_> {
+    fn drop(&mut self) {
+        let waiting = {
+            let mut queue = self.0.lock();
+            queue.answering = false;
+            std::mem::take(&mut queue.jobs)
+        };
+        drop(waiting);
+    }
+}
+
+/// Answers every queued job: one library call per run of jobs at one
+/// distance.
+fn round(server: &Server) {
+    let jobs = std::mem::take(&mut server.checks.lock().jobs);
+    let mut jobs = jobs.into_iter().peekable();
+    while let Some(first) = jobs.next() {
+        let k = first.k;
+        let mut run = vec![first];
+        while let Some(job) = jobs.next_if(|job| job.k == k) {
+            run.push(job);
+        }
+        answer_run(server, k, run);
+    }
+}
+
+fn answer_run(server: &Server, k: u32, mut run: Vec<Job>) {
+    if run.len() == 1 {
+        let job = run.remove(0);
+        let answer = server
+            .index
+            .insert_if_new_many(job.docs, k)
+            .map_err(ApiError::from_write);
+        let _ = job.reply.send(answer);
+        return;
+    }
+    let mut lens = Vec::with_capacity(run.len());
+    let mut docs = Vec::new();
+    let mut replies = Vec::with_capacity(run.len());
+    for job in run {
+        lens.push(job.docs.len());
+        docs.extend(job.docs);
+        replies.push(job.reply);
+    }
+    match server.index.insert_if_new_many(docs, k) {
+        Ok(answers) => {
+            let mut answers = answers.into_iter();
+            for (reply, len) in replies.into_iter().zip(lens) {
+                let _ = reply.send(Ok(answers.by_ref().take(len).collect()));
+            }
+        }
+        Err(e) => {
+            // Nothing was written; every request gets the error (a write
+            // that failed poisons the index for all of them anyway).
+            let error = ApiError::from_write(e);
+            for reply in replies {
+                let _ = reply.send(Err(error.clone()));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::expect_used)]
+mod tests {
+    use std::time::Duration;
+
+    use simhashdb::{Durability, Index, Options};
+
+    use super::super::Limits;
+    use super::*;
+
+    /// Checks queued while another is being answered are answered together,
+    /// a library call per run of one distance, exactly as the checks one by
+    /// one in queue order: against a brute-force model of that order.
+    #[test]
+    fn queued_checks_are_answered_as_one_by_one_in_queue_order() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let index = Index::open(dir.path(), Options::new()).expect("open");
+        let limits = Limits {
+            max_body_bytes: 1 << 20,
+            max_documents: 100,
+        };
+        let server =
+            Arc::new(Server::new(index, Durability::Buffered, limits, None).expect("server"));
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        // Requests near each other: a few base fingerprints, bits flipped.
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let bases: Vec<u64> = (0..3).map(|_| next()).collect();
+        let mut requests: Vec<(u32, Vec<Doc>)> = Vec::new();
+        let mut id = 0;
+        for r in 0..24 {
+            let k = if r % 5 == 3 { 1 } else { 3 };
+            let docs = (0..1 + next() % 3)
+                .map(|_| {
+                    id += 1;
+                    let mut fp = bases[(next() % 3) as usize];
+                    for _ in 0..next() % 6 {
+                        fp ^= 1 << (next() % 64);
+                    }
+                    (id, fp, None)
+                })
+                .collect();
+            requests.push((k, docs));
+        }
+        // Someone is answering: every request queues, in the order sent.
+        server.checks.lock().answering = true;
+        let mut waiting = Vec::new();
+        for (n, (k, docs)) in requests.iter().cloned().enumerate() {
+            let s = Arc::clone(&server);
+            waiting.push(runtime.spawn(async move { check(&s, k, docs).await }));
+            while server.checks.lock().jobs.len() < n + 1 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        round(&server);
+        server.checks.lock().answering = false;
+        let answers: Vec<Answers> = waiting
+            .into_iter()
+            .map(|w| runtime.block_on(w).expect("task").expect("answer"))
+            .collect();
+
+        let mut stored: Vec<(u64, u64)> = Vec::new();
+        let (mut new, mut duplicate) = (0, 0);
+        for ((k, docs), answer) in requests.iter().zip(&answers) {
+            assert_eq!(answer.len(), docs.len());
+            for (&(id, fp, _), got) in docs.iter().zip(answer) {
+                let mut within: Vec<(u32, u64)> = stored
+                    .iter()
+                    .map(|&(other, ofp)| ((ofp ^ fp).count_ones(), other))
+                    .filter(|&(d, _)| d <= *k)
+                    .collect();
+                within.sort_unstable();
+                match got {
+                    Ok(()) => {
+                        assert!(within.is_empty(), "{id} is new, yet near {within:?}");
+                        stored.push((id, fp));
+                        new += 1;
+                    }
+                    Err(matches) => {
+                        let found: Vec<(u32, u64)> =
+                            matches.iter().map(|m| (m.distance, m.id)).collect();
+                        assert_eq!(found, within, "{id}");
+                        duplicate += 1;
+                    }
+                }
+            }
+        }
+        assert!(
+            new > 2 && duplicate > 2,
+            "{new} new, {duplicate} duplicates"
+        );
+        // What was stored is what the model stored.
+        for &(id, fp) in &stored {
+            assert_eq!(server.index.get(id).expect("get"), Some(fp));
+        }
+        assert_eq!(server.index.len().expect("len"), stored.len() as u64);
+        // And nobody answers the queue now: the next check answers itself.
+        let (k, docs) = (3, vec![(1000, bases[0] ^ 0xf0f0, None)]);
+        let answer = runtime.block_on(check(&server, k, docs)).expect("answer");
+        assert_eq!(answer.len(), 1);
+        assert!(!server.checks.lock().answering);
+    }
+}

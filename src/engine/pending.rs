@@ -1,0 +1,138 @@
+//! The documents of one `Index::insert_if_new_many` batch answered `new`
+//! so far, searchable by fingerprint: each later document of the batch is
+//! checked against them without comparing it with every one of them. Split
+//! the 64 bits into `k + 1` blocks as the memtable does: a fingerprint
+//! within `k` of another equals it in at least one block, so a search looks
+//! up one bucket per block.
+
+use super::keys::U64Map;
+use crate::plan::Plan;
+
+/// End of a chain.
+const NONE: u32 = u32::MAX;
+
+#[derive(Debug)]
+pub(super) struct Pending {
+    /// `k + 1` blocks, one table each, whose prefix is the block.
+    blocks: Plan,
+    k: u32,
+    /// Every member: its position in the batch and its fingerprint.
+    members: Vec<(usize, u64)>,
+    /// Per block: the block's bits → the newest member holding them.
+    heads: Vec<U64Map<u32>>,
+    /// Per block, per member: the next older member with the same bits.
+    next: Vec<Vec<u32>>,
+}
+
+impl Pending {
+    /// An empty set searched at distance `k` (at most 63).
+    pub(super) fn new(k: u32) -> Pending {
+        let blocks = Plan::new(k + 1, k)
+            .unwrap_or_else(|e| unreachable!("k + 1 blocks always make a plan: {e}"));
+        let n = blocks.tables().len();
+        Pending {
+            blocks,
+            k,
+            members: Vec::new(),
+            heads: (0..n).map(|_| U64Map::default()).collect(),
+            next: vec![Vec::new(); n],
+        }
+    }
+
+    /// Adds the document at `position` of the batch, of fingerprint `fp`.
+    pub(super) fn insert(&mut self, position: usize, fp: u64) {
+        let Ok(member) = u32::try_from(self.members.len()) else {
+            unreachable!("a batch of more than u32::MAX documents");
+        };
+        self.members.push((position, fp));
+        for ((table, heads), next) in self
+            .blocks
+            .tables()
+            .iter()
+            .zip(&mut self.heads)
+            .zip(&mut self.next)
+        {
+            let older = heads.insert(fp & table.prefix_source_mask(), member);
+            next.push(older.unwrap_or(NONE));
+        }
+    }
+
+    /// The positions of the members within `k` of `fp`, each once, newest
+    /// first within each block.
+    pub(super) fn matching(&self, fp: u64) -> Vec<usize> {
+        let mut out = Vec::new();
+        for (t, ((table, heads), next)) in self
+            .blocks
+            .tables()
+            .iter()
+            .zip(&self.heads)
+            .zip(&self.next)
+            .enumerate()
+        {
+            let mut at = heads
+                .get(&(fp & table.prefix_source_mask()))
+                .copied()
+                .unwrap_or(NONE);
+            while let Some(&(position, other)) = self.members.get(at as usize) {
+                // A member equal in several blocks is reported in the
+                // first only.
+                if self.blocks.reports(t, other ^ fp, self.k) {
+                    out.push(position);
+                }
+                at = next.get(at as usize).copied().unwrap_or(NONE);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+
+    fn xorshift(state: &mut u64) -> u64 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
+    }
+
+    /// Against brute force: members near each other (bits flipped from a
+    /// few seeds, so that buckets hold several and matches abound), every
+    /// k from 0 to 7.
+    #[test]
+    fn finds_exactly_the_members_within_k() {
+        let mut state = 0x1234_5678_9abc_def1;
+        for k in 0..8 {
+            let seeds: Vec<u64> = (0..4).map(|_| xorshift(&mut state)).collect();
+            let near = |state: &mut u64| {
+                let mut fp = seeds[(xorshift(state) % 4) as usize];
+                for _ in 0..xorshift(state) % (2 * k as u64 + 3) {
+                    fp ^= 1 << (xorshift(state) % 64);
+                }
+                fp
+            };
+            let mut pending = Pending::new(k);
+            let mut members = Vec::new();
+            for position in 0..300 {
+                let fp = near(&mut state);
+                let mut got = pending.matching(fp);
+                got.sort_unstable();
+                let want: Vec<usize> = members
+                    .iter()
+                    .enumerate()
+                    .filter(|&(_, &m): &(usize, &u64)| (m ^ fp).count_ones() <= k)
+                    .map(|(p, _)| p)
+                    .collect();
+                assert_eq!(got, want, "k {k}, position {position}");
+                pending.insert(position, fp);
+                members.push(fp);
+            }
+            assert!(
+                (0..300).any(|_| !pending.matching(near(&mut state)).is_empty()),
+                "k {k}: the test never found a match"
+            );
+        }
+    }
+}
