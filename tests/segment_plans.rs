@@ -111,6 +111,10 @@ fn table_counts(dir: &Path) -> Vec<usize> {
         .map(|p| {
             let reader = SegmentReader::new(std::fs::read(&p).unwrap()).unwrap();
             assert_eq!(reader.info().k, 3, "{}", p.display());
+            // A segment this small has 32-key blocks (up to 16 M keys).
+            for t in 0..reader.table_count() {
+                assert_eq!(reader.table(t).unwrap().block_len(), 32, "{}", p.display());
+            }
             reader.table_count()
         })
         .collect();

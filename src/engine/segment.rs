@@ -19,21 +19,32 @@ use super::files::{
 };
 use super::fs::{FileSystem, Mapped, memory_limit};
 
-/// Keys per table block in a new segment of `plan`. A probe decodes its
-/// block from the start up to the probed prefix, so a plan that probes many
-/// prefix values per query gets shorter blocks (a larger block index: 16
-/// bytes per block) to cut what each probe decodes. docs/BENCHMARKS.md,
-/// "Probed plans".
-fn block_len(plan: &Plan) -> u32 {
-    if plan.radius() > 0 {
-        PROBED_BLOCK_LEN
+/// Keys per table block in a new segment of `plan` holding `key_count`
+/// keys. A probe decodes its block from the start up to the probed prefix,
+/// so short blocks (a larger block index: 16 bytes per block, and 13 bytes
+/// of header and CRC per block) cut what each probe decodes:
+/// - a probed plan, which probes many prefix values per query, always gets
+///   them (docs/BENCHMARKS.md, "Probed plans");
+/// - so does a segment of up to [`SHORT_BLOCKS_UP_TO`] keys, where
+///   decoding, not the wait for memory, bounds a probe: 32-key blocks made
+///   queries 1.2 times faster at 1 M and 10 M fingerprints, for 10 % more
+///   table bytes, but only 1.03 times at 50 M (docs/BENCHMARKS.md, "Short
+///   blocks for segments up to 16 M keys"), where larger segments keep
+///   128-key blocks and their size.
+fn block_len(plan: &Plan, key_count: u64) -> u32 {
+    if plan.radius() > 0 || key_count <= SHORT_BLOCKS_UP_TO {
+        SHORT_BLOCK_LEN
     } else {
         DEFAULT_BLOCK_LEN
     }
 }
 
-/// Keys per table block of a probed plan's segment.
-const PROBED_BLOCK_LEN: u32 = 32;
+/// Keys per table block of a probed plan's segment, and of a segment of
+/// at most [`SHORT_BLOCKS_UP_TO`] keys.
+const SHORT_BLOCK_LEN: u32 = 32;
+
+/// The largest segment (in keys per table) written with short blocks.
+const SHORT_BLOCKS_UP_TO: u64 = 16 << 20;
 
 /// A live segment: its tables and doc map, mapped.
 #[derive(Debug)]
@@ -110,7 +121,7 @@ impl Core {
                 table_count: plan.tables().len() as u32,
                 key_count,
             },
-            block_len(plan),
+            block_len(plan, key_count),
         )
         .map_err(encode_error(&seg_path))?;
         let mut keys = Vec::new();
@@ -564,4 +575,20 @@ impl SortedTables for Segment {
 fn file_range(span: std::ops::Range<u64>) -> std::ops::Range<usize> {
     let at = |x: u64| usize::try_from(x).unwrap_or(usize::MAX);
     at(span.start)..at(span.end)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_blocks_up_to_16_m_keys_and_for_probed_plans() {
+        let flat = Plan::new(5, 3).unwrap();
+        assert_eq!(block_len(&flat, 0), 32);
+        assert_eq!(block_len(&flat, 16 << 20), 32);
+        assert_eq!(block_len(&flat, (16 << 20) + 1), 128);
+        let probed = Plan::probed(2, 1, 3).unwrap();
+        assert_eq!(block_len(&probed, 1 << 40), 32);
+    }
 }
