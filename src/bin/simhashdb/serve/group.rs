@@ -77,8 +77,6 @@ pub async fn check(server: &Arc<Server>, k: u32, docs: Vec<Doc>) -> Result<Answe
             tokio::spawn(async move {
                 let answering = Answering(&server.checks);
                 loop {
-                    // Between rounds, the other tasks of this worker run.
-                    tokio::task::yield_now().await;
                     round(&server);
                     let mut queue = server.checks.lock();
                     if queue.jobs.is_empty() {
@@ -99,11 +97,10 @@ pub async fn check(server: &Arc<Server>, k: u32, docs: Vec<Doc>) -> Result<Answe
     })
 }
 
-/// If a round panics (or the runtime drops the answering task while it
-/// yields, at shutdown): lets the next check answer the queue, and answers
+/// If a round panics: lets the next check answer the queue, and answers
 /// the checks queued meanwhile with an error, as the round's own are (their
 /// senders drop), rather than leave them waiting for a check that may never
-/// come. Forgotten when the answering ends normally.
+/// come. Forgotten when the round returns.
 struct Answering<'a>(&'a CheckQueue);
 
 impl Drop for Answering<'_> {
