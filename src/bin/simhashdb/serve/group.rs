@@ -74,6 +74,10 @@ pub async fn check(server: &Arc<Server>, k: u32, docs: Vec<Doc>) -> Result<Answe
         };
         if more {
             let server = Arc::clone(server);
+            // Rounds follow each other without yielding to the worker's
+            // other tasks: a yield between them cost a sixth of the
+            // single-document checks at 16 connections (docs/BENCHMARKS.md,
+            // "Fewer segments, checks answered together").
             tokio::spawn(async move {
                 let answering = Answering(&server.checks);
                 loop {
