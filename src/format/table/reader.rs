@@ -319,11 +319,7 @@ impl<'a> TableReader<'a> {
         if self.layout.block_count == 0 {
             return None;
         }
-        self.block_range(self.find_block(key).ok()?)
-    }
-
-    /// Where `block` lies in the table's bytes; `None` for a damaged index.
-    fn block_range(&self, block: usize) -> Option<std::ops::Range<usize>> {
+        let block = self.find_block(key).ok()?;
         let (_, start) = self.index_entry(block).ok()?;
         let end = if block + 1 < self.layout.block_count {
             self.index_entry(block + 1).ok()?.1
@@ -347,13 +343,7 @@ impl<'a> TableReader<'a> {
     /// to the search.
     #[inline]
     pub fn warm_block(&self, key: u64) {
-        if self.layout.block_count == 0 {
-            return;
-        }
-        let Ok(block) = self.find_block(key) else {
-            return;
-        };
-        if let Some(bytes) = self.block_range(block) {
+        if let Some(bytes) = self.block_bytes(key) {
             // Its first line and its last (its CRC, which is read first); the
             // processor's own prefetching follows the lines between.
             touch(self.bytes, bytes.start);

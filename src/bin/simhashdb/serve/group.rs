@@ -59,38 +59,16 @@ pub async fn check(server: &Arc<Server>, k: u32, docs: Vec<Doc>) -> Result<Answe
         queue.jobs.push(Job { k, docs, reply });
         !std::mem::replace(&mut queue.answering, true)
     };
-    if answer_now {
-        // One round, this request's included, on this thread (no await
-        // inside: it cannot be cancelled halfway); the checks that queued
-        // meanwhile go to a task of their own, so this request's answer
-        // does not wait for them.
-        let more = {
-            let _answering = Answering(&server.checks);
-            round(server);
-            std::mem::forget(_answering);
-            let mut queue = server.checks.lock();
-            queue.answering = !queue.jobs.is_empty();
-            queue.answering
-        };
-        if more {
-            let server = Arc::clone(server);
-            // Rounds follow each other without yielding to the worker's
-            // other tasks: a yield between them cost a sixth of the
-            // single-document checks at 16 connections (docs/BENCHMARKS.md,
-            // "Fewer segments, checks answered together").
-            tokio::spawn(async move {
-                let answering = Answering(&server.checks);
-                loop {
-                    round(&server);
-                    let mut queue = server.checks.lock();
-                    if queue.jobs.is_empty() {
-                        queue.answering = false;
-                        break;
-                    }
-                }
-                std::mem::forget(answering);
-            });
-        }
+    // One round, this request's included, on this thread (no await inside:
+    // it cannot be cancelled halfway); the checks that queued meanwhile go
+    // to a task of their own, so this request's answer does not wait for
+    // them. Rounds follow each other there without yielding to the worker's
+    // other tasks: a yield between them cost a sixth of the single-document
+    // checks at 16 connections (docs/BENCHMARKS.md, "Fewer segments, checks
+    // answered together").
+    if answer_now && answer_round(server) {
+        let server = Arc::clone(server);
+        tokio::spawn(async move { while answer_round(&server) {} });
     }
     answer.await.unwrap_or_else(|_| {
         Err(ApiError::new(
@@ -118,6 +96,17 @@ impl Drop for Answering<'_> {
     }
 }
 
+/// Answers a round (every queued job); then returns whether jobs queued
+/// meanwhile, leaving the queue to the next check if none did.
+fn answer_round(server: &Server) -> bool {
+    let answering = Answering(&server.checks);
+    round(server);
+    std::mem::forget(answering);
+    let mut queue = server.checks.lock();
+    queue.answering = !queue.jobs.is_empty();
+    queue.answering
+}
+
 /// Answers every queued job: one library call per run of jobs at one
 /// distance.
 fn round(server: &Server) {
@@ -133,16 +122,7 @@ fn round(server: &Server) {
     }
 }
 
-fn answer_run(server: &Server, k: u32, mut run: Vec<Job>) {
-    if run.len() == 1 {
-        let job = run.remove(0);
-        let answer = server
-            .index
-            .insert_if_new_many(job.docs, k)
-            .map_err(ApiError::from_write);
-        let _ = job.reply.send(answer);
-        return;
-    }
+fn answer_run(server: &Server, k: u32, run: Vec<Job>) {
     let mut lens = Vec::with_capacity(run.len());
     let mut docs = Vec::new();
     let mut replies = Vec::with_capacity(run.len());
