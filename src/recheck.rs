@@ -36,7 +36,9 @@ impl ShingleSet {
     /// The shingles of `width` tokens of `text`, tokenized as `hasher` does.
     pub fn from_text(hasher: &Simhasher, text: &str, width: usize) -> ShingleSet {
         let mut token_hashes = Vec::new();
-        hasher.for_each_token(text, &mut |t| token_hashes.push(token_hash(t)));
+        hasher.for_each_token_fnv(text, &mut |fnv| {
+            token_hashes.push(FeatureHash::Fnv1a64Fmix64.finish(fnv))
+        });
         ShingleSet::from_token_hashes(token_hashes, width)
     }
 
