@@ -135,7 +135,13 @@ pub(crate) fn for_each_token_fnv(tokenizer: Tokenizer, text: &str, emit: &mut im
     let mut buf = String::new();
     for_each_piece(text, &mut |piece, ascii| {
         if ascii {
-            scan_ascii_words(piece, &mut HashSink { hash: FNV_OFFSET, emit });
+            scan_ascii_words(
+                piece,
+                &mut HashSink {
+                    hash: FNV_OFFSET,
+                    emit,
+                },
+            );
         } else {
             for word in piece.unicode_words() {
                 emit_lowercase(word, &mut buf, &mut |t| emit(super::fnv1a64(t.as_bytes())));
@@ -648,7 +654,8 @@ mod tests {
                 assert_eq!(fused, plain, "{tokenizer} {text:?}");
             }
         }
-        let (fused, plain) = fused_and_plain_hashes(Tokenizer::Words, "The QUICK Don't café ΣΑΣ x_Y 3.14");
+        let (fused, plain) =
+            fused_and_plain_hashes(Tokenizer::Words, "The QUICK Don't café ΣΑΣ x_Y 3.14");
         assert_eq!(fused.len(), 7);
         assert_eq!(fused, plain);
     }

@@ -708,7 +708,9 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
     // threshold cannot pass the check (the check itself applies the same
     // bound): it is dropped before the texts are read again.
     if !set_sizes.is_empty() {
-        pairs.retain(|&(a, b)| !size_bound_below(set_sizes[a as usize], set_sizes[b as usize], threshold));
+        pairs.retain(|&(a, b)| {
+            !size_bound_below(set_sizes[a as usize], set_sizes[b as usize], threshold)
+        });
     }
     drop(set_sizes);
     spinner.finish_and_clear();
