@@ -35,7 +35,7 @@ pub struct ShingleSet {
 impl ShingleSet {
     /// The shingles of `width` tokens of `text`, tokenized as `hasher` does.
     pub fn from_text(hasher: &Simhasher, text: &str, width: usize) -> ShingleSet {
-        let mut token_hashes = Vec::new();
+        let mut token_hashes = Vec::with_capacity(tokens_in(text));
         hasher.for_each_token_fnv(text, &mut |fnv| {
             token_hashes.push(FeatureHash::Fnv1a64Fmix64.finish(fnv))
         });
@@ -74,15 +74,25 @@ impl ShingleSet {
 
     fn from_token_hashes(token_hashes: Vec<u64>, width: usize) -> ShingleSet {
         let width = width.max(1);
-        let mut hashes: Vec<u64> = if token_hashes.is_empty() {
-            Vec::new()
-        } else if token_hashes.len() < width {
-            vec![combine(&token_hashes)]
+        let mut hashes = token_hashes;
+        if hashes.len() < width {
+            if !hashes.is_empty() {
+                hashes = vec![combine(&hashes)];
+            }
         } else {
-            token_hashes.windows(width).map(combine).collect()
-        };
+            // In place: shingle `i` is made of tokens `i..i + width`, so
+            // token `i` is no longer needed once it is written.
+            let shingles = hashes.len() - width + 1;
+            for i in 0..shingles {
+                hashes[i] = combine(&hashes[i..i + width]);
+            }
+            hashes.truncate(shingles);
+        }
         hashes.sort_unstable();
         hashes.dedup();
+        // The vector was sized for the tokens; a set may be held a while
+        // (the dataset check budgets its memory by `len`).
+        hashes.shrink_to_fit();
         ShingleSet { hashes }
     }
 
@@ -127,6 +137,12 @@ impl ShingleSet {
 /// [`Simhasher`] uses for the tokens of [`ShingleSet::with_fingerprint`] too.
 fn token_hash(token: &str) -> u64 {
     FeatureHash::Fnv1a64Fmix64.hash(token.as_bytes())
+}
+
+/// About as many tokens as a text of this length has (a word and its
+/// space take about six bytes), for the vectors that collect them.
+pub(crate) fn tokens_in(text: &str) -> usize {
+    text.len() / 6 + 8
 }
 
 /// Order-sensitive hash of a run of token hashes.

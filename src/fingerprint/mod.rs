@@ -494,7 +494,7 @@ impl Simhasher {
     /// tokenizer: the default), the text is tokenized once for both.
     pub(crate) fn fingerprint_and_token_hashes(&self, text: &str) -> (Option<u64>, Vec<u64>) {
         let token_hash = |fnv: u64| FeatureHash::Fnv1a64Fmix64.finish(fnv);
-        let mut hashes = Vec::new();
+        let mut hashes = Vec::with_capacity(crate::recheck::tokens_in(text));
         let tokens_are_features = self.idf.is_none()
             && self.weighting == Weighting::TermFrequency
             && self.shingle <= 1

@@ -568,6 +568,7 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
     let threshold = common.rule.map_or(DEFAULT_THRESHOLD, |r| r.threshold);
     let bands =
         (verify && common.distance.is_none()).then(|| MinHashBands::for_threshold(threshold));
+    let keep_longest = args.keep == KeepRule::Longest;
     let mut fps: Vec<u64> = Vec::new();
     let mut lens: Vec<u32> = Vec::new();
     let mut blank: Vec<bool> = Vec::new();
@@ -586,7 +587,12 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
                 .par_iter()
                 .map(|t| {
                     let is_blank = is_blank_text(t);
-                    let chars = t.chars().count().min(u32::MAX as usize) as u32;
+                    // Only `--keep longest` reads the lengths.
+                    let chars = if keep_longest {
+                        t.chars().count().min(u32::MAX as usize) as u32
+                    } else {
+                        0
+                    };
                     let (fp, keys, size) = match &bands {
                         _ if is_blank => (0, Vec::new(), 0),
                         None => (hasher.fingerprint(t), Vec::new(), 0),
@@ -601,7 +607,9 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
                 .collect();
             for (fp, chars, b, keys, size) in done {
                 fps.push(fp);
-                lens.push(chars);
+                if keep_longest {
+                    lens.push(chars);
+                }
                 // A text without shingles takes no part in the band search.
                 blank.push(b || (bands.is_some() && keys.is_empty()));
                 if let Some(bands) = &bands {
