@@ -32,7 +32,7 @@ use rayon::prelude::*;
 use serde_json::{Value, json};
 use simhashdb::batch::find_all;
 use simhashdb::plan::{Budget, Plan};
-use simhashdb::recheck::{JaccardRule, MinHashBands, ShingleSet};
+use simhashdb::recheck::{JaccardRule, MinHashBands};
 use simhashdb::{Index, Options, Simhasher, doc_id, hamming};
 
 use crate::docs::{WalkArgs, collect_inputs, is_blank_text};
@@ -597,9 +597,9 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
                         _ if is_blank => (0, Vec::new(), 0),
                         None => (hasher.fingerprint(t), Vec::new(), 0),
                         Some(b) => {
-                            let (fp, set) = ShingleSet::with_fingerprint(&hasher, t, width);
-                            let size = set.len().min(u32::MAX as usize) as u32;
-                            (fp.unwrap_or(0), b.keys(&set), size)
+                            let sketch = b.sketch(&hasher, t, width);
+                            let size = sketch.shingles.min(u32::MAX as usize) as u32;
+                            (sketch.fingerprint.unwrap_or(0), sketch.keys, size)
                         }
                     };
                     (fp, chars, is_blank, keys, size)
