@@ -165,22 +165,38 @@ fn for_each_word<'t>(text: &'t str, emit: &mut impl FnMut(&'t str)) {
 /// run, and none looks back across it (white space is neither ignored by
 /// WB4 nor part of any joining context). Each piece goes to the ASCII
 /// segmenter when it is ASCII and to `unicode_words` otherwise.
+///
+/// Consecutive ASCII pieces are handed over as one (no word crosses their
+/// boundary either), so only the pieces around non-ASCII characters are
+/// looked for, from one non-ASCII byte to the next.
 fn for_each_piece<'t>(text: &'t str, f: &mut impl FnMut(&'t str, bool)) {
-    if text.is_ascii() {
-        return f(text, true);
-    }
     let bytes = text.as_bytes();
-    let mut piece = 0;
-    let mut ascii = true;
-    for (i, &b) in bytes.iter().enumerate() {
-        if is_ascii_space(b) && i > 0 && !is_ascii_space(bytes[i - 1]) {
-            f(&text[piece..i], ascii);
-            piece = i;
-            ascii = true;
+    // Where a run of white space starts: the cuts between pieces.
+    let is_cut = |i: usize| i > 0 && is_ascii_space(bytes[i]) && !is_ascii_space(bytes[i - 1]);
+    let mut start = 0;
+    while let Some(p) = first_non_ascii(&bytes[start..]).map(|o| start + o) {
+        // The piece holding byte `p` runs from the last cut at or before it
+        // (or `start`) to the first cut after it (or the end).
+        let cut = (start + 1..p).rev().find(|&i| is_cut(i)).unwrap_or(start);
+        if cut > start {
+            f(&text[start..cut], true);
         }
-        ascii &= b.is_ascii();
+        let end = (p + 1..bytes.len()).find(|&i| is_cut(i)).unwrap_or(bytes.len());
+        f(&text[cut..end], false);
+        start = end;
     }
-    f(&text[piece..], ascii);
+    if start < bytes.len() || bytes.is_empty() {
+        f(&text[start..], true);
+    }
+}
+
+/// The position of the first byte of `bytes` that is not ASCII.
+fn first_non_ascii(bytes: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    while i + 32 <= bytes.len() && bytes[i..i + 32].is_ascii() {
+        i += 32;
+    }
+    bytes[i..].iter().position(|b| !b.is_ascii()).map(|o| i + o)
 }
 
 /// White space that Unicode's word break property puts in classes that
