@@ -181,7 +181,9 @@ fn for_each_piece<'t>(text: &'t str, f: &mut impl FnMut(&'t str, bool)) {
         if cut > start {
             f(&text[start..cut], true);
         }
-        let end = (p + 1..bytes.len()).find(|&i| is_cut(i)).unwrap_or(bytes.len());
+        let end = (p + 1..bytes.len())
+            .find(|&i| is_cut(i))
+            .unwrap_or(bytes.len());
         f(&text[cut..end], false);
         start = end;
     }
