@@ -35,8 +35,10 @@ pub struct ShingleSet {
 impl ShingleSet {
     /// The shingles of `width` tokens of `text`, tokenized as `hasher` does.
     pub fn from_text(hasher: &Simhasher, text: &str, width: usize) -> ShingleSet {
-        let mut token_hashes = Vec::new();
-        hasher.for_each_token(text, &mut |t| token_hashes.push(token_hash(t)));
+        let mut token_hashes = Vec::with_capacity(tokens_in(text));
+        hasher.for_each_token_fnv(text, &mut |fnv| {
+            token_hashes.push(FeatureHash::Fnv1a64Fmix64.finish(fnv))
+        });
         ShingleSet::from_token_hashes(token_hashes, width)
     }
 
@@ -71,16 +73,12 @@ impl ShingleSet {
     }
 
     fn from_token_hashes(token_hashes: Vec<u64>, width: usize) -> ShingleSet {
-        let width = width.max(1);
-        let mut hashes: Vec<u64> = if token_hashes.is_empty() {
-            Vec::new()
-        } else if token_hashes.len() < width {
-            vec![combine(&token_hashes)]
-        } else {
-            token_hashes.windows(width).map(combine).collect()
-        };
+        let mut hashes = shingle_hashes(token_hashes, width);
         hashes.sort_unstable();
         hashes.dedup();
+        // The vector was sized for the tokens; a set may be held a while
+        // (the dataset check budgets its memory by `len`).
+        hashes.shrink_to_fit();
         ShingleSet { hashes }
     }
 
@@ -125,6 +123,69 @@ impl ShingleSet {
 /// [`Simhasher`] uses for the tokens of [`ShingleSet::with_fingerprint`] too.
 fn token_hash(token: &str) -> u64 {
     FeatureHash::Fnv1a64Fmix64.hash(token.as_bytes())
+}
+
+/// The hashes of the `width`-token shingles of a text whose token hashes
+/// are `token_hashes`, in text order, repeats included (one shingle of all
+/// the tokens when there are fewer than `width`).
+fn shingle_hashes(mut hashes: Vec<u64>, width: usize) -> Vec<u64> {
+    let width = width.max(1);
+    if hashes.len() < width {
+        if !hashes.is_empty() {
+            hashes = vec![combine(&hashes)];
+        }
+    } else {
+        // In place: shingle `i` is made of tokens `i..i + width`, so token
+        // `i` is no longer needed once it is written.
+        let shingles = hashes.len() - width + 1;
+        for i in 0..shingles {
+            hashes[i] = combine(&hashes[i..i + width]);
+        }
+        hashes.truncate(shingles);
+    }
+    hashes
+}
+
+/// The number of distinct values in `hashes` (well-mixed 64-bit hashes),
+/// by an open-addressing table rather than a sort.
+fn count_distinct(hashes: &[u64]) -> usize {
+    if hashes.is_empty() {
+        return 0;
+    }
+    let bits = (hashes.len() * 2)
+        .next_power_of_two()
+        .trailing_zeros()
+        .max(4);
+    let mask = (1usize << bits) - 1;
+    // 0 marks an empty slot; the hash 0 itself is counted on the side.
+    let mut table = vec![0u64; 1 << bits];
+    let mut zero = false;
+    let mut distinct = 0;
+    for &h in hashes {
+        if h == 0 {
+            zero = true;
+            continue;
+        }
+        let mut i = (h >> (64 - bits)) as usize;
+        loop {
+            match table[i] {
+                0 => {
+                    table[i] = h;
+                    distinct += 1;
+                    break;
+                }
+                x if x == h => break,
+                _ => i = (i + 1) & mask,
+            }
+        }
+    }
+    distinct + usize::from(zero)
+}
+
+/// About as many tokens as a text of this length has (a word and its
+/// space take about six bytes), for the vectors that collect them.
+pub(crate) fn tokens_in(text: &str) -> usize {
+    text.len() / 6 + 8
 }
 
 /// Order-sensitive hash of a run of token hashes.
@@ -382,8 +443,41 @@ impl MinHashBands {
 
     /// The `bands` keys of `set`, or none for an empty set.
     pub fn keys(&self, set: &ShingleSet) -> Vec<u32> {
+        self.keys_of_hashes(set.hashes())
+    }
+
+    /// What a first pass over a dataset needs of a text, without sorting
+    /// its shingles: its fingerprint and [`keys`](Self::keys) and its
+    /// number of distinct `width`-token shingles, as
+    /// [`ShingleSet::with_fingerprint`] and [`keys`](Self::keys) give them.
+    ///
+    /// ```
+    /// use simhashdb::recheck::{MinHashBands, ShingleSet};
+    /// use simhashdb::Simhasher;
+    ///
+    /// let bands = MinHashBands::for_threshold(0.8);
+    /// let h = Simhasher::default();
+    /// let text = "a rose is a rose is a rose is a rose";
+    /// let (fingerprint, set) = ShingleSet::with_fingerprint(&h, text, 2);
+    /// let sketch = bands.sketch(&h, text, 2);
+    /// assert_eq!(sketch.fingerprint, fingerprint);
+    /// assert_eq!(sketch.keys, bands.keys(&set));
+    /// assert_eq!((sketch.shingles, set.len()), (3, 3));
+    /// ```
+    pub fn sketch(&self, hasher: &Simhasher, text: &str, width: usize) -> BandSketch {
+        let (fingerprint, token_hashes) = hasher.fingerprint_and_token_hashes(text);
+        let shingles = shingle_hashes(token_hashes, width);
+        BandSketch {
+            fingerprint,
+            keys: self.keys_of_hashes(&shingles),
+            shingles: count_distinct(&shingles),
+        }
+    }
+
+    /// The keys of the set of `hashes` (in any order, repeats allowed).
+    fn keys_of_hashes(&self, hashes: &[u64]) -> Vec<u32> {
         let slots = self.bands * self.rows;
-        if set.is_empty() || slots == 0 {
+        if hashes.is_empty() || slots == 0 {
             return Vec::new();
         }
         // One permutation hashing (Li, Owen and Zhang, NIPS 2012): each
@@ -395,7 +489,7 @@ impl MinHashBands {
         // `bands × rows` independent hash functions, at the cost of one.
         let mut bins = vec![u64::MAX; slots];
         let mut filled = vec![false; slots];
-        for &x in set.hashes() {
+        for &x in hashes {
             let y = fmix64(x ^ 0x243f_6a88_85a3_08d3);
             let bin = bin_of(y, slots);
             bins[bin] = bins[bin].min(y);
@@ -428,6 +522,18 @@ impl MinHashBands {
             })
             .collect()
     }
+}
+
+/// A text's fingerprint, MinHash band keys and shingle count
+/// ([`MinHashBands::sketch`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BandSketch {
+    /// The fingerprint, `None` for a text without features.
+    pub fingerprint: Option<u64>,
+    /// The band keys; none for a text without shingles.
+    pub keys: Vec<u32>,
+    /// The number of distinct shingles.
+    pub shingles: usize,
 }
 
 /// The bin of `slots` that hash `y` falls in, by its high bits.
@@ -742,8 +848,43 @@ mod tests {
                         ShingleSet::from_text(&hasher, text, width),
                         "{config} {text:?}"
                     );
+                    let bands = MinHashBands::for_threshold(0.8);
+                    let sketch = bands.sketch(&hasher, text, width);
+                    assert_eq!(sketch.fingerprint, fp, "{config} {text:?}");
+                    assert_eq!(sketch.keys, bands.keys(&set), "{config} {text:?}");
+                    assert_eq!(sketch.shingles, set.len(), "{config} {text:?}");
                 }
             }
         }
+    }
+
+    #[test]
+    fn sketches_count_the_distinct_shingles_of_texts_with_repeats() {
+        let hasher = Simhasher::default();
+        let bands = MinHashBands::for_threshold(0.7);
+        let vocabulary = ["a", "b", "c", "rose", "is", "A", "Rose"];
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for round in 0..3_000 {
+            let words = round % 300;
+            let text: Vec<&str> = (0..words)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    vocabulary[(x % vocabulary.len() as u64) as usize]
+                })
+                .collect();
+            let text = text.join(" ");
+            let width = 1 + round % 6;
+            let set = ShingleSet::from_text(&hasher, &text, width);
+            let sketch = bands.sketch(&hasher, &text, width);
+            assert_eq!(sketch.shingles, set.len(), "{text:?} width {width}");
+            assert_eq!(sketch.keys, bands.keys(&set), "{text:?} width {width}");
+        }
+        // The hash 0 is a value like any other.
+        assert_eq!(count_distinct(&[0, 0, 5, 0, 5, 7]), 3);
+        assert_eq!(count_distinct(&[]), 0);
+        let many: Vec<u64> = (0..10_000u64).map(|i| fmix64(i % 3_000)).collect();
+        assert_eq!(count_distinct(&many), 3_000);
     }
 }

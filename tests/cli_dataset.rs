@@ -632,6 +632,67 @@ fn checking_in_a_small_memory_budget_takes_more_passes_and_gives_the_same_answer
     check_drops(&stdout, &want);
     let s: Value = serde_json::from_slice(&fs::read(&stats).unwrap()).unwrap();
     assert!(s["verify_passes"].as_u64().unwrap() > 2, "{s}");
+    let steps = s["seconds_by_step"].as_object().unwrap();
+    for step in ["read", "candidates", "check", "groups", "report", "output"] {
+        assert!(steps[step].as_f64().unwrap() >= 0.0, "{step}: {s}");
+    }
+    let total: f64 = steps.values().map(|v| v.as_f64().unwrap()).sum();
+    assert!(total <= s["seconds"].as_f64().unwrap(), "{s}");
+}
+
+#[test]
+fn candidates_whose_set_sizes_rule_them_out_are_not_checked_and_the_answer_holds() {
+    let mut recs = dataset(23, 300);
+    // Two-thirds prefixes of long records: their shingles are a subset of
+    // the whole's, so most share a band with it, but the sets' sizes alone
+    // keep the Jaccard near 0.66, below the threshold of 0.8.
+    let prefixes: Vec<Rec> = recs
+        .iter()
+        .filter(|r| r.text.split(' ').count() >= 80)
+        .take(30)
+        .map(|r| {
+            let words: Vec<&str> = r.text.split(' ').collect();
+            Rec {
+                id: format!("{}-prefix", r.id),
+                text: words[..words.len() * 2 / 3].join(" "),
+                ts: r.ts,
+            }
+        })
+        .collect();
+    assert_eq!(prefixes.len(), 30);
+    // And copies with one word more: sets of different sizes that are
+    // near-duplicates all the same.
+    let longer: Vec<Rec> = recs
+        .iter()
+        .filter(|r| r.text.split(' ').count() >= 25)
+        .take(30)
+        .map(|r| Rec {
+            id: format!("{}-longer", r.id),
+            text: format!("{} appended", r.text),
+            ts: r.ts,
+        })
+        .collect();
+    recs.extend(prefixes);
+    recs.extend(longer);
+    let want = expected(&recs, true, None, Keep::First);
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("data.jsonl");
+    fs::write(&input, jsonl_bytes(&recs)).unwrap();
+    let stats = dir.path().join("stats.json");
+    let (stdout, _) = dedup(&[
+        path_str(&input),
+        "--emit",
+        "drop",
+        "--id-field",
+        "id",
+        "--stats-json",
+        path_str(&stats),
+    ]);
+    check_drops(&stdout, &want);
+    let s: Value = serde_json::from_slice(&fs::read(&stats).unwrap()).unwrap();
+    let bounded = s["pairs_bounded_by_size"].as_u64().unwrap();
+    assert!(bounded >= 20, "{s}");
+    assert!(bounded < s["candidate_pairs"].as_u64().unwrap(), "{s}");
 }
 
 /// Runs a dedup that must fail with exit code 2 on bad input, and checks

@@ -12,6 +12,8 @@ wall time, CPU time, peak memory (the summed resident size of the tool's
 process tree, sampled every 0.1 s) and the records it drops. Each tool gets
 `--timeout` seconds; one that does not finish is reported as such. The data
 and the tools' outputs are deleted at the end unless --keep-data is given.
+`--data DIR` runs the tools on a folder of JSONL files written before (by
+`generate`, for instance) instead of generating one, and keeps it.
 
 Every tool uses two workers (the machine's two cores) and its own defaults
 for what counts as a duplicate; the injected near-duplicates are edits that
@@ -332,6 +334,20 @@ def tools(data, work, python, binary, records, emit):
     return out
 
 
+def measure_data(folder):
+    """Records, bytes of text and bytes of JSONL of a folder of JSONL files."""
+    records = text_bytes = file_bytes = 0
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name)
+        file_bytes += os.path.getsize(path)
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    records += 1
+                    text_bytes += len(json.loads(line)["text"].encode("utf-8"))
+    return records, text_bytes, file_bytes
+
+
 def count_lines_file(path):
     with open(path, "rb") as f:
         return sum(1 for _ in f)
@@ -345,6 +361,12 @@ def main():
     ap.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "simhashdb"))
     ap.add_argument("--only", default="", help="comma-separated tool names to run (default: all)")
     ap.add_argument("--keep-data", action="store_true")
+    ap.add_argument(
+        "--data",
+        default="",
+        help="run on this folder of JSONL files (as `generate` writes them) instead of generating data; "
+        "--sizes then only labels the run, and the data is kept",
+    )
     ap.add_argument("--min-free-gb", type=float, default=8.0)
     ap.add_argument(
         "--simhashdb-emit",
@@ -358,7 +380,7 @@ def main():
     print(f"# {platform.node()} {platform.platform()}, {os.cpu_count()} CPUs, python {platform.python_version()}")
     print(f"# {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
     t0 = time.monotonic()
-    pool = paragraph_pool()
+    pool = [] if args.data else paragraph_pool()
     print(f"# paragraph pool: {len(pool)} paragraphs, {sum(map(len, pool)) / 1e6:.0f} MB, {time.monotonic() - t0:.0f} s")
     results = []
     for size in [float(s) for s in args.sizes.split(",")]:
@@ -367,17 +389,25 @@ def main():
         # (the survivors only, or almost nothing, when simhashdb runs alone).
         only_simhashdb = args.only.strip() == "simhashdb"
         factor = 3 if not only_simhashdb else (2 if args.simhashdb_emit == "keep" else 1.05)
+        if args.data:
+            factor -= 1  # the data is there already
         if free - factor * size < args.min_free_gb:
             print(f"## {size:g} GB: skipped, {free:.1f} GB free and {args.min_free_gb:g} GB must stay free")
             continue
         work = os.path.join(args.work, f"{size:g}gb")
         shutil.rmtree(work, ignore_errors=True)
-        data = os.path.join(work, "data")
+        os.makedirs(work)
         t = time.monotonic()
-        records, text_bytes, file_bytes, injected = generate(data, size, pool)
+        if args.data:
+            data = args.data
+            records, text_bytes, file_bytes = measure_data(data)
+            injected = "not known (existing data)"
+        else:
+            data = os.path.join(work, "data")
+            records, text_bytes, file_bytes, injected = generate(data, size, pool)
         print(
             f"## {size:g} GB: {records} records, {text_bytes / 1e6:.0f} MB of text, {file_bytes / 1e6:.0f} MB of JSONL, "
-            f"injected {json.dumps(injected)}; written in {time.monotonic() - t:.0f} s"
+            f"injected {json.dumps(injected)}; written or read in {time.monotonic() - t:.0f} s"
         )
         wanted = [t.strip() for t in args.only.split(",") if t.strip()]
         for name, cmd, kept in tools(data, work, python, args.binary, records, args.simhashdb_emit):
@@ -407,7 +437,7 @@ def main():
                 if entry != "data" and not entry.endswith(".log"):
                     p = os.path.join(work, entry)
                     shutil.rmtree(p) if os.path.isdir(p) else os.remove(p)
-        if not args.keep_data:
+        if not args.keep_data and not args.data:
             shutil.rmtree(data, ignore_errors=True)
         report(results, size)
     with open(os.path.join(args.work, "results.json"), "w") as f:

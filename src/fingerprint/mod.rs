@@ -363,9 +363,9 @@ impl Simhasher {
             (None, Weighting::TermFrequency) => {
                 let mut vote = CountVote::new();
                 let hash = self.hash;
-                self.for_each_feature(text, &mut |f| {
+                self.for_each_feature_fnv(text, &mut |fnv| {
                     any = true;
-                    vote.add(hash.hash(f.as_bytes()));
+                    vote.add(hash.finish(fnv));
                 });
                 vote.finish()
             }
@@ -373,9 +373,9 @@ impl Simhasher {
                 let mut vote = CountVote::new();
                 let mut seen = FnvHashSet::default();
                 let hash = self.hash;
-                self.for_each_feature(text, &mut |f| {
+                self.for_each_feature_fnv(text, &mut |fnv| {
                     any = true;
-                    let h = hash.hash(f.as_bytes());
+                    let h = hash.finish(fnv);
                     if seen.insert(h) {
                         vote.add(h);
                     }
@@ -493,8 +493,8 @@ impl Simhasher {
     /// frequency, no IDF table, `fnv1a64-fmix64`, a word or letter
     /// tokenizer: the default), the text is tokenized once for both.
     pub(crate) fn fingerprint_and_token_hashes(&self, text: &str) -> (Option<u64>, Vec<u64>) {
-        let token_hash = |t: &str| FeatureHash::Fnv1a64Fmix64.hash(t.as_bytes());
-        let mut hashes = Vec::new();
+        let token_hash = |fnv: u64| FeatureHash::Fnv1a64Fmix64.finish(fnv);
+        let mut hashes = Vec::with_capacity(crate::recheck::tokens_in(text));
         let tokens_are_features = self.idf.is_none()
             && self.weighting == Weighting::TermFrequency
             && self.shingle <= 1
@@ -502,15 +502,15 @@ impl Simhasher {
             && !matches!(self.tokenizer, Tokenizer::CharNgrams(_));
         if tokens_are_features {
             let mut vote = CountVote::new();
-            self.for_each_token(text, &mut |t| {
-                let h = token_hash(t);
+            self.for_each_token_fnv(text, &mut |fnv| {
+                let h = token_hash(fnv);
                 vote.add(h);
                 hashes.push(h);
             });
             let fp = vote.finish();
             ((!hashes.is_empty()).then_some(fp), hashes)
         } else {
-            self.for_each_token(text, &mut |t| hashes.push(token_hash(t)));
+            self.for_each_token_fnv(text, &mut |fnv| hashes.push(token_hash(fnv)));
             (self.fingerprint_checked(text), hashes)
         }
     }
@@ -522,6 +522,28 @@ impl Simhasher {
             Tokenizer::CharNgrams(n) => tokenize::for_each_char_ngram(n, text, emit),
             tokenizer => tokenize::for_each_token(tokenizer, text, emit),
         }
+    }
+
+    /// Calls `emit` with the [`fnv1a64`] of each of [`tokens`](Self::tokens),
+    /// hashing ASCII words as they are scanned.
+    pub(crate) fn for_each_token_fnv(&self, text: &str, emit: &mut impl FnMut(u64)) {
+        match self.tokenizer {
+            Tokenizer::CharNgrams(n) => {
+                tokenize::for_each_char_ngram(n, text, &mut |t| emit(fnv1a64(t.as_bytes())))
+            }
+            tokenizer => tokenize::for_each_token_fnv(tokenizer, text, emit),
+        }
+    }
+
+    /// Calls `emit` with the [`fnv1a64`] of every feature
+    /// [`for_each_feature`](Self::for_each_feature) gives, in order.
+    fn for_each_feature_fnv(&self, text: &str, emit: &mut impl FnMut(u64)) {
+        match self.tokenizer {
+            Tokenizer::CharNgrams(_) => {}
+            _ if self.shingle <= 1 => return self.for_each_token_fnv(text, emit),
+            _ => {}
+        }
+        self.for_each_feature(text, &mut |f| emit(fnv1a64(f.as_bytes())));
     }
 
     /// The weight of the feature whose [`fnv1a64`] is `fnv`.

@@ -124,30 +124,81 @@ pub(crate) fn for_each_token(tokenizer: Tokenizer, text: &str, emit: &mut impl F
     }
 }
 
+/// Calls `emit` with the FNV-1a 64 hash ([`fnv1a64`](super::fnv1a64)) of
+/// each token [`for_each_token`] gives, in order. For
+/// [`Tokenizer::Words`], ASCII words are lower-cased and hashed as they are
+/// scanned, without a copy or a second look at their bytes.
+pub(crate) fn for_each_token_fnv(tokenizer: Tokenizer, text: &str, emit: &mut impl FnMut(u64)) {
+    if tokenizer != Tokenizer::Words {
+        return for_each_token(tokenizer, text, &mut |t| emit(super::fnv1a64(t.as_bytes())));
+    }
+    let mut buf = String::new();
+    for_each_piece(text, &mut |piece, ascii| {
+        if ascii {
+            scan_ascii_words(
+                piece,
+                &mut HashSink {
+                    hash: FNV_OFFSET,
+                    emit,
+                },
+            );
+        } else {
+            for word in piece.unicode_words() {
+                emit_lowercase(word, &mut buf, &mut |t| emit(super::fnv1a64(t.as_bytes())));
+            }
+        }
+    });
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
 /// [`unicode_words`](UnicodeSegmentation::unicode_words), with ASCII text
 /// segmented by [`for_each_ascii_word`].
-///
-/// A text that is not all ASCII is cut where a run of ASCII white space
-/// starts: every word boundary rule breaks before such a run, and none looks
-/// back across it (white space is neither ignored by WB4 nor part of any
-/// joining context), so the pieces' words are the text's. Each piece goes to
-/// the ASCII segmenter when it is ASCII and to `unicode_words` otherwise.
 fn for_each_word<'t>(text: &'t str, emit: &mut impl FnMut(&'t str)) {
-    if text.is_ascii() {
-        return for_each_ascii_word(text, emit);
-    }
+    for_each_piece(text, &mut |piece, ascii| segment_piece(piece, ascii, emit));
+}
+
+/// Cuts `text` into pieces whose words are the text's, and says of each
+/// whether it is ASCII. A text that is not all ASCII is cut where a run of
+/// ASCII white space starts: every word boundary rule breaks before such a
+/// run, and none looks back across it (white space is neither ignored by
+/// WB4 nor part of any joining context). Each piece goes to the ASCII
+/// segmenter when it is ASCII and to `unicode_words` otherwise.
+///
+/// Consecutive ASCII pieces are handed over as one (no word crosses their
+/// boundary either), so only the pieces around non-ASCII characters are
+/// looked for, from one non-ASCII byte to the next.
+fn for_each_piece<'t>(text: &'t str, f: &mut impl FnMut(&'t str, bool)) {
     let bytes = text.as_bytes();
-    let mut piece = 0;
-    let mut ascii = true;
-    for (i, &b) in bytes.iter().enumerate() {
-        if is_ascii_space(b) && i > 0 && !is_ascii_space(bytes[i - 1]) {
-            segment_piece(&text[piece..i], ascii, emit);
-            piece = i;
-            ascii = true;
+    // Where a run of white space starts: the cuts between pieces.
+    let is_cut = |i: usize| i > 0 && is_ascii_space(bytes[i]) && !is_ascii_space(bytes[i - 1]);
+    let mut start = 0;
+    while let Some(p) = first_non_ascii(&bytes[start..]).map(|o| start + o) {
+        // The piece holding byte `p` runs from the last cut at or before it
+        // (or `start`) to the first cut after it (or the end).
+        let cut = (start + 1..p).rev().find(|&i| is_cut(i)).unwrap_or(start);
+        if cut > start {
+            f(&text[start..cut], true);
         }
-        ascii &= b.is_ascii();
+        let end = (p + 1..bytes.len())
+            .find(|&i| is_cut(i))
+            .unwrap_or(bytes.len());
+        f(&text[cut..end], false);
+        start = end;
     }
-    segment_piece(&text[piece..], ascii, emit);
+    if start < bytes.len() || bytes.is_empty() {
+        f(&text[start..], true);
+    }
+}
+
+/// The position of the first byte of `bytes` that is not ASCII.
+fn first_non_ascii(bytes: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    while i + 32 <= bytes.len() && bytes[i..i + 32].is_ascii() {
+        i += 32;
+    }
+    bytes[i..].iter().position(|b| !b.is_ascii()).map(|o| i + o)
 }
 
 /// White space that Unicode's word break property puts in classes that
@@ -210,6 +261,58 @@ fn ascii_class(b: u8) -> AsciiClass {
 /// `unicode_words` then keeps the segments with a letter or digit, so a
 /// segment of underscores alone is left out.
 fn for_each_ascii_word<'t>(text: &'t str, emit: &mut impl FnMut(&'t str)) {
+    scan_ascii_words(text, &mut SliceSink(emit));
+}
+
+/// What [`scan_ascii_words`] hands each word to: its bytes one by one as
+/// they are scanned, then its end.
+trait AsciiWordSink<'t> {
+    /// The next byte of the word being scanned.
+    fn byte(&mut self, b: u8);
+    /// The word whose bytes were just handed over ends; `alnum` says
+    /// whether it is a word (holds a letter or digit) or a run of
+    /// underscores, which is no word.
+    fn end(&mut self, word: &'t str, alnum: bool);
+}
+
+/// Hands each word on as a slice of the text.
+struct SliceSink<'e, E>(&'e mut E);
+
+impl<'t, E: FnMut(&'t str)> AsciiWordSink<'t> for SliceSink<'_, E> {
+    #[inline(always)]
+    fn byte(&mut self, _: u8) {}
+    #[inline(always)]
+    fn end(&mut self, word: &'t str, alnum: bool) {
+        if alnum {
+            (self.0)(word);
+        }
+    }
+}
+
+/// Hands each word on as the FNV-1a 64 hash of its lower-cased bytes.
+struct HashSink<'e, E> {
+    hash: u64,
+    emit: &'e mut E,
+}
+
+impl<E: FnMut(u64)> AsciiWordSink<'_> for HashSink<'_, E> {
+    #[inline(always)]
+    fn byte(&mut self, b: u8) {
+        self.hash = (self.hash ^ u64::from(b.to_ascii_lowercase())).wrapping_mul(FNV_PRIME);
+    }
+    #[inline(always)]
+    fn end(&mut self, _: &str, alnum: bool) {
+        if alnum {
+            (self.emit)(self.hash);
+        }
+        self.hash = FNV_OFFSET;
+    }
+}
+
+/// The scan of [`for_each_ascii_word`], handing every byte of each word to
+/// `sink` as it goes.
+#[inline(always)]
+fn scan_ascii_words<'t>(text: &'t str, sink: &mut impl AsciiWordSink<'t>) {
     use AsciiClass::*;
     let bytes = text.as_bytes();
     let n = bytes.len();
@@ -223,6 +326,7 @@ fn for_each_ascii_word<'t>(text: &'t str, emit: &mut impl FnMut(&'t str)) {
         let start = i;
         let mut alnum = start_class != Underscore;
         let mut last = start_class;
+        sink.byte(bytes[i]);
         i += 1;
         while i < n {
             let class = ascii_class(bytes[i]);
@@ -230,6 +334,7 @@ fn for_each_ascii_word<'t>(text: &'t str, emit: &mut impl FnMut(&'t str)) {
                 Letter | Digit | Underscore => {
                     alnum |= class != Underscore;
                     last = class;
+                    sink.byte(bytes[i]);
                     i += 1;
                 }
                 MidLetter | MidNumLet | MidNum => {
@@ -243,14 +348,14 @@ fn for_each_ascii_word<'t>(text: &'t str, emit: &mut impl FnMut(&'t str)) {
                         break;
                     }
                     last = after;
+                    sink.byte(bytes[i]);
+                    sink.byte(bytes[i + 1]);
                     i += 2;
                 }
                 Other => break,
             }
         }
-        if alnum {
-            emit(&text[start..i]);
-        }
+        sink.end(&text[start..i], alnum);
     }
 }
 
@@ -512,6 +617,65 @@ mod tests {
         let prose = "It's 3.14, or 1,000,000; e.g. a_b __ _x x_ http://example.com/a.b?c=d:e \
                      don't 'quoted' ... x.y. 2.x x.2 a:b: 9:30 1;2 a;b 1.'2 café\u{301} naïve";
         assert_eq!(words(prose), prose.unicode_words().collect::<Vec<_>>());
+    }
+
+    /// The hashes `for_each_token_fnv` gives, and the FNV-1a hashes of the
+    /// tokens `for_each_token` gives.
+    fn fused_and_plain_hashes(tokenizer: Tokenizer, text: &str) -> (Vec<u64>, Vec<u64>) {
+        let mut fused = Vec::new();
+        for_each_token_fnv(tokenizer, text, &mut |h| fused.push(h));
+        let plain = tokens(tokenizer, text)
+            .iter()
+            .map(|t| crate::fingerprint::fnv1a64(t.as_bytes()))
+            .collect();
+        (fused, plain)
+    }
+
+    #[test]
+    fn hashing_while_scanning_equals_hashing_the_tokens() {
+        // Every short string over the ASCII classes, upper case included.
+        let alphabet: &[u8] = b"aZ7_:.',; -Q";
+        let k = alphabet.len();
+        let mut checked = 0;
+        for len in 0..=5u32 {
+            for mut code in 0..k.pow(len) {
+                let mut text = String::new();
+                for _ in 0..len {
+                    text.push(alphabet[code % k] as char);
+                    code /= k;
+                }
+                let (fused, plain) = fused_and_plain_hashes(Tokenizer::Words, &text);
+                assert_eq!(fused, plain, "{text:?}");
+                checked += usize::from(!plain.is_empty());
+            }
+        }
+        assert!(checked > 100_000, "{checked} strings had words");
+        // Random mixed text, ASCII and not, for every tokenizer the
+        // fused path serves or hands on.
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
+        for round in 0..20_000 {
+            let len = (next() % 80) as usize;
+            let text: String = (0..len)
+                .map(|_| {
+                    let r = next();
+                    match r % 4 {
+                        0 if round % 2 == 0 => {
+                            OTHER_ALPHABET[(r >> 8) as usize % OTHER_ALPHABET.len()]
+                        }
+                        1 => "ÉΣAbZ".chars().nth((r >> 8) as usize % 5).unwrap_or('a'),
+                        _ => (((r >> 16) % 128) as u8) as char,
+                    }
+                })
+                .collect();
+            for tokenizer in [Tokenizer::Words, Tokenizer::Letters] {
+                let (fused, plain) = fused_and_plain_hashes(tokenizer, &text);
+                assert_eq!(fused, plain, "{tokenizer} {text:?}");
+            }
+        }
+        let (fused, plain) =
+            fused_and_plain_hashes(Tokenizer::Words, "The QUICK Don't café ΣΑΣ x_Y 3.14");
+        assert_eq!(fused.len(), 7);
+        assert_eq!(fused, plain);
     }
 
     #[test]

@@ -32,7 +32,7 @@ use rayon::prelude::*;
 use serde_json::{Value, json};
 use simhashdb::batch::find_all;
 use simhashdb::plan::{Budget, Plan};
-use simhashdb::recheck::{JaccardRule, MinHashBands, ShingleSet};
+use simhashdb::recheck::{JaccardRule, MinHashBands};
 use simhashdb::{Index, Options, Simhasher, doc_id, hamming};
 
 use crate::docs::{WalkArgs, collect_inputs, is_blank_text};
@@ -211,6 +211,10 @@ const DEFAULT_THRESHOLD: f64 = 0.8;
 /// of those just before it: a key shared by a huge cluster costs pairs in
 /// proportion to its records, not to their square.
 const BUCKET_WINDOW: usize = 32;
+/// Records per chunk handed from the reading thread to the workers.
+const CHUNK_RECORDS: usize = 8192;
+/// Bytes of text per chunk handed from the reading thread to the workers.
+const CHUNK_BYTES: usize = 32 << 20;
 
 /// The inputs, their record counts and a byte counter for progress.
 pub struct Inputs {
@@ -253,6 +257,75 @@ impl Inputs {
         Ok(())
     }
 
+    /// Streams the texts of the records `want(global_index)` asks for,
+    /// in input order and in chunks of [`CHUNK_RECORDS`] records or
+    /// [`CHUNK_BYTES`] of text, to `f`: one thread reads and parses while
+    /// `f` works on the chunk before (with the rayon pool, as the first
+    /// pass does), so a pass that has work for every record is not bound
+    /// to one core.
+    pub fn scan_texts(
+        &self,
+        what: &'static str,
+        want: &(dyn Fn(u64) -> bool + Sync),
+        f: &mut dyn FnMut(Vec<(u64, String)>) -> Result<(), CliError>,
+    ) -> Result<(), CliError> {
+        let bar = self.bar(what);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(u64, String)>>(1);
+        let worked = std::thread::scope(|scope| {
+            let reader = scope.spawn(|| {
+                let tx = tx;
+                let mut chunk: Vec<(u64, String)> = Vec::new();
+                let mut chunk_bytes = 0usize;
+                for (s, src) in self.sources.iter().enumerate() {
+                    let start = self.starts.get(s).copied().unwrap_or(0);
+                    read::scan(
+                        src,
+                        &self.fields,
+                        &self.counter,
+                        &mut |i| want(start + i),
+                        &mut |rec| {
+                            let n = self.records.fetch_add(1, Ordering::Relaxed);
+                            if n.is_multiple_of(4096) {
+                                self.tick(&bar, n);
+                            }
+                            let g = start + rec.index;
+                            if !want(g) {
+                                return Ok(());
+                            }
+                            chunk_bytes += rec.text.len();
+                            chunk.push((g, rec.text.into_owned()));
+                            if chunk.len() >= CHUNK_RECORDS || chunk_bytes >= CHUNK_BYTES {
+                                chunk_bytes = 0;
+                                // The receiver only stops early on an error.
+                                if tx.send(std::mem::take(&mut chunk)).is_err() {
+                                    return Err(CliError::Failure(format!("{what} stopped")));
+                                }
+                            }
+                            Ok(())
+                        },
+                    )?;
+                }
+                let _ = tx.send(chunk);
+                Ok::<_, CliError>(())
+            });
+            let mut worked = Ok(());
+            for chunk in rx {
+                worked = f(chunk);
+                if worked.is_err() {
+                    break; // drops the receiver: the reader stops too
+                }
+            }
+            let read = reader
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            // The work's own error comes first: the reader's is then only
+            // that it was stopped.
+            worked.and(read)
+        });
+        bar.finish_and_clear();
+        worked
+    }
+
     fn bar(&self, what: &'static str) -> ProgressBar {
         self.counter.store(0, Ordering::Relaxed);
         self.records.store(0, Ordering::Relaxed);
@@ -284,6 +357,9 @@ struct Summary {
     blank: u64,
     text_bytes: u64,
     candidates: u64,
+    /// Candidates dropped because their sets' sizes bound the Jaccard below
+    /// the threshold.
+    bounded_by_size: u64,
     verified: u64,
     groups: u64,
     in_groups: u64,
@@ -291,6 +367,19 @@ struct Summary {
     dropped_by_index: u64,
     added: u64,
     verify_passes: usize,
+    /// Wall seconds of each step, in order.
+    steps: Vec<(&'static str, f64)>,
+    step_started: Option<Instant>,
+}
+
+impl Summary {
+    /// Ends the step under way as `name` and starts the next.
+    fn step(&mut self, name: &'static str) {
+        let now = Instant::now();
+        if let Some(t) = self.step_started.replace(now) {
+            self.steps.push((name, (now - t).as_secs_f64()));
+        }
+    }
 }
 
 /// What happens to one record.
@@ -467,7 +556,10 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
         counter: Arc::new(AtomicU64::new(0)),
         records: AtomicU64::new(0),
     };
-    let mut summary = Summary::default();
+    let mut summary = Summary {
+        step_started: Some(Instant::now()),
+        ..Summary::default()
+    };
 
     // ---- pass 1: fingerprints, lengths, keys (and band keys for the
     // default candidate search)
@@ -476,39 +568,52 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
     let threshold = common.rule.map_or(DEFAULT_THRESHOLD, |r| r.threshold);
     let bands =
         (verify && common.distance.is_none()).then(|| MinHashBands::for_threshold(threshold));
+    let keep_longest = args.keep == KeepRule::Longest;
     let mut fps: Vec<u64> = Vec::new();
     let mut lens: Vec<u32> = Vec::new();
     let mut blank: Vec<bool> = Vec::new();
     let keys: Vec<Value>;
     let mut band_keys: Vec<u32> = Vec::new();
+    // With the bands: each record's number of distinct shingles.
+    let mut set_sizes: Vec<u32> = Vec::new();
     {
         let flush = |chunk: Vec<String>,
                      fps: &mut Vec<u64>,
                      lens: &mut Vec<u32>,
                      blank: &mut Vec<bool>,
-                     band_keys: &mut Vec<u32>| {
-            let done: Vec<(u64, u32, bool, Vec<u32>)> = chunk
+                     band_keys: &mut Vec<u32>,
+                     set_sizes: &mut Vec<u32>| {
+            let done: Vec<(u64, u32, bool, Vec<u32>, u32)> = chunk
                 .par_iter()
                 .map(|t| {
                     let is_blank = is_blank_text(t);
-                    let chars = t.chars().count().min(u32::MAX as usize) as u32;
-                    let (fp, keys) = match &bands {
-                        _ if is_blank => (0, Vec::new()),
-                        None => (hasher.fingerprint(t), Vec::new()),
+                    // Only `--keep longest` reads the lengths.
+                    let chars = if keep_longest {
+                        t.chars().count().min(u32::MAX as usize) as u32
+                    } else {
+                        0
+                    };
+                    let (fp, keys, size) = match &bands {
+                        _ if is_blank => (0, Vec::new(), 0),
+                        None => (hasher.fingerprint(t), Vec::new(), 0),
                         Some(b) => {
-                            let (fp, set) = ShingleSet::with_fingerprint(&hasher, t, width);
-                            (fp.unwrap_or(0), b.keys(&set))
+                            let sketch = b.sketch(&hasher, t, width);
+                            let size = sketch.shingles.min(u32::MAX as usize) as u32;
+                            (sketch.fingerprint.unwrap_or(0), sketch.keys, size)
                         }
                     };
-                    (fp, chars, is_blank, keys)
+                    (fp, chars, is_blank, keys, size)
                 })
                 .collect();
-            for (fp, chars, b, keys) in done {
+            for (fp, chars, b, keys, size) in done {
                 fps.push(fp);
-                lens.push(chars);
+                if keep_longest {
+                    lens.push(chars);
+                }
                 // A text without shingles takes no part in the band search.
                 blank.push(b || (bands.is_some() && keys.is_empty()));
                 if let Some(bands) = &bands {
+                    set_sizes.push(size);
                     band_keys.extend(
                         keys.iter()
                             .copied()
@@ -547,7 +652,7 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
                             chunk_bytes += rec.text.len();
                             chunk.push(rec.text.into_owned());
                             total += 1;
-                            if chunk.len() >= 8192 || chunk_bytes >= 32 << 20 {
+                            if chunk.len() >= CHUNK_RECORDS || chunk_bytes >= CHUNK_BYTES {
                                 // The receiver only stops early when it
                                 // panics: stop reading then too.
                                 if tx.send(std::mem::take(&mut chunk)).is_err() {
@@ -564,7 +669,14 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
                 Ok::<_, CliError>((starts, text_bytes, keys))
             });
             for chunk in rx {
-                flush(chunk, &mut fps, &mut lens, &mut blank, &mut band_keys);
+                flush(
+                    chunk,
+                    &mut fps,
+                    &mut lens,
+                    &mut blank,
+                    &mut band_keys,
+                    &mut set_sizes,
+                );
             }
             reader
                 .join()
@@ -585,6 +697,8 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
     summary.records = n as u64;
     summary.blank = blank.iter().filter(|&&b| b).count() as u64;
 
+    summary.step("read");
+
     // ---- candidates
     let spinner = spinner("finding candidates");
     let order = keep_order(n, &args.keep, &lens, &keys);
@@ -597,8 +711,20 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
         }
     };
     drop(band_keys);
-    spinner.finish_and_clear();
     summary.candidates = pairs.len() as u64;
+    // A pair whose shingle sets' sizes alone bound its Jaccard below the
+    // threshold cannot pass the check (the check itself applies the same
+    // bound): it is dropped before the texts are read again.
+    if !set_sizes.is_empty() {
+        pairs.retain(|&(a, b)| {
+            !size_bound_below(set_sizes[a as usize], set_sizes[b as usize], threshold)
+        });
+    }
+    drop(set_sizes);
+    spinner.finish_and_clear();
+    summary.bounded_by_size = summary.candidates - pairs.len() as u64;
+
+    summary.step("candidates");
 
     // ---- the exact check
     let budget = args.verify_memory;
@@ -629,6 +755,8 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
     } else {
         summary.verified = pairs.len() as u64;
     }
+
+    summary.step("check");
 
     // ---- groups and the record each keeps
     let (groups, kept_of_group, fate) = if verify {
@@ -691,6 +819,8 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
         drop(index);
     }
 
+    summary.step("groups");
+
     // ---- ids (of the records that appear in the report) and similarities
     let reported = args.emit != Emit::Keep;
     let mut ids: HashMap<u32, Value> = HashMap::new();
@@ -742,6 +872,8 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
     }
     drop(similarity_of_pair);
     let id_of = |i: u32| -> Value { ids.get(&i).cloned().unwrap_or_else(|| Value::from(i)) };
+
+    summary.step("report");
 
     // ---- output
     match args.emit {
@@ -804,9 +936,15 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
         }
     }
 
+    summary.step("output");
+
     // ---- survivors into an index
     if let Some(dir) = &args.add_to {
         summary.added = add_survivors(&inputs, dir, index_config, &hasher, &fate, &fps, &blank)?;
+    }
+
+    if args.add_to.is_some() {
+        summary.step("add_to");
     }
 
     // ---- summary
@@ -856,6 +994,7 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
             "records_in_groups": summary.in_groups,
             "blank": summary.blank,
             "candidate_pairs": summary.candidates,
+            "pairs_bounded_by_size": summary.bounded_by_size,
             "verified_pairs": summary.verified,
             "verify": verify,
             "verify_passes": summary.verify_passes,
@@ -863,6 +1002,7 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
             "input_bytes": inputs.total_bytes,
             "text_bytes": summary.text_bytes,
             "seconds": seconds,
+            "seconds_by_step": summary.steps.iter().map(|&(name, s)| (name.to_owned(), json!(s))).collect::<serde_json::Map<_, _>>(),
             "rule": rule,
         });
         let mut out = write::ByteOut::open(Some(path))?;
@@ -939,6 +1079,14 @@ fn band_candidates(keys: &[u32], bands: usize, blank: &[bool], order: &[u32]) ->
         pairs = merge_unique(&pairs, &band_pairs);
     }
     pairs
+}
+
+/// Whether sets of `a` and `b` elements have a Jaccard similarity below
+/// `floor` whatever they hold: it is at most min / max of the sizes
+/// (`verify::similarity` applies the same bound).
+fn size_bound_below(a: u32, b: u32, floor: f64) -> bool {
+    let (small, large) = (a.min(b), a.max(b));
+    large > 0 && (small as f64 / large as f64) < floor
 }
 
 /// The sorted union of two sorted lists without repeats.

@@ -6,9 +6,11 @@
 //! while it still has an unchecked pair with a later record. A record is
 //! admitted when the shingle sets already held plus its own fit in the
 //! budget (or when none is held), so the pass holds at most `budget` bytes
-//! of shingle sets plus one record's; pairs whose earlier record was not
-//! admitted wait for the next pass. Every pass checks all pairs of the
-//! first record it admits, so the passes end.
+//! of shingle sets plus those of the chunk of records being worked on
+//! (`Inputs::scan_texts`: the chunk's sets are made in parallel while the
+//! next chunk is read); pairs whose earlier record was not admitted wait
+//! for the next pass. Every pass checks all pairs of the first record it
+//! admits, so the passes end.
 
 use std::collections::HashMap;
 
@@ -96,36 +98,30 @@ pub fn jaccards(
 
         let mut resident: HashMap<u32, (ShingleSet, u32)> = HashMap::new();
         let mut held = 0usize;
-        inputs.scan_all(
-            what,
-            &mut |g| {
-                let g = g as usize;
-                earlier_count[g] > 0 || later_start[g + 1] > later_start[g]
-            },
-            &mut |g, rec| {
-                let r = g as usize;
-                let has_earlier = later_start[r + 1] > later_start[r];
-                if !has_earlier && earlier_count[r] == 0 {
-                    return Ok(());
-                }
-                let set = ShingleSet::from_text(hasher, &rec.text, width);
+        let want = |g: u64| {
+            let g = g as usize;
+            earlier_count[g] > 0 || later_start[g + 1] > later_start[g]
+        };
+        inputs.scan_texts(what, &want, &mut |chunk| {
+            // The chunk's shingle sets in parallel; then, in input order,
+            // each record's pairs with the resident earlier records, and
+            // its admission.
+            let sets: Vec<ShingleSet> = chunk
+                .par_iter()
+                .map(|(_, text)| ShingleSet::from_text(hasher, text, width))
+                .collect();
+            for ((g, _), set) in chunk.iter().zip(sets) {
+                let r = *g as usize;
                 let list = &by_later[later_start[r] as usize..later_start[r + 1] as usize];
+                let check = |&p: &u32| {
+                    let i = pairs[p as usize].0;
+                    let (earlier, _) = resident.get(&i)?;
+                    Some((p, similarity(&set, earlier, floor)))
+                };
                 let checked: Vec<(u32, f64)> = if list.len() > 64 {
-                    list.par_iter()
-                        .filter_map(|&p| {
-                            let i = pairs[p as usize].0;
-                            let (earlier, _) = resident.get(&i)?;
-                            Some((p, similarity(&set, earlier, floor)))
-                        })
-                        .collect()
+                    list.par_iter().filter_map(check).collect()
                 } else {
-                    list.iter()
-                        .filter_map(|&p| {
-                            let i = pairs[p as usize].0;
-                            let (earlier, _) = resident.get(&i)?;
-                            Some((p, similarity(&set, earlier, floor)))
-                        })
-                        .collect()
+                    list.iter().filter_map(check).collect()
                 };
                 for (p, j) in checked {
                     result[p as usize] = j;
@@ -146,9 +142,9 @@ pub fn jaccards(
                         resident.insert(r as u32, (set, n_later));
                     }
                 }
-                Ok(())
-            },
-        )?;
+            }
+            Ok(())
+        })?;
     }
     Ok((result, passes))
 }
