@@ -617,20 +617,8 @@ fn checking_in_a_small_memory_budget_takes_more_passes_and_gives_the_same_answer
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("data.jsonl.gz");
     fs::write(&input, gzip(&jsonl_bytes(&recs))).unwrap();
-    let stats = dir.path().join("stats.json");
-    let (stdout, _) = dedup(&[
-        path_str(&input),
-        "--emit",
-        "drop",
-        "--id-field",
-        "id",
-        "--verify-memory",
-        "2K",
-        "--stats-json",
-        path_str(&stats),
-    ]);
+    let (stdout, s) = dedup_drops_with_stats(&input, &["--verify-memory", "2K"]);
     check_drops(&stdout, &want);
-    let s: Value = serde_json::from_slice(&fs::read(&stats).unwrap()).unwrap();
     assert!(s["verify_passes"].as_u64().unwrap() > 2, "{s}");
     let steps = s["seconds_by_step"].as_object().unwrap();
     for step in ["read", "candidates", "check", "groups", "report", "output"] {
@@ -678,21 +666,23 @@ fn candidates_whose_set_sizes_rule_them_out_are_not_checked_and_the_answer_holds
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("data.jsonl");
     fs::write(&input, jsonl_bytes(&recs)).unwrap();
-    let stats = dir.path().join("stats.json");
-    let (stdout, _) = dedup(&[
-        path_str(&input),
-        "--emit",
-        "drop",
-        "--id-field",
-        "id",
-        "--stats-json",
-        path_str(&stats),
-    ]);
+    let (stdout, s) = dedup_drops_with_stats(&input, &[]);
     check_drops(&stdout, &want);
-    let s: Value = serde_json::from_slice(&fs::read(&stats).unwrap()).unwrap();
     let bounded = s["pairs_bounded_by_size"].as_u64().unwrap();
     assert!(bounded >= 20, "{s}");
     assert!(bounded < s["candidate_pairs"].as_u64().unwrap(), "{s}");
+}
+
+/// `dedup INPUT --emit drop --id-field id EXTRA...` with `--stats-json`
+/// (next to the input): the drops and the statistics.
+fn dedup_drops_with_stats(input: &Path, extra: &[&str]) -> (String, Value) {
+    let stats = input.with_file_name("stats.json");
+    let mut args = vec![path_str(input), "--emit", "drop", "--id-field", "id"];
+    args.extend_from_slice(extra);
+    args.extend(["--stats-json", path_str(&stats)]);
+    let (stdout, _) = dedup(&args);
+    let s = serde_json::from_slice(&fs::read(&stats).unwrap()).unwrap();
+    (stdout, s)
 }
 
 /// Runs a dedup that must fail with exit code 2 on bad input, and checks

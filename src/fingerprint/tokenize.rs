@@ -187,7 +187,7 @@ fn for_each_piece<'t>(text: &'t str, f: &mut impl FnMut(&'t str, bool)) {
         f(&text[cut..end], false);
         start = end;
     }
-    if start < bytes.len() || bytes.is_empty() {
+    if start < bytes.len() {
         f(&text[start..], true);
     }
 }
@@ -552,15 +552,11 @@ mod tests {
         }
     }
 
-    /// Every string of up to `max_len` characters of `alphabet`, segmented
-    /// by `segment` and by `unicode_words`.
-    fn compare_all_strings(
-        alphabet: &[char],
-        max_len: u32,
-        segment: fn(&str) -> Vec<&str>,
-    ) -> usize {
+    /// Calls `f` with every string of up to `max_len` characters of
+    /// `alphabet`; returns how many there were.
+    fn for_each_string(alphabet: &[char], max_len: u32, f: &mut impl FnMut(&str)) -> usize {
         let k = alphabet.len();
-        let mut checked = 0;
+        let mut count = 0;
         for len in 0..=max_len {
             for mut code in 0..k.pow(len) {
                 let mut text = String::new();
@@ -568,12 +564,24 @@ mod tests {
                     text.push(alphabet[code % k]);
                     code /= k;
                 }
-                let want: Vec<&str> = text.unicode_words().collect();
-                assert_eq!(segment(&text), want, "{text:?}");
-                checked += 1;
+                f(&text);
+                count += 1;
             }
         }
-        checked
+        count
+    }
+
+    /// Every string of up to `max_len` characters of `alphabet`, segmented
+    /// by `segment` and by `unicode_words`.
+    fn compare_all_strings(
+        alphabet: &[char],
+        max_len: u32,
+        segment: fn(&str) -> Vec<&str>,
+    ) -> usize {
+        for_each_string(alphabet, max_len, &mut |text| {
+            let want: Vec<&str> = text.unicode_words().collect();
+            assert_eq!(segment(text), want, "{text:?}");
+        })
     }
 
     #[test]
@@ -634,21 +642,13 @@ mod tests {
     #[test]
     fn hashing_while_scanning_equals_hashing_the_tokens() {
         // Every short string over the ASCII classes, upper case included.
-        let alphabet: &[u8] = b"aZ7_:.',; -Q";
-        let k = alphabet.len();
+        let alphabet: Vec<char> = "aZ7_:.',; -Q".chars().collect();
         let mut checked = 0;
-        for len in 0..=5u32 {
-            for mut code in 0..k.pow(len) {
-                let mut text = String::new();
-                for _ in 0..len {
-                    text.push(alphabet[code % k] as char);
-                    code /= k;
-                }
-                let (fused, plain) = fused_and_plain_hashes(Tokenizer::Words, &text);
-                assert_eq!(fused, plain, "{text:?}");
-                checked += usize::from(!plain.is_empty());
-            }
-        }
+        for_each_string(&alphabet, 5, &mut |text| {
+            let (fused, plain) = fused_and_plain_hashes(Tokenizer::Words, text);
+            assert_eq!(fused, plain, "{text:?}");
+            checked += usize::from(!plain.is_empty());
+        });
         assert!(checked > 100_000, "{checked} strings had words");
         // Random mixed text, ASCII and not, for every tokenizer the
         // fused path serves or hands on.

@@ -269,42 +269,27 @@ impl Inputs {
         want: &(dyn Fn(u64) -> bool + Sync),
         f: &mut dyn FnMut(Vec<(u64, String)>) -> Result<(), CliError>,
     ) -> Result<(), CliError> {
-        let bar = self.bar(what);
         let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(u64, String)>>(1);
-        let worked = std::thread::scope(|scope| {
+        std::thread::scope(|scope| {
             let reader = scope.spawn(|| {
                 let tx = tx;
                 let mut chunk: Vec<(u64, String)> = Vec::new();
                 let mut chunk_bytes = 0usize;
-                for (s, src) in self.sources.iter().enumerate() {
-                    let start = self.starts.get(s).copied().unwrap_or(0);
-                    read::scan(
-                        src,
-                        &self.fields,
-                        &self.counter,
-                        &mut |i| want(start + i),
-                        &mut |rec| {
-                            let n = self.records.fetch_add(1, Ordering::Relaxed);
-                            if n.is_multiple_of(4096) {
-                                self.tick(&bar, n);
-                            }
-                            let g = start + rec.index;
-                            if !want(g) {
-                                return Ok(());
-                            }
-                            chunk_bytes += rec.text.len();
-                            chunk.push((g, rec.text.into_owned()));
-                            if chunk.len() >= CHUNK_RECORDS || chunk_bytes >= CHUNK_BYTES {
-                                chunk_bytes = 0;
-                                // The receiver only stops early on an error.
-                                if tx.send(std::mem::take(&mut chunk)).is_err() {
-                                    return Err(CliError::Failure(format!("{what} stopped")));
-                                }
-                            }
-                            Ok(())
-                        },
-                    )?;
-                }
+                self.scan_all(what, &mut |g| want(g), &mut |g, rec| {
+                    if !want(g) {
+                        return Ok(());
+                    }
+                    chunk_bytes += rec.text.len();
+                    chunk.push((g, rec.text.into_owned()));
+                    if chunk.len() >= CHUNK_RECORDS || chunk_bytes >= CHUNK_BYTES {
+                        chunk_bytes = 0;
+                        // The receiver only stops early on an error.
+                        if tx.send(std::mem::take(&mut chunk)).is_err() {
+                            return Err(CliError::Failure(format!("{what} stopped")));
+                        }
+                    }
+                    Ok(())
+                })?;
                 let _ = tx.send(chunk);
                 Ok::<_, CliError>(())
             });
@@ -321,9 +306,7 @@ impl Inputs {
             // The work's own error comes first: the reader's is then only
             // that it was stopped.
             worked.and(read)
-        });
-        bar.finish_and_clear();
-        worked
+        })
     }
 
     fn bar(&self, what: &'static str) -> ProgressBar {
