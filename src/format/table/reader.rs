@@ -1,7 +1,7 @@
 //! [`TableReader`] and its [`Range`] iterator: a table opened, its block
 //! index searched, its blocks decoded on demand.
 
-use crate::format::bytes::{check_crc, to_u64, to_usize, u32_at, u64_at};
+use crate::format::bytes::{check_crc, prefetch, to_u64, to_usize, u32_at, u64_at};
 use crate::format::{FormatError, FormatErrorKind};
 
 use super::block::BlockCursor;
@@ -290,14 +290,16 @@ impl<'a> TableReader<'a> {
         Ok(lo)
     }
 
-    /// Loads the block index entry a search for `key` reads first, and
-    /// nothing else: a hint that lets a caller with several tables to search
-    /// wait for their memory once instead of once per table (see
+    /// Prefetches the block index entry a search for `key` reads first,
+    /// and nothing else: a hint that lets a caller with several tables to
+    /// search wait for their memory once instead of once per table (see
     /// [`warm_block`](Self::warm_block)). Errors are left to the search.
     #[inline]
     pub fn warm_index(&self, key: u64) {
         if let Ok(Err(guess)) = self.guess(key) {
-            touch(self.bytes, self.entry_offset(guess));
+            // The guess's entry and the next one, which the search reads.
+            let at = self.entry_offset(guess);
+            prefetch(self.bytes, at..at + 2 * INDEX_ENTRY_LEN);
         }
     }
 
@@ -338,16 +340,15 @@ impl<'a> TableReader<'a> {
         Some(self.layout.base + to_u64(bytes.start)..self.layout.base + to_u64(bytes.end))
     }
 
-    /// Loads the bytes of the block a search for `key` starts in, after
-    /// [`warm_index`](Self::warm_index): a hint, as it is. Errors are left
-    /// to the search.
+    /// Prefetches the bytes of the block a search for `key` starts in,
+    /// after [`warm_index`](Self::warm_index) (this reads the block index
+    /// entries that one prefetched): a hint, as it is. Errors are left to
+    /// the search.
     #[inline]
     pub fn warm_block(&self, key: u64) {
         if let Some(bytes) = self.block_bytes(key) {
-            // Its first line and its last (its CRC, which is read first); the
-            // processor's own prefetching follows the lines between.
-            touch(self.bytes, bytes.start);
-            touch(self.bytes, bytes.end - 1);
+            // All of it: its CRC is checked before any key is decoded.
+            prefetch(self.bytes, bytes);
         }
     }
 
@@ -402,14 +403,6 @@ impl<'a> TableReader<'a> {
         }
         Ok(())
     }
-}
-
-/// Loads `bytes[at]` (if it exists) and throws it away: the processor goes
-/// on while the load is in flight, so several of them wait for memory at
-/// once. A page not mapped yet is faulted in, as the search would.
-#[inline]
-fn touch(bytes: &[u8], at: usize) {
-    std::hint::black_box(bytes.get(at).copied());
 }
 
 impl<'a> IntoIterator for &TableReader<'a> {
