@@ -82,7 +82,13 @@ pub trait SortedTables {
     /// range. Does nothing unless implemented.
     fn warm_index(_table: &Self::Table<'_>, _lo: u64) {}
 
-    /// The second hint (see [`warm_index`](Self::warm_index)): load the
+    /// The second hint, between [`warm_index`](Self::warm_index) and
+    /// [`warm_keys`](Self::warm_keys): load what the search reads next
+    /// (the index entries its first read points it to). Does nothing unless
+    /// implemented.
+    fn warm_near(_table: &Self::Table<'_>, _lo: u64) {}
+
+    /// The last hint (see [`warm_index`](Self::warm_index)): load the
     /// keys a search from `lo` starts with. Does nothing unless implemented.
     fn warm_keys(_table: &Self::Table<'_>, _lo: u64) {}
 }
@@ -131,6 +137,11 @@ pub fn probe<S: SortedTables>(
         for &(t, _, lo, _) in jobs {
             if let Some(keys) = opened.get(t) {
                 S::warm_index(keys, lo);
+            }
+        }
+        for &(t, _, lo, _) in jobs {
+            if let Some(keys) = opened.get(t) {
+                S::warm_near(keys, lo);
             }
         }
         for &(t, _, lo, _) in jobs {

@@ -360,7 +360,8 @@ impl FileSystem for RealFs {
     }
 }
 
-/// Maps a published file: the crate's only `unsafe`.
+/// Maps a published file: one of the crate's two `unsafe` blocks (the other
+/// is the prefetch hint in `format/bytes.rs`, which touches no memory).
 fn map_published(file: &File) -> io::Result<memmap2::Mmap> {
     // SAFETY: a mapping is undefined behaviour (or SIGBUS) if the file is
     // modified or truncated while mapped. The engine maps only published files,

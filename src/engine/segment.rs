@@ -559,6 +559,16 @@ impl SortedTables for Segment {
         }
     }
 
+    /// In memory, loads the block index entries the search reads next;
+    /// otherwise nothing (they are almost always on the page asked for by
+    /// [`warm_index`](Self::warm_index)).
+    #[inline]
+    fn warm_near((reader, segment): &Self::Table<'_>, lo: u64) {
+        if segment.in_memory.load(Ordering::Relaxed) {
+            reader.warm_near(lo);
+        }
+    }
+
     /// As [`warm_index`](Self::warm_index), for the block.
     #[inline]
     fn warm_keys((reader, segment): &Self::Table<'_>, lo: u64) {

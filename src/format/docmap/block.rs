@@ -31,16 +31,25 @@ fn low_mask(bits: u32) -> u64 {
 
 /// The `width <= 64` bits starting at bit `bit` of `data`, least significant
 /// first, zero past the end.
+#[inline]
 fn bits_at(data: &[u8], bit: usize, width: u32) -> u64 {
     let start = bit / 8;
+    let word = match data.get(start..).and_then(|s| s.first_chunk::<16>()) {
+        Some(chunk) => u128::from_le_bytes(*chunk),
+        None => padded_u128(data, start),
+    };
+    ((word >> (bit % 8)) as u64) & low_mask(width)
+}
+
+/// The 16 bytes at `start` of `data`, zero past its end.
+#[cold]
+#[inline(never)]
+fn padded_u128(data: &[u8], start: usize) -> u128 {
     let mut buf = [0u8; 16];
-    if let Some(tail) = data.get(start..) {
-        let n = tail.len().min(16);
-        if let (Some(dst), Some(src)) = (buf.get_mut(..n), tail.get(..n)) {
-            dst.copy_from_slice(src);
-        }
+    for (dst, src) in buf.iter_mut().zip(data.get(start..).unwrap_or_default()) {
+        *dst = *src;
     }
-    ((u128::from_le_bytes(buf) >> (bit % 8)) as u64) & low_mask(width)
+    u128::from_le_bytes(buf)
 }
 
 /// Whether the bits of `stream` from bit `used` on are all zero.
@@ -283,23 +292,22 @@ fn decode_rice(
 ) -> Option<()> {
     let mut key = first;
     *out.first_mut()? = first;
-    let (mut bit, mut next) = (0usize, 0usize);
+    let mut bit = 0usize;
+    // `word` holds the unary bits from bit `base` on, those used cleared;
+    // `next` is the bit just past the last one bit read.
+    let (mut base, mut next) = (0usize, 0usize);
+    let mut word = bits_at(unary, 0, 64);
     let total = unary.len() * 8;
     for slot in out.iter_mut().skip(1) {
-        // Find the next one bit at or after `next`.
-        let mut at = next;
-        loop {
-            if at >= total {
+        while word == 0 {
+            base += 64;
+            if base >= total {
                 return None;
             }
-            let word = bits_at(unary, at, 64);
-            if word == 0 {
-                at += 64;
-                continue;
-            }
-            at += word.trailing_zeros() as usize;
-            break;
+            word = bits_at(unary, base, 64);
         }
+        let at = base + word.trailing_zeros() as usize;
+        word &= word - 1;
         let q = to_u64(at - next);
         next = at + 1;
         if q > u64::MAX >> r {

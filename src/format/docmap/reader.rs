@@ -3,7 +3,7 @@
 use std::ops::Range;
 
 use super::super::FormatError;
-use super::super::bytes::{check_crc, to_u64, to_usize, u32_at, u64_at};
+use super::super::bytes::{check_crc, prefetch, to_u64, to_usize, u32_at, u64_at};
 use super::super::container::Container;
 use super::block::{BLOCK_LEN, Decoded, EntryBlock, IdBlock, index_record, stored_first_key};
 use super::{DocEntry, FILE, HEADER_LEN, SECTIONS, TOMBSTONE_LEN, Tombstone, pair_hash};
@@ -491,6 +491,11 @@ impl<D: AsRef<[u8]>> DocMapReader<D> {
     pub fn by_fingerprint(&self, fp: u64) -> ByFingerprint<'_> {
         let view = self.view();
         let block = view.entries.search(fp, true);
+        // The block's lines load together rather than one after another as
+        // its CRC is computed.
+        if let Ok((bytes, _, _)) = view.entries.block(block) {
+            prefetch(bytes, 0..bytes.len());
+        }
         ByFingerprint {
             view,
             fp,

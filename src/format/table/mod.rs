@@ -152,6 +152,37 @@ mod tests {
         }
     }
 
+    /// Keys far from uniform: both guesses land far from the block a
+    /// search wants, and the gallop and bisection still find it.
+    #[test]
+    fn ranges_match_a_filter_when_keys_are_skewed() {
+        let mut keys: Vec<u64> = (0..3000u64).map(|i| i * 7).collect();
+        keys.extend((0..50u64).map(|i| (1 << 40) + (i << 30)));
+        keys.extend(xorshift(2000, 11).into_iter().map(|k| k | (1 << 63)));
+        keys.push(u64::MAX);
+        keys.sort_unstable();
+        keys.dedup();
+        for block_len in [1, 4, 32] {
+            let bytes = encode(&keys, block_len);
+            let t = TableReader::new(&bytes).unwrap();
+            for (i, &k) in keys.iter().enumerate().step_by(13) {
+                let next = keys.get(i + 1).copied().unwrap_or(u64::MAX);
+                for (lo, hi) in [(k, k), (k.saturating_add(1), next), (k / 2, k)] {
+                    t.warm_index(lo);
+                    t.warm_near(lo);
+                    t.warm_block(lo);
+                    let got: Vec<u64> = t.range(lo, hi).collect::<Result<_, _>>().unwrap();
+                    let want: Vec<u64> = keys
+                        .iter()
+                        .copied()
+                        .filter(|&x| lo <= x && x <= hi)
+                        .collect();
+                    assert_eq!(got, want, "block_len {block_len}, {lo:#x}..={hi:#x}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn the_index_range_holds_the_block_index_and_footer() {
         for (keys, block_len) in [(xorshift(1000, 9), 128), (vec![7], 4), (vec![], 128)] {
@@ -207,6 +238,7 @@ mod tests {
             for w in keys.windows(2).step_by(37) {
                 // The hints read damaged bytes without panicking.
                 t.warm_index(w[0]);
+                t.warm_near(w[0]);
                 t.warm_block(w[0]);
                 if let Ok(got) = t.range(w[0], w[1]).collect::<Result<Vec<_>, _>>() {
                     assert_eq!(got, [w[0], w[1]], "bit {bit}");
@@ -243,6 +275,7 @@ mod tests {
                 if let Ok(t) = TableReader::new(&bytes) {
                     for key in [0, 1 << 63, u64::MAX] {
                         t.warm_index(key);
+                        t.warm_near(key);
                         t.warm_block(key);
                     }
                     let _ = t.verify();
