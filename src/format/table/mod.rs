@@ -183,6 +183,48 @@ mod tests {
         }
     }
 
+    /// A range starting at, just after and just before every key, in
+    /// blocks of every kind: dense (r = 0), uniform, with long unary codes,
+    /// and near the largest key, where a search skips the first gaps of its
+    /// block by their unary codes alone.
+    #[test]
+    fn ranges_from_every_key() {
+        let mut long_unary: Vec<u64> = (0..200).collect();
+        long_unary.extend([1 << 20, (1 << 20) + 1, 1 << 40]);
+        long_unary.extend((0..100).map(|i| (1 << 41) + i * 3));
+        let shapes = [
+            (0..300u64).collect::<Vec<_>>(),
+            xorshift(700, 21),
+            long_unary,
+            (0..300u64).map(|i| u64::MAX - 600 + 2 * i).collect(),
+        ];
+        for keys in shapes {
+            for block_len in [128, 32, 5] {
+                let bytes = encode(&keys, block_len);
+                let t = TableReader::new(&bytes).unwrap();
+                for (i, &k) in keys.iter().enumerate() {
+                    let next = keys.get(i + 1).copied().unwrap_or(u64::MAX);
+                    let probes = [
+                        (k, k),
+                        (k, next),
+                        (k.saturating_add(1), next),
+                        (k.saturating_sub(1), k),
+                        (k.saturating_add(1), u64::MAX),
+                    ];
+                    for (lo, hi) in probes {
+                        let got: Vec<u64> = t.range(lo, hi).collect::<Result<_, _>>().unwrap();
+                        let want: Vec<u64> = keys
+                            .iter()
+                            .copied()
+                            .filter(|&x| lo <= x && x <= hi)
+                            .collect();
+                        assert_eq!(got, want, "block_len {block_len}, {lo:#x}..={hi:#x}");
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn the_index_range_holds_the_block_index_and_footer() {
         for (keys, block_len) in [(xorshift(1000, 9), 128), (vec![7], 4), (vec![], 128)] {

@@ -511,8 +511,14 @@ impl<'a> Range<'a> {
                         self.state = RangeState::Done;
                         return Ok(false);
                     }
-                    let cursor = self.table.block(self.next_block)?;
+                    let mut cursor = self.table.block(self.next_block)?;
                     self.next_block += 1;
+                    // The search's first block: skip what lies below `lo`
+                    // (a later block must first show that its first key
+                    // follows the previous block's last).
+                    if self.last.is_none() {
+                        cursor.skip_below(self.lo);
+                    }
                     self.cursor.insert(cursor)
                 }
             };
