@@ -329,7 +329,7 @@ impl<'a> TableReader<'a> {
     }
 
     /// After [`warm_index`](Self::warm_index), whose entry it reads:
-    /// prefetches the entries around the [second guess](Self::second_guess),
+    /// prefetches the entries around its corrected (second) guess,
     /// where the search for `key` goes next.
     #[inline]
     pub fn warm_near(&self, key: u64) {
