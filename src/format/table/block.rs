@@ -153,11 +153,22 @@ impl<'a> BlockCursor<'a> {
     /// `key + s·2^r`: while that bound is below `lo`, every key so far is
     /// too. The skip stops before the block's last gap, which `decode_chunk`
     /// decodes (and checks the block's end with).
+    /// Each pass starts from the exact key where the one before stopped,
+    /// so the bound, loose by up to `2^r` per gap skipped, tightens.
     pub(super) fn skip_below(&mut self, lo: u64) {
+        for _ in 0..2 {
+            if !self.skip_pass(lo) {
+                return;
+            }
+        }
+    }
+
+    /// One pass of [`skip_below`](Self::skip_below): whether it skipped.
+    fn skip_pass(&mut self, lo: u64) -> bool {
         let remaining = self.gaps - self.done;
         let start = self.pos;
         if remaining < 2 || lo <= start.key {
-            return;
+            return false;
         }
         // s·2^r < lo - key exactly when s <= (lo - key - 1) >> r.
         let max_span = (lo - start.key - 1) >> self.r;
@@ -173,16 +184,29 @@ impl<'a> BlockCursor<'a> {
                 }
                 word = load_u64(self.unary, at);
             }
-            let end = word_base + u64::from(word.trailing_zeros()) + 1;
-            if end - start.next_bit > max_span {
-                break;
+            // The whole word at once when its last gap is below `lo`: its
+            // one bits are its gaps, the last of them ends the span.
+            let ones = word.count_ones() as usize;
+            let end = word_base + 64 - u64::from(word.leading_zeros());
+            if skipped + ones < remaining && end - start.next_bit <= max_span {
+                skipped += ones;
+                next_bit = end;
+                word = 0;
+                continue;
             }
-            word &= word - 1;
-            next_bit = end;
-            skipped += 1;
+            // Otherwise gap by gap, up to the first that may reach `lo`.
+            while word != 0 && skipped + 1 < remaining {
+                let end = word_base + u64::from(word.trailing_zeros()) + 1;
+                if end - start.next_bit > max_span {
+                    break 'gaps;
+                }
+                word &= word - 1;
+                next_bit = end;
+                skipped += 1;
+            }
         }
         if skipped == 0 {
-            return;
+            return false;
         }
         let (r, mask) = (self.r, low_mask(self.r));
         let mut low_sum = 0u64;
@@ -204,13 +228,22 @@ impl<'a> BlockCursor<'a> {
         self.done += skipped;
         // The block's first key is below `lo` too.
         self.started = true;
+        true
     }
 
     /// Decodes the next keys of the block into `out`; returns how many
     /// (0 once the block is exhausted). Checks that the block ends cleanly
     /// when its last key is decoded.
     #[inline(never)]
-    pub(super) fn decode_chunk(&mut self, out: &mut [u64; CHUNK]) -> Result<usize, FormatError> {
+    ///
+    /// At most `limit` keys (at least 1, at most [`CHUNK`]): a search that
+    /// wants a few keys decodes a few.
+    pub(super) fn decode_chunk(
+        &mut self,
+        out: &mut [u64; CHUNK],
+        limit: usize,
+    ) -> Result<usize, FormatError> {
+        let limit = limit.clamp(1, CHUNK);
         let mut n = 0;
         if !self.started {
             self.started = true;
@@ -219,7 +252,7 @@ impl<'a> BlockCursor<'a> {
             }
             n = 1;
         }
-        let want = (self.gaps - self.done).min(CHUNK - n);
+        let want = (self.gaps - self.done).min(limit - n);
         let slots = out.get_mut(n..n + want).unwrap_or_default();
         let (low, unary, r) = (self.low, self.unary, self.r);
         let start = self.pos;

@@ -353,6 +353,46 @@ mod tests {
         bytes[footer + 24..].copy_from_slice(&crc.to_le_bytes());
     }
 
+    /// A set padding bit after a block's last gap, under a valid CRC, is
+    /// an error even for a search that wants no key of the block (its
+    /// skip leaves the last gap to the decoder, which checks the end).
+    #[test]
+    fn a_search_past_every_key_still_checks_the_blocks_end() {
+        let mut checked = 0;
+        for seed in 1..40 {
+            let keys = xorshift(100, seed);
+            let mut bytes = encode(&keys, 128);
+            let footer = bytes.len() - FOOTER_LEN;
+            let index = u64_at(&bytes, footer + 8).unwrap() as usize;
+            // One block: its unary stream's last byte is just before its CRC.
+            let last = index - CRC_LEN - 1;
+            let byte = bytes[last];
+            if byte == 0 || byte.leading_zeros() == 0 {
+                continue;
+            }
+            bytes[last] |= 0x80;
+            reseal(&mut bytes);
+            let t = TableReader::new(&bytes).unwrap();
+            // Far past the last key, the skip's bound lets it reach the end.
+            assert!(t.range(u64::MAX, u64::MAX).any(|k| k.is_err()), "seed {seed}");
+            assert!(t.verify().is_err(), "seed {seed}");
+            checked += 1;
+        }
+        assert!(checked > 10, "{checked} blocks had padding to set");
+        // A zero byte more at the end of the unary stream: the same.
+        let keys = xorshift(100, 3);
+        let mut bytes = encode(&keys, 128);
+        let footer = bytes.len() - FOOTER_LEN;
+        let index = u64_at(&bytes, footer + 8).unwrap() as usize;
+        bytes.insert(index - CRC_LEN, 0);
+        let footer = footer + 1;
+        bytes[footer + 8..footer + 16].copy_from_slice(&(index as u64 + 1).to_le_bytes());
+        reseal(&mut bytes);
+        let t = TableReader::new(&bytes).unwrap();
+        assert!(t.range(u64::MAX, u64::MAX).any(|k| k.is_err()));
+        assert!(t.verify().is_err());
+    }
+
     #[test]
     fn checksummed_garbage_is_refused_or_still_sorted() {
         let mut keys = xorshift(400, 21);

@@ -450,6 +450,9 @@ impl<'a> IntoIterator for &TableReader<'a> {
     }
 }
 
+/// Keys the first chunk of a search decodes at most.
+const FIRST_CHUNK: usize = 8;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum RangeState {
     Search,
@@ -474,6 +477,8 @@ pub struct Range<'a> {
     /// The last key decoded, to check that blocks follow each other in order.
     last: Option<u64>,
     state: RangeState,
+    /// Keys the next chunk decodes at most.
+    chunk: usize,
 }
 
 impl<'a> Range<'a> {
@@ -488,6 +493,11 @@ impl<'a> Range<'a> {
             pos: 0,
             len: 0,
             last: None,
+            chunk: if state == RangeState::Search {
+                FIRST_CHUNK
+            } else {
+                CHUNK
+            },
             state,
         }
     }
@@ -522,7 +532,10 @@ impl<'a> Range<'a> {
                     self.cursor.insert(cursor)
                 }
             };
-            let n = cursor.decode_chunk(&mut self.buf)?;
+            let n = cursor.decode_chunk(&mut self.buf, self.chunk)?;
+            // A search's range usually holds a key or two past where its
+            // first chunk starts: start small, then double.
+            self.chunk = (self.chunk * 2).min(CHUNK);
             if n == 0 {
                 self.cursor = None;
                 continue;
