@@ -374,7 +374,10 @@ mod tests {
             reseal(&mut bytes);
             let t = TableReader::new(&bytes).unwrap();
             // Far past the last key, the skip's bound lets it reach the end.
-            assert!(t.range(u64::MAX, u64::MAX).any(|k| k.is_err()), "seed {seed}");
+            assert!(
+                t.range(u64::MAX, u64::MAX).any(|k| k.is_err()),
+                "seed {seed}"
+            );
             assert!(t.verify().is_err(), "seed {seed}");
             checked += 1;
         }
