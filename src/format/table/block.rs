@@ -2,7 +2,7 @@
 //! against its CRC first.
 
 use crate::format::FormatError;
-use crate::format::bytes::{to_usize, u64_at};
+use crate::format::bytes::{to_u64, to_usize, u64_at};
 
 use super::rice::{bits_at, load_u64, low_mask};
 use super::{BLOCK_HEADER_LEN, CHUNK, FILE, MAX_RICE};
@@ -144,11 +144,106 @@ impl<'a> BlockCursor<'a> {
             && self.pos.word == 0
     }
 
+    /// Skips the gaps whose keys are surely below `lo`, reading only their
+    /// unary codes (and then their low bits, to learn the key where it
+    /// stops): [`decode_chunk`](Self::decode_chunk) goes on from there.
+    ///
+    /// Each gap adds `q·2^r + low + 1 <= (q + 1)·2^r`, so after the gaps
+    /// whose unary codes span `s` bits from here, the key is at most
+    /// `key + s·2^r`: while that bound is below `lo`, every key so far is
+    /// too. The skip stops before the block's last gap, which `decode_chunk`
+    /// decodes (and checks the block's end with).
+    /// Each pass starts from the exact key where the one before stopped,
+    /// so the bound, loose by up to `2^r` per gap skipped, tightens.
+    pub(super) fn skip_below(&mut self, lo: u64) {
+        for _ in 0..2 {
+            if !self.skip_pass(lo) {
+                return;
+            }
+        }
+    }
+
+    /// One pass of [`skip_below`](Self::skip_below): whether it skipped.
+    fn skip_pass(&mut self, lo: u64) -> bool {
+        let remaining = self.gaps - self.done;
+        let start = self.pos;
+        if remaining < 2 || lo <= start.key {
+            return false;
+        }
+        // s·2^r < lo - key exactly when s <= (lo - key - 1) >> r.
+        let max_span = (lo - start.key - 1) >> self.r;
+        let (mut word, mut word_base, mut next_bit) = (start.word, start.word_base, start.next_bit);
+        let mut skipped = 0usize;
+        'gaps: while skipped + 1 < remaining {
+            while word == 0 {
+                word_base += 64;
+                let at = to_usize(word_base / 8).unwrap_or(usize::MAX);
+                if at >= self.unary.len() {
+                    // Damaged: the decoder reports it.
+                    break 'gaps;
+                }
+                word = load_u64(self.unary, at);
+            }
+            // The whole word at once when its last gap is below `lo`: its
+            // one bits are its gaps, the last of them ends the span.
+            let ones = word.count_ones() as usize;
+            let end = word_base + 64 - u64::from(word.leading_zeros());
+            if skipped + ones < remaining && end - start.next_bit <= max_span {
+                skipped += ones;
+                next_bit = end;
+                word = 0;
+                continue;
+            }
+            // Otherwise gap by gap, up to the first that may reach `lo`.
+            while word != 0 && skipped + 1 < remaining {
+                let end = word_base + u64::from(word.trailing_zeros()) + 1;
+                if end - start.next_bit > max_span {
+                    break 'gaps;
+                }
+                word &= word - 1;
+                next_bit = end;
+                skipped += 1;
+            }
+        }
+        if skipped == 0 {
+            return false;
+        }
+        let (r, mask) = (self.r, low_mask(self.r));
+        let mut low_sum = 0u64;
+        let mut bit = start.bit;
+        for _ in 0..skipped {
+            low_sum += (load_u64(self.low, bit / 8) >> (bit % 8)) & mask;
+            bit += r as usize;
+        }
+        // The key is at most the bound checked above, below `lo`: no sum
+        // here overflows.
+        let quotients = next_bit - start.next_bit - to_u64(skipped);
+        self.pos = Position {
+            word,
+            word_base,
+            next_bit,
+            key: start.key + (quotients << r) + low_sum + to_u64(skipped),
+            bit,
+        };
+        self.done += skipped;
+        // The block's first key is below `lo` too.
+        self.started = true;
+        true
+    }
+
     /// Decodes the next keys of the block into `out`; returns how many
     /// (0 once the block is exhausted). Checks that the block ends cleanly
     /// when its last key is decoded.
     #[inline(never)]
-    pub(super) fn decode_chunk(&mut self, out: &mut [u64; CHUNK]) -> Result<usize, FormatError> {
+    ///
+    /// At most `limit` keys (at least 1, at most [`CHUNK`]): a search that
+    /// wants a few keys decodes a few.
+    pub(super) fn decode_chunk(
+        &mut self,
+        out: &mut [u64; CHUNK],
+        limit: usize,
+    ) -> Result<usize, FormatError> {
+        let limit = limit.clamp(1, CHUNK);
         let mut n = 0;
         if !self.started {
             self.started = true;
@@ -157,7 +252,7 @@ impl<'a> BlockCursor<'a> {
             }
             n = 1;
         }
-        let want = (self.gaps - self.done).min(CHUNK - n);
+        let want = (self.gaps - self.done).min(limit - n);
         let slots = out.get_mut(n..n + want).unwrap_or_default();
         let (low, unary, r) = (self.low, self.unary, self.r);
         let start = self.pos;

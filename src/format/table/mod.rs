@@ -183,6 +183,48 @@ mod tests {
         }
     }
 
+    /// A range starting at, just after and just before every key, in
+    /// blocks of every kind: dense (r = 0), uniform, with long unary codes,
+    /// and near the largest key, where a search skips the first gaps of its
+    /// block by their unary codes alone.
+    #[test]
+    fn ranges_from_every_key() {
+        let mut long_unary: Vec<u64> = (0..200).collect();
+        long_unary.extend([1 << 20, (1 << 20) + 1, 1 << 40]);
+        long_unary.extend((0..100).map(|i| (1 << 41) + i * 3));
+        let shapes = [
+            (0..300u64).collect::<Vec<_>>(),
+            xorshift(700, 21),
+            long_unary,
+            (0..300u64).map(|i| u64::MAX - 600 + 2 * i).collect(),
+        ];
+        for keys in shapes {
+            for block_len in [128, 32, 5] {
+                let bytes = encode(&keys, block_len);
+                let t = TableReader::new(&bytes).unwrap();
+                for (i, &k) in keys.iter().enumerate() {
+                    let next = keys.get(i + 1).copied().unwrap_or(u64::MAX);
+                    let probes = [
+                        (k, k),
+                        (k, next),
+                        (k.saturating_add(1), next),
+                        (k.saturating_sub(1), k),
+                        (k.saturating_add(1), u64::MAX),
+                    ];
+                    for (lo, hi) in probes {
+                        let got: Vec<u64> = t.range(lo, hi).collect::<Result<_, _>>().unwrap();
+                        let want: Vec<u64> = keys
+                            .iter()
+                            .copied()
+                            .filter(|&x| lo <= x && x <= hi)
+                            .collect();
+                        assert_eq!(got, want, "block_len {block_len}, {lo:#x}..={hi:#x}");
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn the_index_range_holds_the_block_index_and_footer() {
         for (keys, block_len) in [(xorshift(1000, 9), 128), (vec![7], 4), (vec![], 128)] {
@@ -309,6 +351,49 @@ mod tests {
         bytes[footer + 20..footer + 24].copy_from_slice(&crc.to_le_bytes());
         let crc = crc32(&bytes[footer..footer + 24]);
         bytes[footer + 24..].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    /// A set padding bit after a block's last gap, under a valid CRC, is
+    /// an error even for a search that wants no key of the block (its
+    /// skip leaves the last gap to the decoder, which checks the end).
+    #[test]
+    fn a_search_past_every_key_still_checks_the_blocks_end() {
+        let mut checked = 0;
+        for seed in 1..40 {
+            let keys = xorshift(100, seed);
+            let mut bytes = encode(&keys, 128);
+            let footer = bytes.len() - FOOTER_LEN;
+            let index = u64_at(&bytes, footer + 8).unwrap() as usize;
+            // One block: its unary stream's last byte is just before its CRC.
+            let last = index - CRC_LEN - 1;
+            let byte = bytes[last];
+            if byte == 0 || byte.leading_zeros() == 0 {
+                continue;
+            }
+            bytes[last] |= 0x80;
+            reseal(&mut bytes);
+            let t = TableReader::new(&bytes).unwrap();
+            // Far past the last key, the skip's bound lets it reach the end.
+            assert!(
+                t.range(u64::MAX, u64::MAX).any(|k| k.is_err()),
+                "seed {seed}"
+            );
+            assert!(t.verify().is_err(), "seed {seed}");
+            checked += 1;
+        }
+        assert!(checked > 10, "{checked} blocks had padding to set");
+        // A zero byte more at the end of the unary stream: the same.
+        let keys = xorshift(100, 3);
+        let mut bytes = encode(&keys, 128);
+        let footer = bytes.len() - FOOTER_LEN;
+        let index = u64_at(&bytes, footer + 8).unwrap() as usize;
+        bytes.insert(index - CRC_LEN, 0);
+        let footer = footer + 1;
+        bytes[footer + 8..footer + 16].copy_from_slice(&(index as u64 + 1).to_le_bytes());
+        reseal(&mut bytes);
+        let t = TableReader::new(&bytes).unwrap();
+        assert!(t.range(u64::MAX, u64::MAX).any(|k| k.is_err()));
+        assert!(t.verify().is_err());
     }
 
     #[test]

@@ -329,7 +329,7 @@ impl<'a> TableReader<'a> {
     }
 
     /// After [`warm_index`](Self::warm_index), whose entry it reads:
-    /// prefetches the entries around the [second guess](Self::second_guess),
+    /// prefetches the entries around its corrected (second) guess,
     /// where the search for `key` goes next.
     #[inline]
     pub fn warm_near(&self, key: u64) {
@@ -450,6 +450,9 @@ impl<'a> IntoIterator for &TableReader<'a> {
     }
 }
 
+/// Keys the first chunk of a search decodes at most.
+const FIRST_CHUNK: usize = 8;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum RangeState {
     Search,
@@ -474,6 +477,8 @@ pub struct Range<'a> {
     /// The last key decoded, to check that blocks follow each other in order.
     last: Option<u64>,
     state: RangeState,
+    /// Keys the next chunk decodes at most.
+    chunk: usize,
 }
 
 impl<'a> Range<'a> {
@@ -488,6 +493,11 @@ impl<'a> Range<'a> {
             pos: 0,
             len: 0,
             last: None,
+            chunk: if state == RangeState::Search {
+                FIRST_CHUNK
+            } else {
+                CHUNK
+            },
             state,
         }
     }
@@ -511,12 +521,21 @@ impl<'a> Range<'a> {
                         self.state = RangeState::Done;
                         return Ok(false);
                     }
-                    let cursor = self.table.block(self.next_block)?;
+                    let mut cursor = self.table.block(self.next_block)?;
                     self.next_block += 1;
+                    // The search's first block: skip what lies below `lo`
+                    // (a later block must first show that its first key
+                    // follows the previous block's last).
+                    if self.last.is_none() {
+                        cursor.skip_below(self.lo);
+                    }
                     self.cursor.insert(cursor)
                 }
             };
-            let n = cursor.decode_chunk(&mut self.buf)?;
+            let n = cursor.decode_chunk(&mut self.buf, self.chunk)?;
+            // A search's range usually holds a key or two past where its
+            // first chunk starts: start small, then double.
+            self.chunk = (self.chunk * 2).min(CHUNK);
             if n == 0 {
                 self.cursor = None;
                 continue;
