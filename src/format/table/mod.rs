@@ -162,7 +162,7 @@ mod tests {
         keys.push(u64::MAX);
         keys.sort_unstable();
         keys.dedup();
-        for block_len in [1, 4, 32] {
+        for block_len in [1, 4, 32, 128] {
             let bytes = encode(&keys, block_len);
             let t = TableReader::new(&bytes).unwrap();
             for (i, &k) in keys.iter().enumerate().step_by(13) {

@@ -450,8 +450,11 @@ impl<'a> IntoIterator for &TableReader<'a> {
     }
 }
 
-/// Keys the first chunk of a search decodes at most.
+/// Keys the first chunk of a search in a long block decodes at most.
 const FIRST_CHUNK: usize = 8;
+
+/// Blocks of more keys than this are skipped into by their unary codes.
+const SKIP_ABOVE: u32 = 32;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum RangeState {
@@ -493,11 +496,7 @@ impl<'a> Range<'a> {
             pos: 0,
             len: 0,
             last: None,
-            chunk: if state == RangeState::Search {
-                FIRST_CHUNK
-            } else {
-                CHUNK
-            },
+            chunk: CHUNK,
             state,
         }
     }
@@ -523,11 +522,15 @@ impl<'a> Range<'a> {
                     }
                     let mut cursor = self.table.block(self.next_block)?;
                     self.next_block += 1;
-                    // The search's first block: skip what lies below `lo`
-                    // (a later block must first show that its first key
-                    // follows the previous block's last).
-                    if self.last.is_none() {
+                    // The search's first block, if long: skip what lies
+                    // below `lo`, then decode a few keys at first (a later
+                    // block must first show that its first key follows the
+                    // previous block's last). In a short block the skip
+                    // saves less than it costs (docs/BENCHMARKS.md,
+                    // "Prefetched blocks and a corrected guess").
+                    if self.last.is_none() && self.table.layout.block_len > SKIP_ABOVE {
                         cursor.skip_below(self.lo);
+                        self.chunk = FIRST_CHUNK;
                     }
                     self.cursor.insert(cursor)
                 }
