@@ -153,6 +153,7 @@ impl<'a> BlockCursor<'a> {
     /// `key + s·2^r`: while that bound is below `lo`, every key so far is
     /// too. The skip stops before the block's last gap, which `decode_chunk`
     /// decodes (and checks the block's end with).
+    ///
     /// Each pass starts from the exact key where the one before stopped,
     /// so the bound, loose by up to `2^r` per gap skipped, tightens.
     pub(super) fn skip_below(&mut self, lo: u64) {
@@ -234,10 +235,10 @@ impl<'a> BlockCursor<'a> {
     /// Decodes the next keys of the block into `out`; returns how many
     /// (0 once the block is exhausted). Checks that the block ends cleanly
     /// when its last key is decoded.
-    #[inline(never)]
     ///
     /// At most `limit` keys (at least 1, at most [`CHUNK`]): a search that
     /// wants a few keys decodes a few.
+    #[inline(never)]
     pub(super) fn decode_chunk(
         &mut self,
         out: &mut [u64; CHUNK],
