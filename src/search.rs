@@ -102,8 +102,9 @@ const STAGE: usize = 16;
 /// within distance `k` of `fp`, each once, in no particular order.
 ///
 /// The ranges to search (each table's, or each table's probes) go in stages
-/// of up to 16: for every range of a stage, its index is warmed, then
-/// its first keys, then it is searched.
+/// of up to 16: for every range of a stage, its index is warmed, then the
+/// index entries its first read points to, then its first keys, then it is
+/// searched.
 ///
 /// The caller has checked `k` against the plan ([`check_distance`]).
 pub fn probe<S: SortedTables>(
