@@ -78,6 +78,17 @@ mod tests {
         t.iter().collect::<Result<_, _>>().unwrap()
     }
 
+    /// Checks `t.range(lo, hi)` against a filter of `keys`.
+    fn assert_range(t: &TableReader<'_>, keys: &[u64], lo: u64, hi: u64, context: &str) {
+        let got: Vec<u64> = t.range(lo, hi).collect::<Result<_, _>>().unwrap();
+        let want: Vec<u64> = keys
+            .iter()
+            .copied()
+            .filter(|&k| lo <= k && k <= hi)
+            .collect();
+        assert_eq!(got, want, "{context}{lo:#x}..={hi:#x}");
+    }
+
     #[test]
     fn round_trip_shapes() {
         let cases: Vec<Vec<u64>> = vec![
@@ -142,13 +153,7 @@ mod tests {
         }
         probes.push((5, 4));
         for (lo, hi) in probes {
-            let got: Vec<u64> = t.range(lo, hi).collect::<Result<_, _>>().unwrap();
-            let want: Vec<u64> = keys
-                .iter()
-                .copied()
-                .filter(|&k| lo <= k && k <= hi)
-                .collect();
-            assert_eq!(got, want, "{lo:#x}..={hi:#x}");
+            assert_range(&t, &keys, lo, hi, "");
         }
     }
 
@@ -171,13 +176,7 @@ mod tests {
                     t.warm_index(lo);
                     t.warm_near(lo);
                     t.warm_block(lo);
-                    let got: Vec<u64> = t.range(lo, hi).collect::<Result<_, _>>().unwrap();
-                    let want: Vec<u64> = keys
-                        .iter()
-                        .copied()
-                        .filter(|&x| lo <= x && x <= hi)
-                        .collect();
-                    assert_eq!(got, want, "block_len {block_len}, {lo:#x}..={hi:#x}");
+                    assert_range(&t, &keys, lo, hi, &format!("block_len {block_len}, "));
                 }
             }
         }
@@ -212,13 +211,7 @@ mod tests {
                         (k.saturating_add(1), u64::MAX),
                     ];
                     for (lo, hi) in probes {
-                        let got: Vec<u64> = t.range(lo, hi).collect::<Result<_, _>>().unwrap();
-                        let want: Vec<u64> = keys
-                            .iter()
-                            .copied()
-                            .filter(|&x| lo <= x && x <= hi)
-                            .collect();
-                        assert_eq!(got, want, "block_len {block_len}, {lo:#x}..={hi:#x}");
+                        assert_range(&t, &keys, lo, hi, &format!("block_len {block_len}, "));
                     }
                 }
             }

@@ -221,13 +221,14 @@ impl<'a> TableReader<'a> {
 
     /// Where a search for `key` looks first: `Ok(Ok(b))` when the answer is
     /// block `b` without reading more (a key below the first block's or at
-    /// or above the last's), `Ok(Err(g))` for a guess `g` in `0..last` to
-    /// search around.
+    /// or above the last's), `Ok(Err((g, rate)))` for a guess `g` in
+    /// `0..last` to search around, with the blocks per unit of key it was
+    /// interpolated at.
     ///
     /// Permuted fingerprints are close to uniform, so the guess interpolates
     /// between the first and last block's first keys.
     #[inline]
-    fn guess(&self, key: u64) -> Result<Result<usize, usize>, FormatError> {
+    fn guess(&self, key: u64) -> Result<Result<usize, (usize, f64)>, FormatError> {
         let n = self.layout.block_count;
         if n <= 1 {
             return Ok(Ok(0));
@@ -244,7 +245,7 @@ impl<'a> TableReader<'a> {
         // is close enough for a guess, and cheaper than a u128 division).
         let blocks_per_key = to_u64(last) as f64 / (last_key - first_key) as f64;
         let guess = (key - first_key) as f64 * blocks_per_key;
-        Ok(Err((guess as usize).min(last - 1)))
+        Ok(Err(((guess as usize).min(last - 1), blocks_per_key)))
     }
 
     /// [`guess`](Self::guess), corrected by the first key of the block it
@@ -253,13 +254,11 @@ impl<'a> TableReader<'a> {
     /// 50 M keys, several cache lines of the block index apart), and within
     /// a block or so of this second one. Reads the first guess's entry.
     fn second_guess(&self, key: u64) -> Result<Result<usize, usize>, FormatError> {
-        let guess = match self.guess(key)? {
+        let (guess, blocks_per_key) = match self.guess(key)? {
             Ok(block) => return Ok(Ok(block)),
             Err(guess) => guess,
         };
         let last = self.layout.block_count - 1;
-        let (first_key, last_key) = (self.index_entry(0)?.0, self.index_entry(last)?.0);
-        let blocks_per_key = to_u64(last) as f64 / (last_key - first_key) as f64;
         let at = self.index_entry(guess)?.0;
         let second = if key >= at {
             guess as f64 + (key - at) as f64 * blocks_per_key
@@ -321,10 +320,8 @@ impl<'a> TableReader<'a> {
     /// [`warm_block`](Self::warm_block)). Errors are left to the search.
     #[inline]
     pub fn warm_index(&self, key: u64) {
-        if let Ok(Err(guess)) = self.guess(key) {
-            // The guess's entry and the next one, which the search reads.
-            let at = self.entry_offset(guess);
-            prefetch(self.bytes, at..at + 2 * INDEX_ENTRY_LEN);
+        if let Ok(Err((guess, _))) = self.guess(key) {
+            self.prefetch_entries(guess);
         }
     }
 
@@ -334,9 +331,16 @@ impl<'a> TableReader<'a> {
     #[inline]
     pub fn warm_near(&self, key: u64) {
         if let Ok(Err(guess)) = self.second_guess(key) {
-            let at = self.entry_offset(guess);
-            prefetch(self.bytes, at..at + 2 * INDEX_ENTRY_LEN);
+            self.prefetch_entries(guess);
         }
+    }
+
+    /// Prefetches the index entries of `block` and the next one, which a
+    /// search from `block` reads.
+    #[inline]
+    fn prefetch_entries(&self, block: usize) {
+        let at = self.entry_offset(block);
+        prefetch(self.bytes, at..at + 2 * INDEX_ENTRY_LEN);
     }
 
     /// Where the block index entry a search for `key` reads first lies in
@@ -344,7 +348,7 @@ impl<'a> TableReader<'a> {
     /// kernel to read it ahead; `None` when the search reads no other entry
     /// than the first and last (which it reads to guess).
     pub fn index_entry_span(&self, key: u64) -> Option<std::ops::Range<u64>> {
-        let Ok(Err(guess)) = self.guess(key) else {
+        let Ok(Err((guess, _))) = self.guess(key) else {
             return None;
         };
         let at = self.layout.base + to_u64(self.entry_offset(guess));
