@@ -76,8 +76,19 @@ const ENDS: [End; 4] = [
     End::FailThenKill,
 ];
 
-fn options(fs: &FaultFs, gates: &Gates, durability: Durability, flush_thread: bool) -> Options {
+/// The largest number of segments a flush leaves before the writer waits
+/// (or merges beside the merge thread), as by default.
+const MAX_SEGMENTS: usize = 32;
+
+fn options(
+    fs: &FaultFs,
+    gates: &Gates,
+    durability: Durability,
+    flush_thread: bool,
+    max_segments: usize,
+) -> Options {
     Options::new()
+        .max_segments(max_segments)
         .plan(Plan::new(5, 3).unwrap())
         .durability(durability)
         .memtable_bytes(1_500)
@@ -178,10 +189,12 @@ fn schedule(
         holds,
         None,
         end,
+        MAX_SEGMENTS,
     )
 }
 
-/// [`schedule`] of the workload `ops`.
+/// [`schedule`] of the workload `ops`, with `max_segments`.
+#[allow(clippy::too_many_arguments)]
 fn schedule_of(
     ops: Vec<W>,
     seed: u64,
@@ -190,6 +203,7 @@ fn schedule_of(
     holds: &[(Point, usize)],
     then: Option<(Point, usize, Point)>,
     end: End,
+    max_segments: usize,
 ) -> bool {
     let ctx =
         format!("seed {seed}, {durability:?}, flush thread {flush_thread}, {holds:?}, {end:?}");
@@ -197,8 +211,11 @@ fn schedule_of(
     let gates = Gates::new();
     let models = prefix_models(&ops);
     let index = Arc::new(
-        Index::open(dir(), options(&fs, &gates, durability, flush_thread))
-            .unwrap_or_else(|e| panic!("{ctx}: open: {e}")),
+        Index::open(
+            dir(),
+            options(&fs, &gates, durability, flush_thread, max_segments),
+        )
+        .unwrap_or_else(|e| panic!("{ctx}: open: {e}")),
     );
     for &(point, nth) in holds {
         gates.hold_nth(point, nth);
@@ -256,8 +273,11 @@ fn schedule_of(
                 );
             }
             drop(Arc::into_inner(index).expect("one owner"));
-            let index = Index::open(dir(), options(&fs, &gates, durability, flush_thread))
-                .unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
+            let index = Index::open(
+                dir(),
+                options(&fs, &gates, durability, flush_thread, max_segments),
+            )
+            .unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
             assert_eq!(&live_docs(&index), model, "{ctx}: reopened");
             index
                 .verify()
@@ -280,8 +300,11 @@ fn schedule_of(
             }
             let progress = shared.progress.lock().unwrap().expect("progress");
             drop(Arc::into_inner(index).expect("one owner"));
-            let index = Index::open(dir(), options(&fs, &gates, durability, flush_thread))
-                .unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
+            let index = Index::open(
+                dir(),
+                options(&fs, &gates, durability, flush_thread, max_segments),
+            )
+            .unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
             let got = live_docs(&index);
             let power_cut_buffered = matches!(
                 (mode, durability),
@@ -409,12 +432,75 @@ fn the_writer_waiting_for_a_held_flush_keeps_the_contract() {
                         .collect();
                     let holds = [(flush_point, nth)];
                     let then = Some((Point::HandOverCommitted, nth, Point::FlushWanted));
-                    held +=
-                        usize::from(schedule_of(ops, seed, durability, true, &holds, then, end));
+                    held += usize::from(schedule_of(
+                        ops,
+                        seed,
+                        durability,
+                        true,
+                        &holds,
+                        then,
+                        end,
+                        MAX_SEGMENTS,
+                    ));
                 }
             }
         }
     }
     eprintln!("{held} of 72 schedules held both threads");
     assert!(held >= 36, "only {held} of 72 schedules held both threads");
+}
+
+/// Two merges at once: the merge thread held at a point of its `nth` merge
+/// (its run claimed), and the writing thread, which finds more segments
+/// than `max_segments` allows, held as it claims a run of newer
+/// segments to merge itself rather than wait (`Point::HelpMerge`), then
+/// released in that order, or killed, the power cut, or the next call
+/// failed while both are held. Either way the contract holds, and the
+/// writer's merge, of segments newer than the held run, never takes one of
+/// its segments.
+#[test]
+fn the_writer_merging_beside_a_held_merge_keeps_the_contract() {
+    // Low enough for the writer to exceed it while the merge thread is
+    // held, high enough that at least two segments are then newer than the
+    // held run (with fewer, the writer can only wait, and the held merge
+    // thread never lets it go on).
+    const HELPING_MAX_SEGMENTS: usize = 8;
+    let mut held = 0;
+    let mut schedules = 0;
+    for (durability, flush_thread) in [
+        (Durability::Buffered, false),
+        (Durability::Sync, false),
+        (Durability::Buffered, true),
+    ] {
+        for merge_point in [Point::MergeWritten, Point::MergeCommitted] {
+            for nth in 1..=2 {
+                for end in ENDS {
+                    let seed = 600 + nth as u64;
+                    let holds = [(merge_point, nth)];
+                    let then = Some((merge_point, nth, Point::HelpMerge));
+                    // `compact` would wait for the held merge thread.
+                    let ops: Vec<W> = workload(seed, 120)
+                        .into_iter()
+                        .filter(|op| !matches!(op, W::Compact))
+                        .collect();
+                    schedules += 1;
+                    held += usize::from(schedule_of(
+                        ops,
+                        seed,
+                        durability,
+                        flush_thread,
+                        &holds,
+                        then,
+                        end,
+                        HELPING_MAX_SEGMENTS,
+                    ));
+                }
+            }
+        }
+    }
+    eprintln!("{held} of {schedules} schedules held both threads");
+    assert!(
+        held * 2 >= schedules,
+        "only {held} of {schedules} schedules held both threads"
+    );
 }
