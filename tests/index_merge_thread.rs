@@ -159,10 +159,19 @@ fn a_long_merge_does_not_hold_up_writes() {
     };
     let index = Arc::new(Index::open(tmp.path(), options(&gates)).unwrap());
     let writes = 60u64;
-    // Every write fills the memtable: one flush each. The third makes the
-    // merge thread's run (3 segments).
+    // Every write fills the memtable: one flush each. The first three, of
+    // 1,000 documents each, make the merge thread's run (3 segments), large
+    // enough against the runs of single documents after it that the writer
+    // merges rather than wait.
+    let mut model = Model::new();
     for i in 0..3 {
-        index.insert(i, fingerprint(mix(i))).unwrap();
+        let batch: Vec<(u64, u64, Option<String>)> = (0..1_000)
+            .map(|j| (1_000 + i * 1_000 + j, fingerprint(mix(i << 20 | j)), None))
+            .collect();
+        for (id, fp, _) in &batch {
+            model.insert(*id, (*fp, None));
+        }
+        index.insert_batch(batch).unwrap();
     }
     gates.wait_for(Point::MergeWritten);
     let writer = {
@@ -190,8 +199,7 @@ fn a_long_merge_does_not_hold_up_writes() {
     assert!(most <= 6, "{most} segments after a write");
     assert!(helped >= 4, "the writer merged only {helped} runs itself");
     gates.release(Point::MergeWritten);
-    let mut model = Model::new();
-    for i in 0..writes {
+    for i in 3..writes {
         model.insert(i % 40, (fingerprint(mix(i)), None));
     }
     index.flush().unwrap();

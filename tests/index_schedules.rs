@@ -39,7 +39,7 @@ use common::schedule::{Gates, HANG, without_hanging};
 use common::workload::{
     ID_SPACE, Progress, W, assert_a_prefix_survived, perform, prefix_models, workload,
 };
-use common::{CENTRES, Model, brute_force, live_docs};
+use common::{CENTRES, Model, brute_force, live_docs, mix};
 use simhashdb::engine::fault::{CrashMode, Fault, FaultFs, FaultKind, Unsynced};
 use simhashdb::engine::fs::FileSystem;
 use simhashdb::engine::policy::{MergePolicy, TieredMergePolicy};
@@ -450,7 +450,7 @@ fn the_writer_waiting_for_a_held_flush_keeps_the_contract() {
     assert!(held >= 36, "only {held} of 72 schedules held both threads");
 }
 
-/// Two merges at once: the merge thread held at a point of its `nth` merge
+/// Two merges at once: the merge thread held at a point of its first merge
 /// (its run claimed), and the writing thread, which finds more segments
 /// than `max_segments` allows, held as it claims a run of newer
 /// segments to merge itself rather than wait (`Point::HelpMerge`), then
@@ -473,14 +473,26 @@ fn the_writer_merging_beside_a_held_merge_keeps_the_contract() {
         (Durability::Buffered, true),
     ] {
         for merge_point in [Point::MergeWritten, Point::MergeCommitted] {
-            for nth in 1..=2 {
+            for seed in [601, 602] {
                 for end in ENDS {
-                    let seed = 600 + nth as u64;
-                    let holds = [(merge_point, nth)];
-                    let then = Some((merge_point, nth, Point::HelpMerge));
-                    // `compact` would wait for the held merge thread.
-                    let ops: Vec<W> = workload(seed, 120)
+                    let holds = [(merge_point, 1)];
+                    let then = Some((merge_point, 1, Point::HelpMerge));
+                    // Two segments of 1,000 documents first: the merge
+                    // thread's first run, at least `HELP_RATIO` times any
+                    // run of the small segments the writer flushes after
+                    // them (a writer does not merge beside a run about its
+                    // own run's size: it waits). `compact` would wait for
+                    // the held merge thread.
+                    let big = |b: u64| {
+                        W::UnnamedBatch(
+                            (0..1_000)
+                                .map(|j| (ID_SPACE + b * 1_000 + j, mix(seed << 32 | b << 16 | j)))
+                                .collect(),
+                        )
+                    };
+                    let ops: Vec<W> = [big(0), big(1)]
                         .into_iter()
+                        .chain(workload(seed, 120))
                         .filter(|op| !matches!(op, W::Compact))
                         .collect();
                     schedules += 1;

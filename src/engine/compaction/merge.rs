@@ -38,8 +38,9 @@ impl Core {
     /// version of every id wins and expired documents are dropped;
     /// tombstones are dropped too when the run includes the oldest segment
     /// (none remains for them to hide), and kept otherwise. Flushes, and a
-    /// merge of segments all newer than the run, may commit meanwhile (the
-    /// run stays contiguous): docs/ARCHITECTURE.md, "Merges".
+    /// merge of a run newer or older than this one, may commit meanwhile
+    /// (the run stays contiguous): docs/ARCHITECTURE.md, "Merges beside the
+    /// merge thread".
     pub(in crate::engine) fn merge_run(&self, run: Run) -> Result<()> {
         let result = self.merge_segments(run);
         // A run with nothing to merge (one compacted segment) is no merge.
@@ -52,6 +53,7 @@ impl Core {
 
     /// Whether it merged.
     fn merge_segments(&self, run: Run) -> Result<bool> {
+        let docs_in_run = run.records();
         let Run {
             segments: run,
             includes_oldest,
@@ -72,10 +74,6 @@ impl Core {
         {
             return Ok(false);
         }
-        let docs_in_run: u64 = run
-            .iter()
-            .map(|s| s.meta.doc_count + s.meta.tombstone_count)
-            .sum();
         // Which version of each id is the newest: every segment's id index
         // and tombstones (each sorted by id), newest segment first, then a
         // stable sort by id, which keeps that order among equal ids. (A hash
@@ -278,6 +276,16 @@ pub(in crate::engine) struct Run {
     pub(in crate::engine) segments: Vec<Arc<Segment>>,
     /// Whether no segment older than the run existed when it was chosen.
     pub(in crate::engine) includes_oldest: bool,
+}
+
+impl Run {
+    /// The documents and tombstones of the run's segments.
+    pub(in crate::engine) fn records(&self) -> u64 {
+        self.segments
+            .iter()
+            .map(|s| s.meta.doc_count + s.meta.tombstone_count)
+            .sum()
+    }
 }
 
 /// The next entry of a doc map being merged, with its position.

@@ -149,8 +149,9 @@ impl Drop for Merger {
 /// ([`Core::help_merge`]).
 #[derive(Debug, Default)]
 pub(super) struct MergeClaims {
-    /// The newest `max_seq` of the run the merge thread is merging.
-    merge_thread: Option<u64>,
+    /// The run the merge thread is merging: its newest `max_seq`, and its
+    /// documents and tombstones.
+    merge_thread: Option<(u64, u64)>,
     /// The oldest `max_seq` of the run the writing thread is merging (of
     /// segments newer than the merge thread's run when it chose it); the
     /// merge thread meanwhile chooses among the segments older than it.
@@ -181,7 +182,8 @@ impl Core {
                 let Some(run) = self.choose_run(policy.as_ref(), window) else {
                     return Ok(());
                 };
-                claims.merge_thread = run.segments.iter().map(|s| s.meta.max_seq).max();
+                let newest = run.segments.iter().map(|s| s.meta.max_seq).max();
+                claims.merge_thread = newest.map(|seq| (seq, run.records()));
                 run
             };
             let result = self.merge_run(run);
@@ -226,15 +228,16 @@ impl Core {
     /// On the writing thread, instead of waiting for a merge thread that is
     /// busy with a run (a long merge of large segments, while flushes pile
     /// up above it): merges a run of the segments newer than that one, the
-    /// policy's choice or else the newest of one level, if any. Whether it
-    /// merged.
+    /// policy's choice or else the newest of one level, if there is one and
+    /// the merge thread's run holds at least [`HELP_RATIO`] times its
+    /// documents. Whether it merged.
     pub(super) fn help_merge(&self) -> Result<bool> {
         let Some(policy) = &self.merge_policy else {
             return Ok(false);
         };
         let run = {
             let mut claims = lock(&self.merge_claims);
-            let Some(above) = claims.merge_thread else {
+            let Some((above, busy)) = claims.merge_thread else {
                 return Ok(false);
             };
             let window = Window {
@@ -244,6 +247,12 @@ impl Core {
             let Some(run) = self.choose_run(policy.as_ref(), window) else {
                 return Ok(false);
             };
+            // A run about as large as the merge thread's would take about
+            // as long as waiting for it, and leave the merge thread idle
+            // after it: wait instead.
+            if busy < HELP_RATIO.saturating_mul(run.records()) {
+                return Ok(false);
+            }
             claims.writer = run.segments.iter().map(|s| s.meta.max_seq).min();
             run
         };
@@ -253,6 +262,10 @@ impl Core {
         result.map(|()| true)
     }
 }
+
+/// How many times the documents of the writer's run the merge thread's run
+/// must hold for the writer to merge rather than wait.
+const HELP_RATIO: u64 = 4;
 
 /// Which segments a merge may choose from: those with a `max_seq` above
 /// `above` and below `below` (the runs other merges hold), newest first.

@@ -13,14 +13,20 @@ use crate::format::SegmentMeta;
 /// writes): a run that ends before the oldest segment keeps its tombstones
 /// (older segments may hold what they hide), one that includes the oldest
 /// drops them.
+///
+/// While the merge thread merges a run, a flush that leaves more than
+/// `Options::max_segments` segments merges on the writing thread: the run
+/// this policy chooses among the segments newer than the merge thread's,
+/// or, if it chooses none, the newest run of one level or else the two
+/// newest segments (docs/ARCHITECTURE.md, "Merges beside the merge thread").
 pub trait MergePolicy: Send + Sync + fmt::Debug {
     /// `segments` is the metadata of the live segments, newest first.
     /// Returns how many of the newest to merge (at least 2), or `None`.
     fn merge_newest(&self, segments: &[SegmentMeta]) -> Option<usize>;
 
     /// The run to merge, as a range of `segments` (newest first) of at
-    /// least 2, or `None`. `segments` may be only the segments newer than
-    /// a run being merged (docs/ARCHITECTURE.md, "Merges"). Default: the
+    /// least 2, or `None`. `segments` may be a part of the live segments:
+    /// those newer, or older, than a run being merged. Default: the
     /// [`merge_newest`](MergePolicy::merge_newest) newest.
     fn choose_run(&self, segments: &[SegmentMeta]) -> Option<Range<usize>> {
         self.merge_newest(segments).map(|n| 0..n)
