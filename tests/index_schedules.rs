@@ -189,11 +189,28 @@ fn schedule(
         holds,
         None,
         end,
-        MAX_SEGMENTS,
+        DEFAULT_SETTING,
     )
 }
 
-/// [`schedule`] of the workload `ops`, with `max_segments`.
+/// What a schedule sets besides its workload, holds and ending.
+#[derive(Debug, Clone, Copy)]
+struct Setting {
+    max_segments: usize,
+    /// Count and hold the merge points (`MergeWritten`, `MergeCommitted`)
+    /// on the merge thread only, not in the writing thread's merges; and
+    /// hold the writer at its third flush until the first of `holds` holds
+    /// the merge thread, so that the merge thread's first run is the
+    /// workload's first two segments whatever the machine's load.
+    merges_on_merge_thread: bool,
+}
+
+const DEFAULT_SETTING: Setting = Setting {
+    max_segments: MAX_SEGMENTS,
+    merges_on_merge_thread: false,
+};
+
+/// [`schedule`] of the workload `ops`, with `setting`.
 #[allow(clippy::too_many_arguments)]
 fn schedule_of(
     ops: Vec<W>,
@@ -203,12 +220,19 @@ fn schedule_of(
     holds: &[(Point, usize)],
     then: Option<(Point, usize, Point)>,
     end: End,
-    max_segments: usize,
+    setting: Setting,
 ) -> bool {
+    let max_segments = setting.max_segments;
     let ctx =
         format!("seed {seed}, {durability:?}, flush thread {flush_thread}, {holds:?}, {end:?}");
     let fs = FaultFs::with_seed(seed);
     let gates = Gates::new();
+    if setting.merges_on_merge_thread {
+        for point in [Point::MergeWritten, Point::MergeCommitted] {
+            gates.only_on(point, "simhashdb-merge");
+        }
+        gates.hold_nth(Point::FlushWanted, 3);
+    }
     let models = prefix_models(&ops);
     let index = Arc::new(
         Index::open(
@@ -244,6 +268,17 @@ fn schedule_of(
     // reaching it. (A schedule whose held threads waited for each other
     // would hang: the detector fails it.)
     let deadline = Instant::now() + HANG;
+    if setting.merges_on_merge_thread {
+        let first = holds[0].0;
+        while !gates.is_waiting(first) && !shared.done.load(Ordering::Acquire) {
+            assert!(
+                Instant::now() < deadline,
+                "hang: {ctx}: the merge thread neither held nor the workload done"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        gates.release(Point::FlushWanted);
+    }
     for &(point, _) in holds {
         while !gates.is_waiting(point) && !shared.done.load(Ordering::Acquire) {
             assert!(
@@ -440,7 +475,7 @@ fn the_writer_waiting_for_a_held_flush_keeps_the_contract() {
                         &holds,
                         then,
                         end,
-                        MAX_SEGMENTS,
+                        DEFAULT_SETTING,
                     ));
                 }
             }
@@ -463,8 +498,10 @@ fn the_writer_merging_beside_a_held_merge_keeps_the_contract() {
     // Low enough for the writer to exceed it while the merge thread is
     // held, high enough that at least two segments are then newer than the
     // held run (with fewer, the writer can only wait, and the held merge
-    // thread never lets it go on).
-    const HELPING_MAX_SEGMENTS: usize = 8;
+    // thread never lets it go on): with 8, a merge thread that a loaded
+    // machine kept from choosing its run until the writer had flushed 9
+    // segments took them all, and the writer hung.
+    const HELPING_MAX_SEGMENTS: usize = 16;
     let mut held = 0;
     let mut schedules = 0;
     for (durability, flush_thread) in [
@@ -492,7 +529,7 @@ fn the_writer_merging_beside_a_held_merge_keeps_the_contract() {
                     };
                     let ops: Vec<W> = [big(0), big(1)]
                         .into_iter()
-                        .chain(workload(seed, 120))
+                        .chain(workload(seed, 240))
                         .filter(|op| !matches!(op, W::Compact))
                         .collect();
                     schedules += 1;
@@ -504,7 +541,12 @@ fn the_writer_merging_beside_a_held_merge_keeps_the_contract() {
                         &holds,
                         then,
                         end,
-                        HELPING_MAX_SEGMENTS,
+                        Setting {
+                            max_segments: HELPING_MAX_SEGMENTS,
+                            // The writer's own merge may reach these points
+                            // first.
+                            merges_on_merge_thread: true,
+                        },
                     ));
                 }
             }

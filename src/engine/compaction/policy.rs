@@ -14,11 +14,12 @@ use crate::format::SegmentMeta;
 /// (older segments may hold what they hide), one that includes the oldest
 /// drops them.
 ///
-/// While the merge thread merges a run, a flush that leaves more than
-/// `Options::max_segments` segments merges on the writing thread: the run
-/// this policy chooses among the segments newer than the merge thread's,
-/// or, if it chooses none, the newest run of one level or else the two
-/// newest segments (docs/ARCHITECTURE.md, "Merges beside the merge thread").
+/// While the merge thread merges a long run, a flush that leaves more than
+/// `Options::max_segments` segments may merge on the writing thread: the
+/// run this policy chooses among the segments newer than the merge
+/// thread's, or, if it chooses none, the newest run of one level or else
+/// the two newest segments (docs/ARCHITECTURE.md, "Merges beside the merge
+/// thread").
 pub trait MergePolicy: Send + Sync + fmt::Debug {
     /// `segments` is the metadata of the live segments, newest first.
     /// Returns how many of the newest to merge (at least 2), or `None`.
