@@ -57,21 +57,52 @@ fn major_faults() -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU seconds (user + system) of each of this process's threads, by name.
+fn thread_cpu() -> String {
+    let ticks = 100.0; // USER_HZ on Linux
+    let mut out = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        for task in tasks.flatten() {
+            let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+                continue;
+            };
+            let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+                continue;
+            };
+            let name = &stat[open + 1..close];
+            let fields: Vec<&str> = stat[close + 2..].split_whitespace().collect();
+            let cpu = |i: usize| {
+                fields
+                    .get(i)
+                    .and_then(|f| f.parse::<f64>().ok())
+                    .unwrap_or(0.0)
+            };
+            out.push(format!("{name} {:.1}", (cpu(11) + cpu(12)) / ticks));
+        }
+    }
+    out.join(", ")
+}
+
 fn build(n: u64, dir: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
     let index = Index::open(dir, Options::new())?;
     println!("plan: {}", index.plan());
     let start = Instant::now();
-    let mut next_report = 50_000_000;
+    let report_every: u64 = std::env::var("REPORT_EVERY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50_000_000);
+    let mut next_report = report_every;
     for base in (0..n).step_by(10_000) {
         let end = (base + 10_000).min(n);
         index.insert_batch((base..end).map(|i| (i, splitmix(i), None::<String>)))?;
         if end >= next_report {
             println!(
-                "  {end} in {:.1} s ({} segments)",
+                "  {end} in {:.1} s ({} segments; CPU s by thread: {})",
                 start.elapsed().as_secs_f64(),
-                index.stats().segments
+                index.stats().segments,
+                thread_cpu()
             );
-            next_report += 50_000_000;
+            next_report += report_every;
         }
     }
     index.flush()?;

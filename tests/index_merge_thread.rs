@@ -7,8 +7,10 @@ mod common;
 use std::sync::Arc;
 
 use common::mix;
+use common::schedule::{Gates, without_hanging};
 use common::{Model, brute_force};
 use simhashdb::engine::policy::TieredMergePolicy;
+use simhashdb::engine::schedule::Point;
 use simhashdb::plan::Plan;
 use simhashdb::{Index, Options};
 
@@ -132,4 +134,80 @@ fn writers_wait_for_a_merge_thread_that_falls_behind() {
     // each take at least 40 ms, two consultations of the policy): the bound
     // above is the wait's doing.
     assert!(most_segments_seen(usize::MAX) > 3);
+}
+
+/// A merge that takes as long as it likes (the merge thread held once it
+/// has written its segment, its run claimed) does not hold up writes: the
+/// writing thread, finding more than `max_segments` segments, merges runs
+/// of the newer segments itself rather than wait (`Point::HelpMerge`), over
+/// and over while the merge thread stays held. Every write returns with at
+/// most `max_segments` segments; once the merge thread is released, the
+/// documents equal the model, queries equal brute force, and both hold
+/// after reopening.
+#[test]
+fn a_long_merge_does_not_hold_up_writes() {
+    let gates = Arc::new(Gates::new());
+    gates.hold_nth(Point::MergeWritten, 1);
+    let tmp = tempfile::tempdir().unwrap();
+    let options = |gates: &Gates| {
+        Options::new()
+            .plan(Plan::new(5, 3).unwrap())
+            .memtable_bytes(1)
+            .merge_policy(Some(Arc::new(TieredMergePolicy { fan_in: 3 })))
+            .max_segments(6)
+            .schedule(gates.schedule())
+    };
+    let index = Arc::new(Index::open(tmp.path(), options(&gates)).unwrap());
+    let writes = 60u64;
+    // Every write fills the memtable: one flush each. The first three, of
+    // 1,000 documents each, make the merge thread's run (3 segments), large
+    // enough against the runs of single documents after it that the writer
+    // merges rather than wait.
+    let mut model = Model::new();
+    for i in 0..3 {
+        let batch: Vec<(u64, u64, Option<String>)> = (0..1_000)
+            .map(|j| (1_000 + i * 1_000 + j, fingerprint(mix(i << 20 | j)), None))
+            .collect();
+        for (id, fp, _) in &batch {
+            model.insert(*id, (*fp, None));
+        }
+        index.insert_batch(batch).unwrap();
+    }
+    gates.wait_for(Point::MergeWritten);
+    let writer = {
+        let (index, gates) = (index.clone(), gates.clone());
+        std::thread::spawn(move || {
+            let mut most = 0;
+            let mut helped_while_held = 0;
+            for i in 3..writes {
+                index.insert(i % 40, fingerprint(mix(i))).unwrap();
+                most = most.max(index.stats().segments);
+                if gates.is_waiting(Point::MergeWritten) {
+                    helped_while_held = gates.reached(Point::HelpMerge);
+                }
+            }
+            (most, helped_while_held)
+        })
+    };
+    // The writes finish with the merge thread still held: the writer never
+    // waited for it (a regression hangs here, and the detector fails it).
+    let (most, helped) = without_hanging("the writer", move || writer.join().unwrap());
+    assert!(
+        gates.is_waiting(Point::MergeWritten),
+        "the merge thread was not held"
+    );
+    assert!(most <= 6, "{most} segments after a write");
+    assert!(helped >= 4, "the writer merged only {helped} runs itself");
+    gates.release(Point::MergeWritten);
+    for i in 3..writes {
+        model.insert(i % 40, (fingerprint(mix(i)), None));
+    }
+    index.flush().unwrap();
+    check(&index, &model, "after the long merge");
+    let index = Arc::into_inner(index).expect("one owner");
+    index.verify().unwrap();
+    drop(index);
+    let index = Index::open(tmp.path(), options(&gates)).unwrap();
+    check(&index, &model, "reopened");
+    index.verify().unwrap();
 }

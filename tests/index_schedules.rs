@@ -39,7 +39,7 @@ use common::schedule::{Gates, HANG, without_hanging};
 use common::workload::{
     ID_SPACE, Progress, W, assert_a_prefix_survived, perform, prefix_models, workload,
 };
-use common::{CENTRES, Model, brute_force, live_docs};
+use common::{CENTRES, Model, brute_force, live_docs, mix};
 use simhashdb::engine::fault::{CrashMode, Fault, FaultFs, FaultKind, Unsynced};
 use simhashdb::engine::fs::FileSystem;
 use simhashdb::engine::policy::{MergePolicy, TieredMergePolicy};
@@ -76,8 +76,19 @@ const ENDS: [End; 4] = [
     End::FailThenKill,
 ];
 
-fn options(fs: &FaultFs, gates: &Gates, durability: Durability, flush_thread: bool) -> Options {
+/// The largest number of segments a flush leaves before the writer waits
+/// (or merges beside the merge thread), as by default.
+const MAX_SEGMENTS: usize = 32;
+
+fn options(
+    fs: &FaultFs,
+    gates: &Gates,
+    durability: Durability,
+    flush_thread: bool,
+    max_segments: usize,
+) -> Options {
     Options::new()
+        .max_segments(max_segments)
         .plan(Plan::new(5, 3).unwrap())
         .durability(durability)
         .memtable_bytes(1_500)
@@ -178,10 +189,29 @@ fn schedule(
         holds,
         None,
         end,
+        DEFAULT_SETTING,
     )
 }
 
-/// [`schedule`] of the workload `ops`.
+/// What a schedule sets besides its workload, holds and ending.
+#[derive(Debug, Clone, Copy)]
+struct Setting {
+    max_segments: usize,
+    /// Count and hold the merge points (`MergeWritten`, `MergeCommitted`)
+    /// on the merge thread only, not in the writing thread's merges; and
+    /// hold the writer at its third flush until the first of `holds` holds
+    /// the merge thread, so that the merge thread's first run is the
+    /// workload's first two segments whatever the machine's load.
+    merges_on_merge_thread: bool,
+}
+
+const DEFAULT_SETTING: Setting = Setting {
+    max_segments: MAX_SEGMENTS,
+    merges_on_merge_thread: false,
+};
+
+/// [`schedule`] of the workload `ops`, with `setting`.
+#[allow(clippy::too_many_arguments)]
 fn schedule_of(
     ops: Vec<W>,
     seed: u64,
@@ -190,15 +220,26 @@ fn schedule_of(
     holds: &[(Point, usize)],
     then: Option<(Point, usize, Point)>,
     end: End,
+    setting: Setting,
 ) -> bool {
+    let max_segments = setting.max_segments;
     let ctx =
         format!("seed {seed}, {durability:?}, flush thread {flush_thread}, {holds:?}, {end:?}");
     let fs = FaultFs::with_seed(seed);
     let gates = Gates::new();
+    if setting.merges_on_merge_thread {
+        for point in [Point::MergeWritten, Point::MergeCommitted] {
+            gates.only_on(point, "simhashdb-merge");
+        }
+        gates.hold_nth(Point::FlushWanted, 3);
+    }
     let models = prefix_models(&ops);
     let index = Arc::new(
-        Index::open(dir(), options(&fs, &gates, durability, flush_thread))
-            .unwrap_or_else(|e| panic!("{ctx}: open: {e}")),
+        Index::open(
+            dir(),
+            options(&fs, &gates, durability, flush_thread, max_segments),
+        )
+        .unwrap_or_else(|e| panic!("{ctx}: open: {e}")),
     );
     for &(point, nth) in holds {
         gates.hold_nth(point, nth);
@@ -227,6 +268,17 @@ fn schedule_of(
     // reaching it. (A schedule whose held threads waited for each other
     // would hang: the detector fails it.)
     let deadline = Instant::now() + HANG;
+    if setting.merges_on_merge_thread {
+        let first = holds[0].0;
+        while !gates.is_waiting(first) && !shared.done.load(Ordering::Acquire) {
+            assert!(
+                Instant::now() < deadline,
+                "hang: {ctx}: the merge thread neither held nor the workload done"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        gates.release(Point::FlushWanted);
+    }
     for &(point, _) in holds {
         while !gates.is_waiting(point) && !shared.done.load(Ordering::Acquire) {
             assert!(
@@ -256,8 +308,11 @@ fn schedule_of(
                 );
             }
             drop(Arc::into_inner(index).expect("one owner"));
-            let index = Index::open(dir(), options(&fs, &gates, durability, flush_thread))
-                .unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
+            let index = Index::open(
+                dir(),
+                options(&fs, &gates, durability, flush_thread, max_segments),
+            )
+            .unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
             assert_eq!(&live_docs(&index), model, "{ctx}: reopened");
             index
                 .verify()
@@ -280,8 +335,11 @@ fn schedule_of(
             }
             let progress = shared.progress.lock().unwrap().expect("progress");
             drop(Arc::into_inner(index).expect("one owner"));
-            let index = Index::open(dir(), options(&fs, &gates, durability, flush_thread))
-                .unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
+            let index = Index::open(
+                dir(),
+                options(&fs, &gates, durability, flush_thread, max_segments),
+            )
+            .unwrap_or_else(|e| panic!("{ctx}: reopen: {e}"));
             let got = live_docs(&index);
             let power_cut_buffered = matches!(
                 (mode, durability),
@@ -409,12 +467,94 @@ fn the_writer_waiting_for_a_held_flush_keeps_the_contract() {
                         .collect();
                     let holds = [(flush_point, nth)];
                     let then = Some((Point::HandOverCommitted, nth, Point::FlushWanted));
-                    held +=
-                        usize::from(schedule_of(ops, seed, durability, true, &holds, then, end));
+                    held += usize::from(schedule_of(
+                        ops,
+                        seed,
+                        durability,
+                        true,
+                        &holds,
+                        then,
+                        end,
+                        DEFAULT_SETTING,
+                    ));
                 }
             }
         }
     }
     eprintln!("{held} of 72 schedules held both threads");
     assert!(held >= 36, "only {held} of 72 schedules held both threads");
+}
+
+/// Two merges at once: the merge thread held at a point of its first merge
+/// (its run claimed), and the writing thread, which finds more segments
+/// than `max_segments` allows, held as it claims a run of newer
+/// segments to merge itself rather than wait (`Point::HelpMerge`), then
+/// released in that order, or killed, the power cut, or the next call
+/// failed while both are held. Either way the contract holds, and the
+/// writer's merge, of segments newer than the held run, never takes one of
+/// its segments.
+#[test]
+fn the_writer_merging_beside_a_held_merge_keeps_the_contract() {
+    // Low enough for the writer to exceed it while the merge thread is
+    // held, high enough that at least two segments are then newer than the
+    // held run (with fewer, the writer can only wait, and the held merge
+    // thread never lets it go on): with 8, a merge thread that a loaded
+    // machine kept from choosing its run until the writer had flushed 9
+    // segments took them all, and the writer hung.
+    const HELPING_MAX_SEGMENTS: usize = 16;
+    let mut held = 0;
+    let mut schedules = 0;
+    for (durability, flush_thread) in [
+        (Durability::Buffered, false),
+        (Durability::Sync, false),
+        (Durability::Buffered, true),
+    ] {
+        for merge_point in [Point::MergeWritten, Point::MergeCommitted] {
+            for seed in [601, 602] {
+                for end in ENDS {
+                    let holds = [(merge_point, 1)];
+                    let then = Some((merge_point, 1, Point::HelpMerge));
+                    // Two segments of 1,000 documents first: the merge
+                    // thread's first run, at least `HELP_RATIO` times any
+                    // run of the small segments the writer flushes after
+                    // them (a writer does not merge beside a run about its
+                    // own run's size: it waits). `compact` would wait for
+                    // the held merge thread.
+                    let big = |b: u64| {
+                        W::UnnamedBatch(
+                            (0..1_000)
+                                .map(|j| (ID_SPACE + b * 1_000 + j, mix(seed << 32 | b << 16 | j)))
+                                .collect(),
+                        )
+                    };
+                    let ops: Vec<W> = [big(0), big(1)]
+                        .into_iter()
+                        .chain(workload(seed, 240))
+                        .filter(|op| !matches!(op, W::Compact))
+                        .collect();
+                    schedules += 1;
+                    held += usize::from(schedule_of(
+                        ops,
+                        seed,
+                        durability,
+                        flush_thread,
+                        &holds,
+                        then,
+                        end,
+                        Setting {
+                            max_segments: HELPING_MAX_SEGMENTS,
+                            // The writer's own merge may reach these points
+                            // first.
+                            merges_on_merge_thread: true,
+                        },
+                    ));
+                }
+            }
+        }
+    }
+    eprintln!("{held} of {schedules} schedules held both threads");
+    assert!(
+        held * 2 >= schedules,
+        "only {held} of {schedules} schedules held both threads"
+    );
 }

@@ -6,9 +6,10 @@
 //!
 //! 1. `Index::writer` (the writing thread; `verify`, `compact`);
 //! 2. `Core::merging` (a merge, on the merge thread or in `compact`);
-//! 3. `Core::manifest` (a commit, or allocating ids);
-//! 4. `Core::state` (read or write);
-//! 5. `Core::poison_cause`.
+//! 3. `Core::merge_claims` (choosing the run of a merge);
+//! 4. `Core::manifest` (a commit, or allocating ids);
+//! 5. `Core::state` (read or write);
+//! 6. `Core::poison_cause`.
 //!
 //! The flush thread's slot and the merge thread's signal are taken alone,
 //! except that `Merger::wait_for_segments` reads the state while it holds
@@ -23,6 +24,7 @@ use crate::error::{Error, Result};
 use crate::format::{FileKind, Manifest};
 use crate::plan::{Budget, Plan};
 
+use super::compaction::MergeClaims;
 use super::compaction::policy::MergePolicy;
 use super::files::commit_manifest;
 use super::fs::FileSystem;
@@ -49,9 +51,13 @@ pub(super) struct Core {
     /// The manifest as last committed, plus ids allocated since (a commit
     /// writes it whole, so a flush and a merge never lose each other's edits).
     pub(super) manifest: Mutex<Manifest>,
-    /// Held through each merge: merges (background or `compact`) run one at
-    /// a time.
+    /// Held through each merge on the merge thread, by `compact` and by
+    /// `verify`. The writing thread may merge a run of newer segments
+    /// alongside the merge thread's without it ([`Core::help_merge`]);
+    /// `compact` and `verify` hold the writer, which excludes that.
     pub(super) merging: Mutex<()>,
+    /// The runs being merged.
+    pub(super) merge_claims: Mutex<MergeClaims>,
     pub(super) poisoned: AtomicBool,
     /// What poisoned the index: the first failure's message.
     pub(super) poison_cause: Mutex<Option<String>>,

@@ -153,7 +153,8 @@ impl Index {
                 self.core.check_poisoned()?;
             }
             if let Some(merger) = &self.merger {
-                merger.wait_for_segments(&self.core, self.max_segments);
+                let result = merger.wait_for_segments(&self.core, self.max_segments);
+                self.core.poison_on_error(result)?;
             }
             return Ok(());
         }
@@ -165,8 +166,8 @@ impl Index {
         match &self.merger {
             Some(merger) => {
                 merger.wake();
-                merger.wait_for_segments(&self.core, self.max_segments);
-                Ok(())
+                let result = merger.wait_for_segments(&self.core, self.max_segments);
+                self.core.poison_on_error(result)
             }
             None => {
                 let _merging = lock(&self.core.merging);

@@ -321,6 +321,7 @@ impl Index {
             }),
             manifest: Mutex::new(manifest),
             merging: Mutex::new(()),
+            merge_claims: Mutex::default(),
             poisoned: AtomicBool::new(false),
             poison_cause: Mutex::new(None),
             activity: Default::default(),

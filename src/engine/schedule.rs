@@ -43,6 +43,9 @@ pub enum Point {
     MergeWritten,
     /// A merge has committed.
     MergeCommitted,
+    /// The writing thread, rather than wait for the merge thread's run, has
+    /// claimed a run of newer segments and not yet started merging it.
+    HelpMerge,
     /// `for_each_doc` has taken its snapshot and released the state's lock,
     /// and not yet called its callback.
     WalkSnapshotTaken,

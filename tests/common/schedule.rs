@@ -28,6 +28,9 @@ struct State {
     waiting: HashMap<Point, usize>,
     /// Times each point was reached.
     reached: HashMap<Point, usize>,
+    /// Points whose arrivals count, and are held, only on the thread of
+    /// this name; other threads pass them as if no gate were there.
+    only_on: HashMap<Point, String>,
     /// Set when the test's handle is dropped (a test that failed with
     /// threads held): every gate opens and stays open.
     open: bool,
@@ -56,6 +59,11 @@ impl Gates {
         let shared = self.shared.clone();
         Schedule::new(move |point| {
             let mut s = lock(&shared.state);
+            if let Some(name) = s.only_on.get(&point)
+                && std::thread::current().name() != Some(name.as_str())
+            {
+                return Ok(());
+            }
             let nth = {
                 let reached = s.reached.entry(point).or_default();
                 *reached += 1;
@@ -107,6 +115,15 @@ impl Gates {
     /// held: armed at that instant, so no arrival slips between.
     pub fn hold_after(&self, first: Point, n: usize, then: Point) {
         lock(&self.shared.state).after.push((first, n, then));
+    }
+
+    /// From now on, only the thread named `thread` arrives at `point`:
+    /// other threads pass it uncounted and unheld (so that "the first
+    /// arrival" is that thread's where two threads reach one point).
+    pub fn only_on(&self, point: Point, thread: &str) {
+        lock(&self.shared.state)
+            .only_on
+            .insert(point, thread.to_string());
     }
 
     /// Lets the threads waiting at `point` (and later ones) go on.

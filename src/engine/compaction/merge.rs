@@ -18,13 +18,31 @@ use crate::engine::schedule::Point;
 use crate::engine::segment::Segment;
 
 impl Core {
-    /// Merges the `n` newest segments into one: the newest version of every
-    /// id wins and expired documents are dropped; tombstones are dropped too
-    /// when no older segment remains for them to hide, and kept otherwise.
-    /// The caller holds `merging`; flushes may add newer segments meanwhile
-    /// (they stay newer than the run, so the run stays contiguous).
+    /// Merges the `n` newest segments into one ([`merge_run`](Self::merge_run)).
+    /// The caller holds `merging` (`compact`).
     pub(in crate::engine) fn merge_newest(&self, n: usize) -> Result<()> {
-        let result = self.merge_run(n);
+        let run = self.newest_run(n);
+        self.merge_run(run)
+    }
+
+    /// The `n` newest segments.
+    fn newest_run(&self, n: usize) -> Run {
+        let state = read_lock(&self.state);
+        Run {
+            segments: state.segments.iter().take(n).cloned().collect(),
+            includes_oldest: n >= state.segments.len(),
+        }
+    }
+
+    /// Merges `run`, a contiguous run of segments, into one: the newest
+    /// version of every id wins and expired documents are dropped;
+    /// tombstones are dropped too when the run includes the oldest segment
+    /// (none remains for them to hide), and kept otherwise. Flushes, and a
+    /// merge of a run newer or older than this one, may commit meanwhile
+    /// (the run stays contiguous): docs/ARCHITECTURE.md, "Merges beside the
+    /// merge thread".
+    pub(in crate::engine) fn merge_run(&self, run: Run) -> Result<()> {
+        let result = self.merge_segments(run);
         // A run with nothing to merge (one compacted segment) is no merge.
         if !matches!(result, Ok(false)) {
             let a = &self.activity;
@@ -34,15 +52,12 @@ impl Core {
     }
 
     /// Whether it merged.
-    fn merge_run(&self, n: usize) -> Result<bool> {
-        let (run, all): (Vec<Arc<Segment>>, usize) = {
-            let state = read_lock(&self.state);
-            (
-                state.segments.iter().take(n).cloned().collect(),
-                state.segments.len(),
-            )
-        };
-        let includes_oldest = run.len() == all;
+    fn merge_segments(&self, run: Run) -> Result<bool> {
+        let docs_in_run = run.records();
+        let Run {
+            segments: run,
+            includes_oldest,
+        } = run;
         let _read_through = Segment::read_through(&run);
         // A merge reads only what it copies, and its output would carry no
         // trace of semantic damage in an input (a table that disagrees with
@@ -59,10 +74,6 @@ impl Core {
         {
             return Ok(false);
         }
-        let docs_in_run: u64 = run
-            .iter()
-            .map(|s| s.meta.doc_count + s.meta.tombstone_count)
-            .sum();
         // Which version of each id is the newest: every segment's id index
         // and tombstones (each sorted by id), newest segment first, then a
         // stable sort by id, which keeps that order among equal ids. (A hash
@@ -256,6 +267,24 @@ impl Core {
         }
         self.hooks.pause(Point::MergeCommitted);
         Ok(true)
+    }
+}
+
+/// A contiguous run of segments chosen for a merge, newest first.
+#[derive(Debug)]
+pub(in crate::engine) struct Run {
+    pub(in crate::engine) segments: Vec<Arc<Segment>>,
+    /// Whether no segment older than the run existed when it was chosen.
+    pub(in crate::engine) includes_oldest: bool,
+}
+
+impl Run {
+    /// The documents and tombstones of the run's segments.
+    pub(in crate::engine) fn records(&self) -> u64 {
+        self.segments
+            .iter()
+            .map(|s| s.meta.doc_count + s.meta.tombstone_count)
+            .sum()
     }
 }
 
