@@ -137,7 +137,9 @@ fn perform(index: &Index, op: &Op) -> simhashdb::Result<()> {
 }
 
 /// The options of a child with `seed`: flushes on the flush thread for odd
-/// seeds, on the writing thread for even ones, whatever the core count.
+/// seeds, on the writing thread for even ones, whatever the core count; and
+/// for one seed in three, at most 3 segments before a flush waits, so that
+/// the writer often merges beside a long merge of the merge thread.
 fn options(durability: Durability, seed: u64) -> Options {
     // A flush every few dozen documents, and a merge after every second flush.
     Options::new()
@@ -148,6 +150,7 @@ fn options(durability: Durability, seed: u64) -> Options {
             Arc::new(TieredMergePolicy { fan_in: 2 }) as Arc<dyn MergePolicy>
         ))
         .flush_thread(seed % 2 == 1)
+        .max_segments(if seed.is_multiple_of(3) { 3 } else { 32 })
 }
 
 fn durability_name(d: Durability) -> &'static str {
