@@ -67,11 +67,11 @@ pub struct Options {
     pub merge_thread: bool,
     /// With merges on the merge thread, a flush that leaves more segments
     /// than this merges a run of the segments newer than the merge thread's
-    /// run on the writing thread, or, if fewer than two are newer, waits
-    /// while the merge thread works, so that under sustained ingest writes
-    /// slow down rather than segments (each one probed by every query) pile
-    /// up. Default 32. A merge policy that declines to merge never makes a
-    /// writer wait.
+    /// run on the writing thread (when that run holds at least 4 times the
+    /// documents of the writer's), or else waits while the merge thread
+    /// works, so that under sustained ingest writes slow down rather than
+    /// segments (each one probed by every query) pile up. Default 32. A
+    /// merge policy that declines to merge never makes a writer wait.
     pub max_segments: usize,
     /// After opening, map the segments' pages on a background thread
     /// (Linux), so that queries soon stop paying a page fault for each page
