@@ -447,6 +447,20 @@ impl Segment {
         Ok(out)
     }
 
+    /// [`matching_fingerprints`](Self::matching_fingerprints) for each of
+    /// `fps`, searched together ([`search::probe_many`]): `found(i, fp)` for
+    /// each fingerprint `fp` within `k` of `fps[i]`.
+    pub(super) fn matching_fingerprints_many(
+        &self,
+        fps: &[u64],
+        k: u32,
+        mut found: impl FnMut(usize, u64),
+    ) -> Result<()> {
+        search::probe_many(&self.plan, self, fps, k, |i, hit| {
+            found(i, hit.fingerprint);
+        })
+    }
+
     pub(super) fn by_id(&self, id: u64) -> Result<Option<DocEntry<'_>>> {
         self.docs
             .by_id(id)

@@ -33,6 +33,13 @@ pub struct TableLayout {
     block_count: usize,
     index_offset: usize,
     index_crc: u32,
+    /// The first keys of the first and last blocks (0 with fewer than two
+    /// blocks), read from the block index when the table is opened, and the
+    /// blocks per unit of key between them as a fraction of 2^64: what
+    /// [`TableReader::guess`] interpolates with.
+    first_key: u64,
+    last_key: u64,
+    blocks_per_key: u64,
 }
 
 impl<'a> TableReader<'a> {
@@ -96,7 +103,7 @@ impl<'a> TableReader<'a> {
                 "the table is too large for this platform",
             ));
         };
-        Ok(TableReader {
+        let mut reader = TableReader {
             bytes,
             layout: TableLayout {
                 base,
@@ -106,8 +113,24 @@ impl<'a> TableReader<'a> {
                 block_count,
                 index_offset,
                 index_crc,
+                first_key: 0,
+                last_key: 0,
+                blocks_per_key: 0,
             },
-        })
+        };
+        if block_count > 1 {
+            let last = block_count - 1;
+            let (first_key, last_key) = (reader.index_entry(0)?.0, reader.index_entry(last)?.0);
+            // A table's keys increase, so the last block's first key is at
+            // least `last * block_len` above the first's, and the fraction
+            // is below 1 (a damaged index gets its guesses clamped).
+            let range = u128::from(last_key.saturating_sub(first_key)).max(1);
+            let per_key = (to_u64(last) as u128).checked_shl(64).unwrap_or(0) / range;
+            reader.layout.first_key = first_key;
+            reader.layout.last_key = last_key;
+            reader.layout.blocks_per_key = u64::try_from(per_key).unwrap_or(u64::MAX);
+        }
+        Ok(reader)
     }
 
     /// Where the table lies and what its checked footer says, to
@@ -219,33 +242,39 @@ impl<'a> TableReader<'a> {
         BlockCursor::new(body, count as usize, self.layout.base + to_u64(start))
     }
 
-    /// Where a search for `key` looks first: `Ok(Ok(b))` when the answer is
+    /// Where a search for `key` looks first: `Ok(b)` when the answer is
     /// block `b` without reading more (a key below the first block's or at
-    /// or above the last's), `Ok(Err((g, rate)))` for a guess `g` in
-    /// `0..last` to search around, with the blocks per unit of key it was
-    /// interpolated at.
+    /// or above the last's), `Err(g)` for a guess `g` in `0..last` to
+    /// search around.
     ///
     /// Permuted fingerprints are close to uniform, so the guess interpolates
-    /// between the first and last block's first keys.
+    /// between the first and last block's first keys (read when the table
+    /// was opened).
     #[inline]
-    fn guess(&self, key: u64) -> Result<Result<usize, (usize, f64)>, FormatError> {
+    fn guess(&self, key: u64) -> Result<usize, usize> {
         let n = self.layout.block_count;
         if n <= 1 {
-            return Ok(Ok(0));
+            return Ok(0);
         }
         let last = n - 1;
-        let (first_key, last_key) = (self.index_entry(0)?.0, self.index_entry(last)?.0);
-        if key < first_key {
-            return Ok(Ok(0));
+        if key < self.layout.first_key {
+            return Ok(0);
         }
-        if key >= last_key {
-            return Ok(Ok(last));
+        if key >= self.layout.last_key {
+            return Ok(last);
         }
-        // first_key <= key < last_key, so the guess is in 0..last (a float
-        // is close enough for a guess, and cheaper than a u128 division).
-        let blocks_per_key = to_u64(last) as f64 / (last_key - first_key) as f64;
-        let guess = (key - first_key) as f64 * blocks_per_key;
-        Ok(Err(((guess as usize).min(last - 1), blocks_per_key)))
+        Err(self
+            .blocks_in(key - self.layout.first_key, false)
+            .min(last - 1))
+    }
+
+    /// How many blocks a run of `keys` units of key spans, interpolated
+    /// (rounded down, or up if `up`; saturated).
+    #[inline]
+    fn blocks_in(&self, keys: u64, up: bool) -> usize {
+        let product = u128::from(keys) * u128::from(self.layout.blocks_per_key);
+        let blocks = (product + if up { u128::from(u64::MAX) } else { 0 }) >> 64;
+        usize::try_from(blocks).unwrap_or(usize::MAX)
     }
 
     /// [`guess`](Self::guess), corrected by the first key of the block it
@@ -254,20 +283,20 @@ impl<'a> TableReader<'a> {
     /// 50 M keys, several cache lines of the block index apart), and within
     /// a block or so of this second one. Reads the first guess's entry.
     fn second_guess(&self, key: u64) -> Result<Result<usize, usize>, FormatError> {
-        let (guess, blocks_per_key) = match self.guess(key)? {
+        let guess = match self.guess(key) {
             Ok(block) => return Ok(Ok(block)),
             Err(guess) => guess,
         };
         let last = self.layout.block_count - 1;
         let at = self.index_entry(guess)?.0;
         let second = if key >= at {
-            guess as f64 + (key - at) as f64 * blocks_per_key
+            guess.saturating_add(self.blocks_in(key - at, false))
         } else {
-            guess as f64 - (at - key) as f64 * blocks_per_key
+            guess.saturating_sub(self.blocks_in(at - key, true))
         };
         // The block wanted is in 0..last (its first key is below the last
-        // block's); a float cast saturates, and truncation floors here.
-        Ok(Err((second.max(0.0) as usize).min(last - 1)))
+        // block's); the interpolation's position rounded down.
+        Ok(Err(second.min(last - 1)))
     }
 
     /// The block a search for `key` starts in: the last one whose first key
@@ -320,7 +349,7 @@ impl<'a> TableReader<'a> {
     /// [`warm_block`](Self::warm_block)). Errors are left to the search.
     #[inline]
     pub fn warm_index(&self, key: u64) {
-        if let Ok(Err((guess, _))) = self.guess(key) {
+        if let Err(guess) = self.guess(key) {
             self.prefetch_entries(guess);
         }
     }
@@ -348,7 +377,7 @@ impl<'a> TableReader<'a> {
     /// kernel to read it ahead; `None` when the search reads no other entry
     /// than the first and last (which it reads to guess).
     pub fn index_entry_span(&self, key: u64) -> Option<std::ops::Range<u64>> {
-        let Ok(Err((guess, _))) = self.guess(key) else {
+        let Err(guess) = self.guess(key) else {
             return None;
         };
         let at = self.layout.base + to_u64(self.entry_offset(guess));
