@@ -561,11 +561,10 @@ impl<'a> Range<'a> {
                     // previous block's last). In a short block the skip
                     // saves less than it costs (docs/BENCHMARKS.md,
                     // "Prefetched blocks and a corrected guess").
-                    if self.last.is_none()
-                        && self.lo > 0
-                        && self.table.layout.block_len > SKIP_ABOVE
-                    {
-                        cursor.skip_below(self.lo);
+                    if self.last.is_none() && self.lo > 0 {
+                        if self.table.layout.block_len > SKIP_ABOVE {
+                            cursor.skip_below(self.lo);
+                        }
                         self.chunk = FIRST_CHUNK;
                     }
                     self.cursor.insert(cursor)
