@@ -393,6 +393,57 @@ mod tests {
         assert!(err.to_string().contains("exceeds"));
     }
 
+    /// `probe_many` answers each fingerprint as `probe` does, whatever the
+    /// batch's length against the pipeline's depth, for a plan with one
+    /// range per table and for one that probes several.
+    #[test]
+    fn probing_many_answers_as_probing_each() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let stored: Vec<u64> = (0..3000).map(|_| next()).collect();
+        for plan in [Plan::new(5, 3).unwrap(), Plan::probed(4, 1, 4).unwrap()] {
+            let tables = PermutedTables::new(&stored, &plan);
+            // Stored fingerprints, near ones (a few bits flipped) and far
+            // ones, with a repeat.
+            let mut queries: Vec<u64> = Vec::new();
+            for i in 0..40 {
+                let s = stored[i * 7];
+                queries.extend([s, s ^ (1 << (i % 64)) ^ (1 << ((i * 5) % 64)), next()]);
+            }
+            queries.push(queries[0]);
+            for len in [0, 1, 2, 3, 4, queries.len()] {
+                let batch = &queries[..len];
+                for k in 0..=plan.k() {
+                    let mut together = vec![Vec::new(); batch.len()];
+                    match probe_many(&plan, &tables, batch, k, |i, hit| together[i].push(hit)) {
+                        Ok(()) => {}
+                        Err(never) => match never {},
+                    }
+                    for (i, &q) in batch.iter().enumerate() {
+                        together[i].sort_unstable();
+                        let mut want: Vec<Hit> = stored
+                            .iter()
+                            .filter(|&&s| (s ^ q).count_ones() <= k)
+                            .map(|&s| Hit {
+                                distance: (s ^ q).count_ones(),
+                                fingerprint: s,
+                            })
+                            .collect();
+                        want.sort_unstable();
+                        want.dedup();
+                        assert_eq!(together[i], want, "query {i} of {len}, k {k}");
+                        assert_eq!(together[i], tables.query(q, k).unwrap());
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn finds_itself_and_neighbours_once() {
         let plan = Plan::new(6, 3).unwrap();

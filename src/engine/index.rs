@@ -227,11 +227,10 @@ impl Index {
     /// is refused and nothing is written.
     ///
     /// The documents are queried as [`query_batch`](Self::query_batch)
-    /// queries: a batch of more than 64 documents on rayon's global pool,
-    /// while the calling
-    /// thread holds the writer lock: do not call it from a thread outside
-    /// that pool while every thread of the pool waits to write to the same
-    /// index.
+    /// queries them: a batch of more than 64 documents on rayon's global
+    /// pool, while the calling thread holds the writer lock. Do not call it
+    /// from a thread outside that pool while every thread of the pool waits
+    /// to write to the same index.
     pub fn insert_if_new_many<I, S>(
         &self,
         docs: I,

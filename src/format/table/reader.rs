@@ -483,7 +483,7 @@ impl<'a> IntoIterator for &TableReader<'a> {
     }
 }
 
-/// Keys the first chunk of a search in a long block decodes at most.
+/// Keys the first chunk of a search decodes at most.
 const FIRST_CHUNK: usize = 8;
 
 /// Blocks of more keys than this are skipped into by their unary codes.
@@ -555,12 +555,13 @@ impl<'a> Range<'a> {
                     }
                     let mut cursor = self.table.block(self.next_block)?;
                     self.next_block += 1;
-                    // The search's first block, if long: skip what lies
-                    // below `lo`, then decode a few keys at first (a later
+                    // The search's first block: if long, skip what lies
+                    // below `lo` (in a short block the skip saves less than
+                    // it costs: docs/BENCHMARKS.md, "Prefetched blocks and
+                    // a corrected guess"); then decode a few keys at first,
+                    // as the search usually ends in the block (a later
                     // block must first show that its first key follows the
-                    // previous block's last). In a short block the skip
-                    // saves less than it costs (docs/BENCHMARKS.md,
-                    // "Prefetched blocks and a corrected guess").
+                    // previous block's last).
                     if self.last.is_none() && self.lo > 0 {
                         if self.table.layout.block_len > SKIP_ABOVE {
                             cursor.skip_below(self.lo);
