@@ -33,13 +33,30 @@ pub struct TableLayout {
     block_count: usize,
     index_offset: usize,
     index_crc: u32,
-    /// The first keys of the first and last blocks (0 with fewer than two
-    /// blocks), read from the block index when the table is opened, and the
-    /// blocks per unit of key between them as a fraction of 2^64: what
-    /// [`TableReader::guess`] interpolates with.
+    /// What the guesses interpolate with, once read
+    /// ([`TableReader::guided`]).
+    guide: Option<Guide>,
+}
+
+/// The first keys of a table's first and last blocks (it has two or more),
+/// and the blocks per unit of key between them as a fraction of 2^64: what
+/// [`TableReader::guess`] interpolates with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Guide {
     first_key: u64,
     last_key: u64,
     blocks_per_key: u64,
+}
+
+impl Guide {
+    /// How many blocks a run of `keys` units of key spans, interpolated
+    /// (rounded down, or up if `up`; saturated).
+    #[inline]
+    fn blocks_in(&self, keys: u64, up: bool) -> usize {
+        let product = u128::from(keys) * u128::from(self.blocks_per_key);
+        let blocks = (product + if up { u128::from(u64::MAX) } else { 0 }) >> 64;
+        usize::try_from(blocks).unwrap_or(usize::MAX)
+    }
 }
 
 impl<'a> TableReader<'a> {
@@ -103,7 +120,7 @@ impl<'a> TableReader<'a> {
                 "the table is too large for this platform",
             ));
         };
-        let mut reader = TableReader {
+        Ok(TableReader {
             bytes,
             layout: TableLayout {
                 base,
@@ -113,24 +130,38 @@ impl<'a> TableReader<'a> {
                 block_count,
                 index_offset,
                 index_crc,
-                first_key: 0,
-                last_key: 0,
-                blocks_per_key: 0,
+                guide: None,
             },
-        };
-        if block_count > 1 {
-            let last = block_count - 1;
-            let (first_key, last_key) = (reader.index_entry(0)?.0, reader.index_entry(last)?.0);
-            // A table's keys increase, so the last block's first key is at
-            // least `last * block_len` above the first's, and the fraction
-            // is below 1 (a damaged index gets its guesses clamped).
-            let range = u128::from(last_key.saturating_sub(first_key)).max(1);
-            let per_key = (to_u64(last) as u128).checked_shl(64).unwrap_or(0) / range;
-            reader.layout.first_key = first_key;
-            reader.layout.last_key = last_key;
-            reader.layout.blocks_per_key = u64::try_from(per_key).unwrap_or(u64::MAX);
+        })
+    }
+
+    /// This table with what its guesses interpolate with read: the first
+    /// keys of its first and last blocks. A table searched many times (a
+    /// segment's, through its [`layout`](Self::layout)) reads them once
+    /// instead of at every guess, which also divides by their difference.
+    /// Reads two block index entries (the open does not, so that opening a
+    /// segment whose files are not in memory reads its footers only).
+    pub fn guided(mut self) -> Result<Self, FormatError> {
+        if self.layout.guide.is_none() && self.layout.block_count > 1 {
+            self.layout.guide = Some(self.read_guide()?);
         }
-        Ok(reader)
+        Ok(self)
+    }
+
+    /// Reads the guide of a table of two or more blocks.
+    fn read_guide(&self) -> Result<Guide, FormatError> {
+        let last = self.layout.block_count.saturating_sub(1);
+        let (first_key, last_key) = (self.index_entry(0)?.0, self.index_entry(last)?.0);
+        // A table's keys increase, so the last block's first key is at
+        // least `last * block_len` above the first's, and the fraction is
+        // below 1 (a damaged index gets its guesses clamped).
+        let range = u128::from(last_key.saturating_sub(first_key)).max(1);
+        let per_key = (to_u64(last) as u128).checked_shl(64).unwrap_or(0) / range;
+        Ok(Guide {
+            first_key,
+            last_key,
+            blocks_per_key: u64::try_from(per_key).unwrap_or(u64::MAX),
+        })
     }
 
     /// Where the table lies and what its checked footer says, to
@@ -242,39 +273,33 @@ impl<'a> TableReader<'a> {
         BlockCursor::new(body, count as usize, self.layout.base + to_u64(start))
     }
 
-    /// Where a search for `key` looks first: `Ok(b)` when the answer is
+    /// Where a search for `key` looks first: `Ok(Ok(b))` when the answer is
     /// block `b` without reading more (a key below the first block's or at
-    /// or above the last's), `Err(g)` for a guess `g` in `0..last` to
-    /// search around.
+    /// or above the last's), `Ok(Err((g, guide)))` for a guess `g` in
+    /// `0..last` to search around, with the guide it was interpolated with.
     ///
     /// Permuted fingerprints are close to uniform, so the guess interpolates
-    /// between the first and last block's first keys (read when the table
-    /// was opened).
+    /// between the first and last block's first keys (read here unless the
+    /// table is [`guided`](Self::guided)).
     #[inline]
-    fn guess(&self, key: u64) -> Result<usize, usize> {
+    fn guess(&self, key: u64) -> Result<Result<usize, (usize, Guide)>, FormatError> {
         let n = self.layout.block_count;
         if n <= 1 {
-            return Ok(0);
+            return Ok(Ok(0));
         }
         let last = n - 1;
-        if key < self.layout.first_key {
-            return Ok(0);
+        let guide = match self.layout.guide {
+            Some(guide) => guide,
+            None => self.read_guide()?,
+        };
+        if key < guide.first_key {
+            return Ok(Ok(0));
         }
-        if key >= self.layout.last_key {
-            return Ok(last);
+        if key >= guide.last_key {
+            return Ok(Ok(last));
         }
-        Err(self
-            .blocks_in(key - self.layout.first_key, false)
-            .min(last - 1))
-    }
-
-    /// How many blocks a run of `keys` units of key spans, interpolated
-    /// (rounded down, or up if `up`; saturated).
-    #[inline]
-    fn blocks_in(&self, keys: u64, up: bool) -> usize {
-        let product = u128::from(keys) * u128::from(self.layout.blocks_per_key);
-        let blocks = (product + if up { u128::from(u64::MAX) } else { 0 }) >> 64;
-        usize::try_from(blocks).unwrap_or(usize::MAX)
+        let guess = guide.blocks_in(key - guide.first_key, false).min(last - 1);
+        Ok(Err((guess, guide)))
     }
 
     /// [`guess`](Self::guess), corrected by the first key of the block it
@@ -283,16 +308,16 @@ impl<'a> TableReader<'a> {
     /// 50 M keys, several cache lines of the block index apart), and within
     /// a block or so of this second one. Reads the first guess's entry.
     fn second_guess(&self, key: u64) -> Result<Result<usize, usize>, FormatError> {
-        let guess = match self.guess(key) {
+        let (guess, guide) = match self.guess(key)? {
             Ok(block) => return Ok(Ok(block)),
             Err(guess) => guess,
         };
         let last = self.layout.block_count - 1;
         let at = self.index_entry(guess)?.0;
         let second = if key >= at {
-            guess.saturating_add(self.blocks_in(key - at, false))
+            guess.saturating_add(guide.blocks_in(key - at, false))
         } else {
-            guess.saturating_sub(self.blocks_in(at - key, true))
+            guess.saturating_sub(guide.blocks_in(at - key, true))
         };
         // The block wanted is in 0..last (its first key is below the last
         // block's); the interpolation's position rounded down.
@@ -349,7 +374,7 @@ impl<'a> TableReader<'a> {
     /// [`warm_block`](Self::warm_block)). Errors are left to the search.
     #[inline]
     pub fn warm_index(&self, key: u64) {
-        if let Err(guess) = self.guess(key) {
+        if let Ok(Err((guess, _))) = self.guess(key) {
             self.prefetch_entries(guess);
         }
     }
@@ -377,7 +402,7 @@ impl<'a> TableReader<'a> {
     /// kernel to read it ahead; `None` when the search reads no other entry
     /// than the first and last (which it reads to guess).
     pub fn index_entry_span(&self, key: u64) -> Option<std::ops::Range<u64>> {
-        let Err(guess) = self.guess(key) else {
+        let Ok(Err((guess, _))) = self.guess(key) else {
             return None;
         };
         let at = self.layout.base + to_u64(self.entry_offset(guess));
