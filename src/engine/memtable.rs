@@ -237,8 +237,9 @@ impl Memtable {
         out
     }
 
-    /// [`matching`](Self::matching) for each of `fps`: `found(i, id, doc)`
-    /// for every live document within `k` of `fps[i]`, each once per query.
+    /// For each of `fps`, every live document within `k` of it (`k` at
+    /// most the plan's): `found(i, id, doc)` for each document near
+    /// `fps[i]`, each once per query, in no particular order.
     ///
     /// The `k + 1` chains of several queries (up to 64 chains in all) are
     /// walked in step, a link of each in turn: every link is a likely cache

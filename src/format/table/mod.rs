@@ -78,7 +78,6 @@ mod tests {
         t.iter().collect::<Result<_, _>>().unwrap()
     }
 
-    /// Checks `t.range(lo, hi)` against a filter of `keys`.
     /// Checks `t.range(lo, hi)` against `keys`, with the guide read at
     /// every guess and read once ([`TableReader::guided`]).
     fn assert_range(t: &TableReader<'_>, keys: &[u64], lo: u64, hi: u64, context: &str) {
