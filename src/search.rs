@@ -170,6 +170,97 @@ pub fn probe<S: SortedTables>(
     }
 }
 
+/// Fingerprints whose memory [`probe_many`] warms ahead of the one it
+/// searches: the first hint for the fingerprint `PIPELINE` places ahead,
+/// the second for the next, and so on, so that each hint's memory has
+/// arrived when the step after reads it.
+const PIPELINE: usize = 3;
+
+/// [`probe`] for each of `fps`: calls `found(i, hit)` with every fingerprint
+/// of `tables` within distance `k` of `fps[i]`, each once per query, queries
+/// in order and a query's hits in no particular order.
+///
+/// The same searches as `probe` runs for each fingerprint alone, overlapped:
+/// while the ranges of one fingerprint are searched, the memory of the next
+/// three is warmed, each a hint further along ([`SortedTables::warm_index`],
+/// then [`warm_near`](SortedTables::warm_near), then
+/// [`warm_keys`](SortedTables::warm_keys)). `probe` waits for each hint's
+/// memory before the next hint of the same stage; here the waits of one
+/// fingerprint pass while the others are searched. The tables are opened
+/// once for the whole batch.
+///
+/// The caller has checked `k` against the plan ([`check_distance`]).
+pub fn probe_many<S: SortedTables>(
+    plan: &Plan,
+    tables: &S,
+    fps: &[u64],
+    k: u32,
+    mut found: impl FnMut(usize, Hit),
+) -> Result<(), S::Error> {
+    debug_assert!(k <= plan.k());
+    let layouts = plan.tables();
+    let opened = (0..layouts.len())
+        .map(|t| tables.table(t))
+        .collect::<Result<Vec<_>, _>>()?;
+    // The ranges of the fingerprints in the pipeline, by position modulo
+    // its length: (table, permuted query, lo, hi).
+    let mut ring: [Vec<(usize, u64, u64, u64)>; PIPELINE + 1] = Default::default();
+    for step in 0..fps.len() + PIPELINE {
+        if let Some(&fp) = fps.get(step) {
+            let ranges = &mut ring[step % (PIPELINE + 1)];
+            ranges.clear();
+            for (t, table) in layouts.iter().enumerate() {
+                let q = table.permute(fp);
+                ranges.extend(table.probe_ranges(q).map(|(lo, hi)| (t, q, lo, hi)));
+            }
+            for &(t, _, lo, _) in ranges.iter() {
+                if let Some(keys) = opened.get(t) {
+                    S::warm_index(keys, lo);
+                }
+            }
+        }
+        if let Some(behind) = step.checked_sub(1).filter(|&i| i < fps.len()) {
+            for &(t, _, lo, _) in &ring[behind % (PIPELINE + 1)] {
+                if let Some(keys) = opened.get(t) {
+                    S::warm_near(keys, lo);
+                }
+            }
+        }
+        if let Some(behind) = step.checked_sub(2).filter(|&i| i < fps.len()) {
+            for &(t, _, lo, _) in &ring[behind % (PIPELINE + 1)] {
+                if let Some(keys) = opened.get(t) {
+                    S::warm_keys(keys, lo);
+                }
+            }
+        }
+        let Some(i) = step.checked_sub(PIPELINE).filter(|&i| i < fps.len()) else {
+            continue;
+        };
+        let fp = fps[i];
+        for &(t, q, lo, hi) in &ring[i % (PIPELINE + 1)] {
+            let (Some(keys), Some(table)) = (opened.get(t), layouts.get(t)) else {
+                continue;
+            };
+            S::keys_in(keys, lo, hi, |key| {
+                let distance = (key ^ q).count_ones();
+                if distance <= k {
+                    let fingerprint = table.unpermute(key);
+                    if plan.reports(t, fingerprint ^ fp, k) {
+                        found(
+                            i,
+                            Hit {
+                                distance,
+                                fingerprint,
+                            },
+                        );
+                    }
+                }
+            })?;
+        }
+    }
+    Ok(())
+}
+
 /// A set of distinct fingerprints in sorted permuted tables.
 #[derive(Debug, Clone)]
 pub struct PermutedTables {
@@ -300,6 +391,57 @@ mod tests {
         let err = tables.query(1, 4).unwrap_err();
         assert_eq!(err.plan_k, 3);
         assert!(err.to_string().contains("exceeds"));
+    }
+
+    /// `probe_many` answers each fingerprint as `probe` does, whatever the
+    /// batch's length against the pipeline's depth, for a plan with one
+    /// range per table and for one that probes several.
+    #[test]
+    fn probing_many_answers_as_probing_each() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let stored: Vec<u64> = (0..3000).map(|_| next()).collect();
+        for plan in [Plan::new(5, 3).unwrap(), Plan::probed(4, 1, 4).unwrap()] {
+            let tables = PermutedTables::new(&stored, &plan);
+            // Stored fingerprints, near ones (a few bits flipped) and far
+            // ones, with a repeat.
+            let mut queries: Vec<u64> = Vec::new();
+            for i in 0..40 {
+                let s = stored[i * 7];
+                queries.extend([s, s ^ (1 << (i % 64)) ^ (1 << ((i * 5) % 64)), next()]);
+            }
+            queries.push(queries[0]);
+            for len in [0, 1, 2, 3, 4, queries.len()] {
+                let batch = &queries[..len];
+                for k in 0..=plan.k() {
+                    let mut together = vec![Vec::new(); batch.len()];
+                    match probe_many(&plan, &tables, batch, k, |i, hit| together[i].push(hit)) {
+                        Ok(()) => {}
+                        Err(never) => match never {},
+                    }
+                    for (i, &q) in batch.iter().enumerate() {
+                        together[i].sort_unstable();
+                        let mut want: Vec<Hit> = stored
+                            .iter()
+                            .filter(|&&s| (s ^ q).count_ones() <= k)
+                            .map(|&s| Hit {
+                                distance: (s ^ q).count_ones(),
+                                fingerprint: s,
+                            })
+                            .collect();
+                        want.sort_unstable();
+                        want.dedup();
+                        assert_eq!(together[i], want, "query {i} of {len}, k {k}");
+                        assert_eq!(together[i], tables.query(q, k).unwrap());
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -90,11 +90,6 @@ impl Drop for Index {
     }
 }
 
-/// From this many documents, [`Index::insert_if_new_many`] queries the
-/// index for them in parallel; below, the pool's start-up costs more than
-/// it saves.
-const PARALLEL_CHECK_BATCH: usize = 32;
-
 impl Index {
     /// Opens the index in `dir`, creating it (and `dir`) if it does not exist.
     /// Takes the directory's exclusive lock: a second writer gets
@@ -231,11 +226,11 @@ impl Index {
     /// between them. `k` above the plan's `k`, or a name over the limit,
     /// is refused and nothing is written.
     ///
-    /// A batch of 32 documents or more queries the index on rayon's global
-    /// pool, as [`query_batch`](Self::query_batch) does, while the calling
-    /// thread holds the writer lock: do not call it from a thread outside
-    /// that pool while every thread of the pool waits to write to the same
-    /// index.
+    /// The documents are queried as [`query_batch`](Self::query_batch)
+    /// queries them: a batch of more than 64 documents on rayon's global
+    /// pool, while the calling thread holds the writer lock. Do not call it
+    /// from a thread outside that pool while every thread of the pool waits
+    /// to write to the same index.
     pub fn insert_if_new_many<I, S>(
         &self,
         docs: I,
@@ -264,16 +259,10 @@ impl Index {
         // logged, and a flush or merge running meanwhile moves documents
         // without changing what a query finds, so these are the answers the
         // calls one by one would get from the index. They are independent,
-        // so a batch large enough to pay for it queries on rayon's pool.
+        // so they are searched together, and a batch large enough to pay
+        // for it on rayon's pool.
         let fingerprints: Vec<u64> = docs.iter().map(|d| d.1).collect();
-        let in_index = if fingerprints.len() >= PARALLEL_CHECK_BATCH {
-            self.query_batch(&fingerprints, k)?
-        } else {
-            fingerprints
-                .iter()
-                .map(|&fp| self.query(fp, k))
-                .collect::<Result<Vec<_>>>()?
-        };
+        let in_index = self.query_batch(&fingerprints, k)?;
         let mut answers = Vec::with_capacity(docs.len());
         // The batch's inserted documents, by id: position in `docs` of the
         // latest one (it replaces any version in the index or the batch).

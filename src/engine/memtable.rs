@@ -52,6 +52,9 @@ const LINK_BYTES: usize = std::mem::size_of::<Link>();
 /// four bytes per chain table.
 const BUCKET_BITS: u32 = 16;
 
+/// Chains [`Memtable::matching_many`] walks in step at most.
+const WALKS: usize = 64;
+
 /// End of a chain.
 const NONE: u32 = u32::MAX;
 
@@ -227,43 +230,66 @@ impl Memtable {
 
     /// Every live document within `k` of `fp` (`k` at most the plan's),
     /// each once, with its id, in no particular order.
-    ///
-    /// The `k + 1` chains are walked in step, a link of each in turn: every
-    /// link is a likely cache miss, and the walks do not depend on each
-    /// other, so their misses overlap instead of adding up.
+    #[cfg(test)]
     pub(crate) fn matching(&self, fp: u64, k: u32) -> Vec<(u64, &Doc)> {
         let mut out = Vec::new();
-        let folded = fold(fp);
+        self.matching_many(&[fp], k, |_, id, doc| out.push((id, doc)));
+        out
+    }
+
+    /// For each of `fps`, every live document within `k` of it (`k` at
+    /// most the plan's): `found(i, id, doc)` for each document near
+    /// `fps[i]`, each once per query, in no particular order.
+    ///
+    /// The `k + 1` chains of several queries (up to 64 chains in all) are
+    /// walked in step, a link of each in turn: every link is a likely cache
+    /// miss, and the walks do not depend on each other, so their misses
+    /// overlap instead of adding up.
+    pub(crate) fn matching_many<'a>(
+        &'a self,
+        fps: &[u64],
+        k: u32,
+        mut found: impl FnMut(usize, u64, &'a Doc),
+    ) {
         // At most 64 blocks (k < 64).
-        let mut cursor = [NONE; 64];
-        for (c, chains) in cursor.iter_mut().zip(&self.chains) {
-            *c = chains.heads[chains.bucket(fp)];
-        }
-        let cursor = &mut cursor[..self.chains.len()];
-        let mut walking = true;
-        while walking {
-            walking = false;
-            for (t, (pos, chains)) in cursor.iter_mut().zip(&self.chains).enumerate() {
-                if *pos == NONE {
-                    continue;
+        let per_query = self.chains.len().clamp(1, WALKS);
+        let group = WALKS / per_query;
+        for (g, run) in fps.chunks(group).enumerate() {
+            let mut cursor = [NONE; WALKS];
+            let mut folded = [0u32; WALKS];
+            for (j, &fp) in run.iter().enumerate() {
+                for (t, chains) in self.chains.iter().enumerate() {
+                    cursor[j * per_query + t] = chains.heads[chains.bucket(fp)];
                 }
-                walking = true;
-                let link = chains.next[*pos as usize];
-                if (link.folded ^ folded).count_ones() <= k
-                    && let Some((id, Version::Live(doc))) = &self.slots[*pos as usize]
-                {
-                    let diff = doc.fingerprint ^ fp;
-                    // A bucket holds other blocks too: the search rule
-                    // checks the whole block, and reports a match in one
-                    // table only.
-                    if self.blocks.reports(t, diff, k) {
-                        out.push((*id, doc));
+                folded[j] = fold(fp);
+            }
+            let cursor = &mut cursor[..run.len() * per_query];
+            let mut walking = true;
+            while walking {
+                walking = false;
+                for (c, pos) in cursor.iter_mut().enumerate() {
+                    if *pos == NONE {
+                        continue;
                     }
+                    walking = true;
+                    let (j, t) = (c / per_query, c % per_query);
+                    let chains = &self.chains[t];
+                    let link = chains.next[*pos as usize];
+                    if (link.folded ^ folded[j]).count_ones() <= k
+                        && let Some((id, Version::Live(doc))) = &self.slots[*pos as usize]
+                    {
+                        let fp = run[j];
+                        // A bucket holds other blocks too: the search rule
+                        // checks the whole block, and reports a match in one
+                        // table only.
+                        if self.blocks.reports(t, doc.fingerprint ^ fp, k) {
+                            found(g * group + j, *id, doc);
+                        }
+                    }
+                    *pos = link.next;
                 }
-                *pos = link.next;
             }
         }
-        out
     }
 
     /// Every version, in no particular order (for writing a segment, whose
@@ -502,11 +528,26 @@ mod tests {
                 fps.push(fp);
             }
             let mut matched = 0;
-            let queries = centres
+            let queries: Vec<u64> = centres
                 .iter()
                 .enumerate()
-                .flat_map(|(i, &c)| [c, c ^ (1 << i) ^ 1]);
-            for q in queries {
+                .flat_map(|(i, &c)| [c, c ^ (1 << i) ^ 1])
+                .collect();
+            for d in 0..=k {
+                // Together (in groups of several queries' chains), as one
+                // by one.
+                let mut together = vec![Vec::new(); queries.len()];
+                m.matching_many(&queries, d, |i, id, _| together[i].push(id));
+                for (i, &q) in queries.iter().enumerate() {
+                    together[i].sort_unstable();
+                    assert_eq!(
+                        together[i],
+                        ids(m.matching(q, d)),
+                        "query {i}, k {k}, d {d}"
+                    );
+                }
+            }
+            for &q in &queries {
                 for d in 0..=k {
                     let mut got = ids(m.matching(q, d));
                     let len = got.len();

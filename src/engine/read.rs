@@ -128,49 +128,99 @@ impl Index {
     pub fn query(&self, fingerprint: u64, k: u32) -> Result<Vec<Match>> {
         search::check_distance(&self.core.plan, k)?;
         let state = read_lock(&self.core.state);
-        let mut matches = Vec::new();
-        let frozen = state.frozen.iter().flat_map(|frozen| {
-            frozen
-                .matching(fingerprint, k)
-                .into_iter()
-                .filter(|(id, _)| state.memtable.version(*id).is_none())
-        });
-        for (id, doc) in state
-            .memtable
-            .matching(fingerprint, k)
-            .into_iter()
-            .chain(frozen)
-        {
-            if self.core.fresh(doc.timestamp) {
-                matches.push(Match {
-                    id,
-                    fingerprint: doc.fingerprint,
-                    distance: (doc.fingerprint ^ fingerprint).count_ones(),
-                    name: doc.name.as_deref().map(str::to_owned),
-                });
-            }
-        }
+        let mut matches = self
+            .in_memtables(&state, &[fingerprint], k)
+            .pop()
+            .unwrap_or_default();
         for (s, segment) in state.segments.iter().enumerate() {
             for found in segment.matching_fingerprints(fingerprint, k)? {
-                let distance = (found ^ fingerprint).count_ones();
-                for entry in segment.docs.by_fingerprint(found) {
-                    let entry = entry.map_err(|e| corrupted(&segment.ids_path, &e))?;
-                    if self.core.fresh(entry.timestamp)
-                        && !shadowed(&state, s, entry.id)?
-                        && !segment.deletes_here(&entry)?
-                    {
-                        matches.push(Match {
-                            id: entry.id,
-                            fingerprint: found,
-                            distance,
-                            name: entry.name.map(str::to_owned),
-                        });
-                    }
-                }
+                self.in_segment(&state, s, fingerprint, found, &mut matches)?;
             }
         }
         matches.sort_unstable_by_key(|m| (m.distance, m.id));
         Ok(matches)
+    }
+
+    /// [`query`](Self::query) for each of `fingerprints` under one hold of
+    /// the state: each segment is searched for all of them together
+    /// ([`search::probe_many`]).
+    fn query_together(&self, fingerprints: &[u64], k: u32) -> Result<Vec<Vec<Match>>> {
+        let state = read_lock(&self.core.state);
+        let mut answers = self.in_memtables(&state, fingerprints, k);
+        let mut hits = Vec::new();
+        for (s, segment) in state.segments.iter().enumerate() {
+            hits.clear();
+            segment
+                .matching_fingerprints_many(fingerprints, k, |i, found| hits.push((i, found)))?;
+            for &(i, found) in &hits {
+                if let (Some(&fp), Some(matches)) = (fingerprints.get(i), answers.get_mut(i)) {
+                    self.in_segment(&state, s, fp, found, matches)?;
+                }
+            }
+        }
+        for matches in &mut answers {
+            matches.sort_unstable_by_key(|m| (m.distance, m.id));
+        }
+        Ok(answers)
+    }
+
+    /// For each of `fingerprints`, the live documents of the memtables
+    /// within `k` of it.
+    fn in_memtables(&self, state: &State, fingerprints: &[u64], k: u32) -> Vec<Vec<Match>> {
+        let mut answers: Vec<Vec<Match>> = vec![Vec::new(); fingerprints.len()];
+        let mut add = |i: usize, id: u64, doc: &super::memtable::Doc| {
+            if let (Some(&fp), Some(matches)) = (fingerprints.get(i), answers.get_mut(i))
+                && self.core.fresh(doc.timestamp)
+            {
+                matches.push(Match {
+                    id,
+                    fingerprint: doc.fingerprint,
+                    distance: (doc.fingerprint ^ fp).count_ones(),
+                    name: doc.name.as_deref().map(str::to_owned),
+                });
+            }
+        };
+        state.memtable.matching_many(fingerprints, k, &mut add);
+        if let Some(frozen) = &state.frozen {
+            frozen.matching_many(fingerprints, k, |i, id, doc| {
+                if state.memtable.version(id).is_none() {
+                    add(i, id, doc);
+                }
+            });
+        }
+        answers
+    }
+
+    /// Adds to `matches` the live documents of segment `s` whose fingerprint
+    /// is `found` (a fingerprint its tables hold near `fingerprint`): those
+    /// no newer source replaces or deletes.
+    fn in_segment(
+        &self,
+        state: &State,
+        s: usize,
+        fingerprint: u64,
+        found: u64,
+        matches: &mut Vec<Match>,
+    ) -> Result<()> {
+        let Some(segment) = state.segments.get(s) else {
+            return Ok(());
+        };
+        let distance = (found ^ fingerprint).count_ones();
+        for entry in segment.docs.by_fingerprint(found) {
+            let entry = entry.map_err(|e| corrupted(&segment.ids_path, &e))?;
+            if self.core.fresh(entry.timestamp)
+                && !shadowed(state, s, entry.id)?
+                && !segment.deletes_here(&entry)?
+            {
+                matches.push(Match {
+                    id: entry.id,
+                    fingerprint: found,
+                    distance,
+                    name: entry.name.map(str::to_owned),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// The number of live documents (deleted and expired ones are not
@@ -221,19 +271,33 @@ impl Index {
         Ok(Docs(docs.into_iter()))
     }
 
-    /// [`query`](Self::query) for each of `fingerprints`, run in parallel
+    /// [`query`](Self::query) for each of `fingerprints`: `result[i]` is
+    /// the answer for `fingerprints[i]`. Runs of up to 64 fingerprints are
+    /// searched together, each segment's tables for the whole run at once
+    /// (their memory warmed ahead of the search, see
+    /// [`probe_many`](crate::search::probe_many)), and the runs in parallel
     /// on rayon's global pool (as [`find_all`](crate::batch::find_all) runs
-    /// its tables): `result[i]` is the answer for
-    /// `fingerprints[i]`. Each query sees the index as of its own start, so
-    /// writes made during the batch may be seen by some queries and not by
-    /// others. The first failing query's error is returned.
+    /// its tables) when there are several. Each run sees the index as of
+    /// its own start, so writes made during the batch may be seen by some
+    /// queries and not by others. The first failing query's error is
+    /// returned.
     pub fn query_batch(&self, fingerprints: &[u64], k: u32) -> Result<Vec<Vec<Match>>> {
-        fingerprints
-            .par_iter()
-            .map(|&fp| self.query(fp, k))
-            .collect()
+        search::check_distance(&self.core.plan, k)?;
+        if fingerprints.len() <= QUERY_RUN {
+            return self.query_together(fingerprints, k);
+        }
+        let runs = fingerprints
+            .par_chunks(QUERY_RUN)
+            .map(|run| self.query_together(run, k))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(runs.into_iter().flatten().collect())
     }
 }
+
+/// Fingerprints [`Index::query_batch`] searches together: enough to keep
+/// the memory of several queries in flight, few enough that a batch splits
+/// into runs for every thread of the pool.
+const QUERY_RUN: usize = 64;
 
 fn public_doc(entry: &DocEntry<'_>) -> Doc {
     Doc {

@@ -2,8 +2,8 @@
 //! the manifest, writing a new one, verifying one, probing its tables.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::format::{
@@ -60,6 +60,10 @@ pub(super) struct Segment {
     /// a query reopens its tables from these without checking their
     /// footers again.
     layouts: Vec<TableLayout>,
+    /// The same with what the guesses interpolate with
+    /// ([`TableReader::guided`]), read by a table's first query rather than
+    /// the open.
+    guided: Vec<OnceLock<TableLayout>>,
     /// The tables' mapping (also inside `tables`), for prefaulting.
     pub(super) tables_map: Mapped,
     pub(super) docs: DocMapReader<Mapped>,
@@ -326,6 +330,7 @@ impl Segment {
             ids_path,
             plan,
             tables,
+            guided: layouts.iter().map(|_| OnceLock::new()).collect(),
             layouts,
             in_memory: AtomicBool::new(true),
             tables_map,
@@ -447,6 +452,20 @@ impl Segment {
         Ok(out)
     }
 
+    /// [`matching_fingerprints`](Self::matching_fingerprints) for each of
+    /// `fps`, searched together ([`search::probe_many`]): `found(i, fp)` for
+    /// each fingerprint `fp` within `k` of `fps[i]`.
+    pub(super) fn matching_fingerprints_many(
+        &self,
+        fps: &[u64],
+        k: u32,
+        mut found: impl FnMut(usize, u64),
+    ) -> Result<()> {
+        search::probe_many(&self.plan, self, fps, k, |i, hit| {
+            found(i, hit.fingerprint);
+        })
+    }
+
     pub(super) fn by_id(&self, id: u64) -> Result<Option<DocEntry<'_>>> {
         self.docs
             .by_id(id)
@@ -518,10 +537,21 @@ impl SortedTables for Segment {
     type Table<'a> = (crate::format::TableReader<'a>, &'a Segment);
 
     fn table(&self, t: usize) -> Result<Self::Table<'_>> {
-        let reopened = self
-            .layouts
-            .get(t)
-            .and_then(|layout| TableReader::reopen(self.tables.as_bytes(), layout));
+        let file = self.tables.as_bytes();
+        let reopened = self.guided.get(t).and_then(|cell| {
+            let layout = match cell.get() {
+                Some(layout) => layout,
+                None => {
+                    // A reader that cannot read its guide searches
+                    // without it (below), and reports what it finds.
+                    let guided = TableReader::reopen(file, self.layouts.get(t)?)?
+                        .guided()
+                        .ok()?;
+                    cell.get_or_init(|| guided.layout())
+                }
+            };
+            TableReader::reopen(file, layout)
+        });
         let reader = match reopened {
             Some(reader) => reader,
             None => self

@@ -78,15 +78,18 @@ mod tests {
         t.iter().collect::<Result<_, _>>().unwrap()
     }
 
-    /// Checks `t.range(lo, hi)` against a filter of `keys`.
+    /// Checks `t.range(lo, hi)` against `keys`, with the guide read at
+    /// every guess and read once ([`TableReader::guided`]).
     fn assert_range(t: &TableReader<'_>, keys: &[u64], lo: u64, hi: u64, context: &str) {
-        let got: Vec<u64> = t.range(lo, hi).collect::<Result<_, _>>().unwrap();
         let want: Vec<u64> = keys
             .iter()
             .copied()
             .filter(|&k| lo <= k && k <= hi)
             .collect();
-        assert_eq!(got, want, "{context}{lo:#x}..={hi:#x}");
+        for t in [*t, t.guided().unwrap()] {
+            let got: Vec<u64> = t.range(lo, hi).collect::<Result<_, _>>().unwrap();
+            assert_eq!(got, want, "{context}{lo:#x}..={hi:#x}");
+        }
     }
 
     #[test]

@@ -33,6 +33,30 @@ pub struct TableLayout {
     block_count: usize,
     index_offset: usize,
     index_crc: u32,
+    /// What the guesses interpolate with, once read
+    /// ([`TableReader::guided`]).
+    guide: Option<Guide>,
+}
+
+/// The first keys of a table's first and last blocks (it has two or more),
+/// and the blocks per unit of key between them as a fraction of 2^64: what
+/// [`TableReader::guess`] interpolates with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Guide {
+    first_key: u64,
+    last_key: u64,
+    blocks_per_key: u64,
+}
+
+impl Guide {
+    /// How many blocks a run of `keys` units of key spans, interpolated
+    /// (rounded down, or up if `up`; saturated).
+    #[inline]
+    fn blocks_in(&self, keys: u64, up: bool) -> usize {
+        let product = u128::from(keys) * u128::from(self.blocks_per_key);
+        let blocks = (product + if up { u128::from(u64::MAX) } else { 0 }) >> 64;
+        usize::try_from(blocks).unwrap_or(usize::MAX)
+    }
 }
 
 impl<'a> TableReader<'a> {
@@ -106,7 +130,37 @@ impl<'a> TableReader<'a> {
                 block_count,
                 index_offset,
                 index_crc,
+                guide: None,
             },
+        })
+    }
+
+    /// This table with what its guesses interpolate with read: the first
+    /// keys of its first and last blocks. A table searched many times (a
+    /// segment's, through its [`layout`](Self::layout)) reads them once
+    /// instead of at every guess, which also divides by their difference.
+    /// Reads two block index entries (the open does not, so that opening a
+    /// segment whose files are not in memory reads its footers only).
+    pub fn guided(mut self) -> Result<Self, FormatError> {
+        if self.layout.guide.is_none() && self.layout.block_count > 1 {
+            self.layout.guide = Some(self.read_guide()?);
+        }
+        Ok(self)
+    }
+
+    /// Reads the guide of a table of two or more blocks.
+    fn read_guide(&self) -> Result<Guide, FormatError> {
+        let last = self.layout.block_count.saturating_sub(1);
+        let (first_key, last_key) = (self.index_entry(0)?.0, self.index_entry(last)?.0);
+        // A table's keys increase, so the last block's first key is at
+        // least `last * block_len` above the first's, and the fraction is
+        // below 1 (a damaged index gets its guesses clamped).
+        let range = u128::from(last_key.saturating_sub(first_key)).max(1);
+        let per_key = (to_u64(last) as u128).checked_shl(64).unwrap_or(0) / range;
+        Ok(Guide {
+            first_key,
+            last_key,
+            blocks_per_key: u64::try_from(per_key).unwrap_or(u64::MAX),
         })
     }
 
@@ -221,31 +275,31 @@ impl<'a> TableReader<'a> {
 
     /// Where a search for `key` looks first: `Ok(Ok(b))` when the answer is
     /// block `b` without reading more (a key below the first block's or at
-    /// or above the last's), `Ok(Err((g, rate)))` for a guess `g` in
-    /// `0..last` to search around, with the blocks per unit of key it was
-    /// interpolated at.
+    /// or above the last's), `Ok(Err((g, guide)))` for a guess `g` in
+    /// `0..last` to search around, with the guide it was interpolated with.
     ///
     /// Permuted fingerprints are close to uniform, so the guess interpolates
-    /// between the first and last block's first keys.
+    /// between the first and last block's first keys (read here unless the
+    /// table is [`guided`](Self::guided)).
     #[inline]
-    fn guess(&self, key: u64) -> Result<Result<usize, (usize, f64)>, FormatError> {
+    fn guess(&self, key: u64) -> Result<Result<usize, (usize, Guide)>, FormatError> {
         let n = self.layout.block_count;
         if n <= 1 {
             return Ok(Ok(0));
         }
         let last = n - 1;
-        let (first_key, last_key) = (self.index_entry(0)?.0, self.index_entry(last)?.0);
-        if key < first_key {
+        let guide = match self.layout.guide {
+            Some(guide) => guide,
+            None => self.read_guide()?,
+        };
+        if key < guide.first_key {
             return Ok(Ok(0));
         }
-        if key >= last_key {
+        if key >= guide.last_key {
             return Ok(Ok(last));
         }
-        // first_key <= key < last_key, so the guess is in 0..last (a float
-        // is close enough for a guess, and cheaper than a u128 division).
-        let blocks_per_key = to_u64(last) as f64 / (last_key - first_key) as f64;
-        let guess = (key - first_key) as f64 * blocks_per_key;
-        Ok(Err(((guess as usize).min(last - 1), blocks_per_key)))
+        let guess = guide.blocks_in(key - guide.first_key, false).min(last - 1);
+        Ok(Err((guess, guide)))
     }
 
     /// [`guess`](Self::guess), corrected by the first key of the block it
@@ -254,20 +308,20 @@ impl<'a> TableReader<'a> {
     /// 50 M keys, several cache lines of the block index apart), and within
     /// a block or so of this second one. Reads the first guess's entry.
     fn second_guess(&self, key: u64) -> Result<Result<usize, usize>, FormatError> {
-        let (guess, blocks_per_key) = match self.guess(key)? {
+        let (guess, guide) = match self.guess(key)? {
             Ok(block) => return Ok(Ok(block)),
             Err(guess) => guess,
         };
         let last = self.layout.block_count - 1;
         let at = self.index_entry(guess)?.0;
         let second = if key >= at {
-            guess as f64 + (key - at) as f64 * blocks_per_key
+            guess.saturating_add(guide.blocks_in(key - at, false))
         } else {
-            guess as f64 - (at - key) as f64 * blocks_per_key
+            guess.saturating_sub(guide.blocks_in(at - key, true))
         };
         // The block wanted is in 0..last (its first key is below the last
-        // block's); a float cast saturates, and truncation floors here.
-        Ok(Err((second.max(0.0) as usize).min(last - 1)))
+        // block's); the interpolation's position rounded down.
+        Ok(Err(second.min(last - 1)))
     }
 
     /// The block a search for `key` starts in: the last one whose first key
@@ -454,7 +508,7 @@ impl<'a> IntoIterator for &TableReader<'a> {
     }
 }
 
-/// Keys the first chunk of a search in a long block decodes at most.
+/// Keys the first chunk of a search decodes at most.
 const FIRST_CHUNK: usize = 8;
 
 /// Blocks of more keys than this are skipped into by their unary codes.
@@ -526,17 +580,17 @@ impl<'a> Range<'a> {
                     }
                     let mut cursor = self.table.block(self.next_block)?;
                     self.next_block += 1;
-                    // The search's first block, if long: skip what lies
-                    // below `lo`, then decode a few keys at first (a later
+                    // The search's first block: if long, skip what lies
+                    // below `lo` (in a short block the skip saves less than
+                    // it costs: docs/BENCHMARKS.md, "Prefetched blocks and
+                    // a corrected guess"); then decode a few keys at first,
+                    // as the search usually ends in the block (a later
                     // block must first show that its first key follows the
-                    // previous block's last). In a short block the skip
-                    // saves less than it costs (docs/BENCHMARKS.md,
-                    // "Prefetched blocks and a corrected guess").
-                    if self.last.is_none()
-                        && self.lo > 0
-                        && self.table.layout.block_len > SKIP_ABOVE
-                    {
-                        cursor.skip_below(self.lo);
+                    // previous block's last).
+                    if self.last.is_none() && self.lo > 0 {
+                        if self.table.layout.block_len > SKIP_ABOVE {
+                            cursor.skip_below(self.lo);
+                        }
                         self.chunk = FIRST_CHUNK;
                     }
                     self.cursor.insert(cursor)
