@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo build --release --bin simhashdb
-//! cargo run --release --example serve_load -- [--seconds 5] [--preload 1000000] [--fan-in 4]
+//! cargo run --release --example serve_load -- [--seconds 5] [--preload 1000000] [--fan-in 3]
 //! ```
 //!
 //! `--fan-in` is the merge fan-in of both the in-process index and the
@@ -61,7 +61,7 @@ fn arg(name: &str, default: u64) -> u64 {
 /// The index's options: the default ones with the run's merge fan-in.
 fn options() -> Options {
     Options::default().merge_policy(Some(std::sync::Arc::new(TieredMergePolicy {
-        fan_in: arg("--fan-in", 4) as usize,
+        fan_in: arg("--fan-in", 3) as usize,
     })))
 }
 
@@ -248,7 +248,7 @@ fn start_server(binary: &Path, dir: &Path) -> ServerProcess {
     let mut child = Command::new(binary)
         .args(["serve", "--listen", "127.0.0.1:0", "--log", "warn", "--db"])
         .arg(dir)
-        .args(["--merge-fan-in", &arg("--fan-in", 4).to_string()])
+        .args(["--merge-fan-in", &arg("--fan-in", 3).to_string()])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -300,7 +300,7 @@ fn main() {
     println!(
         "simhashdb serve load: {} cores, {seconds} s per phase, {preload} documents preloaded, merge fan-in {}; load average {}",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
-        arg("--fan-in", 4),
+        arg("--fan-in", 3),
         loadavg()
     );
     {

@@ -167,7 +167,7 @@ class Index:
         """Opens the index in ``path``, creating it if needed. k, expected_n,
         blocks, retention and the fingerprint configuration are recorded by a
         new index; durability ("buffered" or "sync"), memtable_bytes and
-        merge_fan_in (2 to 64, default 16; 4 for an index that mostly
+        merge_fan_in (2 to 64, default 16; 3 for an index that mostly
         checks) apply to this open."""
     @staticmethod
     def open_read_only(path: Union[str, "os.PathLike[str]"]) -> "Index":

@@ -195,7 +195,7 @@ impl PyIndex {
     /// this many bytes; default 32 MiB) and merge_fan_in (segments of one
     /// size merged together at a time, 2 to 64; default 16, which suits
     /// bulk loading: every query, and so every check, searches every
-    /// segment, and an index that mostly checks is faster at 4).
+    /// segment, and an index that mostly checks is faster at 3).
     #[staticmethod]
     #[pyo3(signature = (
         path, k = None, expected_n = None, durability = None, retention = None,

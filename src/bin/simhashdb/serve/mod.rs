@@ -76,9 +76,10 @@ pub struct Args {
 }
 
 /// The server's merge fan-in: lower than the library's 16, which suits bulk
-/// ingest; a check searches every segment (docs/BENCHMARKS.md, "Fewer
-/// segments for checks").
-const SERVE_FAN_IN: u16 = 4;
+/// ingest; a check searches every segment (docs/SERVER.md, "Merges";
+/// docs/BENCHMARKS.md, "Fewer segments, checks answered together" and
+/// "A merge fan-in of 3 for the server").
+const SERVE_FAN_IN: u16 = 3;
 
 /// Request limits.
 pub struct Limits {
