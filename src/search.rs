@@ -124,7 +124,7 @@ pub fn probe<S: SortedTables>(
         let q = table.permute(fp);
         table.probe_ranges(q).map(move |(lo, hi)| (t, q, lo, hi))
     });
-    let mut stage = [(0usize, 0u64, 0u64, 0u64); STAGE];
+    let mut stage: [Job; STAGE] = [(0, 0, 0, 0); STAGE];
     loop {
         // `zip` asks `stage` first, so no range is taken and lost.
         let n = stage
@@ -135,39 +135,56 @@ pub fn probe<S: SortedTables>(
         let Some(jobs) = stage.get(..n).filter(|jobs| !jobs.is_empty()) else {
             return Ok(());
         };
-        for &(t, _, lo, _) in jobs {
-            if let Some(keys) = opened.get(t) {
-                S::warm_index(keys, lo);
-            }
-        }
-        for &(t, _, lo, _) in jobs {
-            if let Some(keys) = opened.get(t) {
-                S::warm_near(keys, lo);
-            }
-        }
-        for &(t, _, lo, _) in jobs {
-            if let Some(keys) = opened.get(t) {
-                S::warm_keys(keys, lo);
-            }
-        }
-        for &(t, q, lo, hi) in jobs {
-            let (Some(keys), Some(table)) = (opened.get(t), layouts.get(t)) else {
-                continue;
-            };
-            S::keys_in(keys, lo, hi, |key| {
-                let distance = (key ^ q).count_ones();
-                if distance <= k {
-                    let fingerprint = table.unpermute(key);
-                    if plan.reports(t, fingerprint ^ fp, k) {
-                        found(Hit {
-                            distance,
-                            fingerprint,
-                        });
-                    }
-                }
-            })?;
+        warm::<S>(&opened, jobs, S::warm_index);
+        warm::<S>(&opened, jobs, S::warm_near);
+        warm::<S>(&opened, jobs, S::warm_keys);
+        search::<S>(plan, &opened, fp, jobs, k, &mut found)?;
+    }
+}
+
+/// A range to search: (table, permuted query, lo, hi).
+type Job = (usize, u64, u64, u64);
+
+/// Gives `hint` each of `jobs`' tables and the start of its range.
+#[inline]
+fn warm<S: SortedTables>(opened: &[S::Table<'_>], jobs: &[Job], hint: impl Fn(&S::Table<'_>, u64)) {
+    for &(t, _, lo, _) in jobs {
+        if let Some(keys) = opened.get(t) {
+            hint(keys, lo);
         }
     }
+}
+
+/// Searches `jobs`, the ranges of query `fp`: calls `found` with each key
+/// within `k` that the plan reports from its table.
+#[inline]
+fn search<S: SortedTables>(
+    plan: &Plan,
+    opened: &[S::Table<'_>],
+    fp: u64,
+    jobs: &[Job],
+    k: u32,
+    found: &mut impl FnMut(Hit),
+) -> Result<(), S::Error> {
+    let layouts = plan.tables();
+    for &(t, q, lo, hi) in jobs {
+        let (Some(keys), Some(table)) = (opened.get(t), layouts.get(t)) else {
+            continue;
+        };
+        S::keys_in(keys, lo, hi, |key| {
+            let distance = (key ^ q).count_ones();
+            if distance <= k {
+                let fingerprint = table.unpermute(key);
+                if plan.reports(t, fingerprint ^ fp, k) {
+                    found(Hit {
+                        distance,
+                        fingerprint,
+                    });
+                }
+            }
+        })?;
+    }
+    Ok(())
 }
 
 /// Fingerprints whose memory [`probe_many`] warms ahead of the one it
@@ -204,7 +221,14 @@ pub fn probe_many<S: SortedTables>(
         .collect::<Result<Vec<_>, _>>()?;
     // The ranges of the fingerprints in the pipeline, by position modulo
     // its length: (table, permuted query, lo, hi).
-    let mut ring: [Vec<(usize, u64, u64, u64)>; PIPELINE + 1] = Default::default();
+    let mut ring: [Vec<Job>; PIPELINE + 1] = Default::default();
+    // The fingerprint `behind` places behind `step`, if there is one, and
+    // its ranges.
+    let behind = |step: usize, behind: usize| {
+        step.checked_sub(behind)
+            .filter(|&i| i < fps.len())
+            .map(|i| (i, i % (PIPELINE + 1)))
+    };
     for step in 0..fps.len() + PIPELINE {
         if let Some(&fp) = fps.get(step) {
             let ranges = &mut ring[step % (PIPELINE + 1)];
@@ -213,48 +237,17 @@ pub fn probe_many<S: SortedTables>(
                 let q = table.permute(fp);
                 ranges.extend(table.probe_ranges(q).map(|(lo, hi)| (t, q, lo, hi)));
             }
-            for &(t, _, lo, _) in ranges.iter() {
-                if let Some(keys) = opened.get(t) {
-                    S::warm_index(keys, lo);
-                }
-            }
+            warm::<S>(&opened, ranges, S::warm_index);
         }
-        if let Some(behind) = step.checked_sub(1).filter(|&i| i < fps.len()) {
-            for &(t, _, lo, _) in &ring[behind % (PIPELINE + 1)] {
-                if let Some(keys) = opened.get(t) {
-                    S::warm_near(keys, lo);
-                }
-            }
+        if let Some((_, slot)) = behind(step, 1) {
+            warm::<S>(&opened, &ring[slot], S::warm_near);
         }
-        if let Some(behind) = step.checked_sub(2).filter(|&i| i < fps.len()) {
-            for &(t, _, lo, _) in &ring[behind % (PIPELINE + 1)] {
-                if let Some(keys) = opened.get(t) {
-                    S::warm_keys(keys, lo);
-                }
-            }
+        if let Some((_, slot)) = behind(step, 2) {
+            warm::<S>(&opened, &ring[slot], S::warm_keys);
         }
-        let Some(i) = step.checked_sub(PIPELINE).filter(|&i| i < fps.len()) else {
-            continue;
-        };
-        let fp = fps[i];
-        for &(t, q, lo, hi) in &ring[i % (PIPELINE + 1)] {
-            let (Some(keys), Some(table)) = (opened.get(t), layouts.get(t)) else {
-                continue;
-            };
-            S::keys_in(keys, lo, hi, |key| {
-                let distance = (key ^ q).count_ones();
-                if distance <= k {
-                    let fingerprint = table.unpermute(key);
-                    if plan.reports(t, fingerprint ^ fp, k) {
-                        found(
-                            i,
-                            Hit {
-                                distance,
-                                fingerprint,
-                            },
-                        );
-                    }
-                }
+        if let Some((i, slot)) = behind(step, PIPELINE) {
+            search::<S>(plan, &opened, fps[i], &ring[slot], k, &mut |hit| {
+                found(i, hit)
             })?;
         }
     }
