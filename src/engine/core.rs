@@ -44,6 +44,8 @@ pub(super) struct Core {
     pub(super) small_segment_plans: bool,
     /// [`Options::memory_budget`].
     pub(super) memory_budget: Option<u64>,
+    /// [`Options::decoded_tables_up_to`].
+    pub(super) decoded_tables_up_to: u64,
     pub(super) fingerprint_config: String,
     pub(super) retention_ms: u64,
     pub(super) merge_policy: Option<Arc<dyn MergePolicy>>,

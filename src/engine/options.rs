@@ -97,6 +97,19 @@ pub struct Options {
     /// Default `true`; not recorded in the index (segments record their own
     /// plans).
     pub small_segment_plans: bool,
+    /// A segment written by this process with at most this many keys per
+    /// table (and a plan that probes one prefix per table, as the default
+    /// plans do) keeps a decoded copy of its tables on the heap, about as
+    /// large as the tables in its file, and queries search the copy
+    /// instead: for each table a directory of where each value of the
+    /// keys' top bits starts, then the keys' other bits, compared with an
+    /// XOR each. A check of a segment of 1 M keys takes about a quarter of
+    /// the time (docs/ARCHITECTURE.md, "Small segments' tables are searched
+    /// decoded"). Only with the segment in memory ([`memory_budget`](Options::memory_budget)).
+    /// Segments opened from disk are searched in their files until a merge
+    /// rewrites them. Default 4 M (4,194,304) keys; 0 turns copies off.
+    /// Results are the same either way.
+    pub decoded_tables_up_to: u64,
     /// Write a full memtable to its segment on a background thread while
     /// writes go on into a new one, so that a write does not wait for a
     /// flush unless the previous one is still running. Queries read both
@@ -138,6 +151,7 @@ impl Default for Options {
             prefault: true,
             memory_budget: None,
             small_segment_plans: true,
+            decoded_tables_up_to: 4 << 20,
             flush_thread: std::thread::available_parallelism().is_ok_and(|n| n.get() > 2),
             #[cfg(feature = "schedule-hooks")]
             schedule: None,
@@ -246,6 +260,12 @@ impl Options {
     /// Sets [`small_segment_plans`](Options::small_segment_plans).
     pub fn small_segment_plans(mut self, on: bool) -> Options {
         self.small_segment_plans = on;
+        self
+    }
+
+    /// Sets [`decoded_tables_up_to`](Options::decoded_tables_up_to).
+    pub fn decoded_tables_up_to(mut self, keys: u64) -> Options {
+        self.decoded_tables_up_to = keys;
         self
     }
 

@@ -311,6 +311,7 @@ impl Index {
             plan,
             small_segment_plans: options.small_segment_plans,
             memory_budget: options.memory_budget,
+            decoded_tables_up_to: options.decoded_tables_up_to,
             fingerprint_config: manifest.fingerprint_config.clone(),
             retention_ms: manifest.retention_ms,
             merge_policy: options.merge_policy.clone(),
