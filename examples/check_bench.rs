@@ -16,7 +16,8 @@
 //! the index grows, flushes and merges (with a tiered policy of fan-in
 //! `--fan-in`, the server's default) while it is searched. Prints the
 //! checks per second, the process's CPU seconds per check, the duplicates
-//! found (expected: about 0) and the segments before and after.
+//! found (expected: about 0), the segments before and after, and the heap
+//! bytes of the small segments' decoded tables (`Stats::decoded_table_bytes`).
 
 #[allow(dead_code)]
 mod common;
@@ -88,11 +89,13 @@ fn main() {
     }
     let seconds = start.elapsed().as_secs_f64();
     let cpu = common::cpu_seconds() - cpu;
+    let stats = index.stats();
     println!(
-        "check_bench: {preload} preloaded{}, {checks} checked in batches of {batch}, fan-in {fan_in}, memtable {memtable_mib} MiB: {:.0} checks/s, {:.2} CPU µs per check, {duplicates} duplicates, segments {segments_before} -> {}",
+        "check_bench: {preload} preloaded{}, {checks} checked in batches of {batch}, fan-in {fan_in}, memtable {memtable_mib} MiB: {:.0} checks/s, {:.2} CPU µs per check, {duplicates} duplicates, segments {segments_before} -> {}, decoded tables {:.1} MiB",
         if compact { " (compacted)" } else { "" },
         checks as f64 / seconds,
         cpu * 1e6 / checks as f64,
-        index.stats().segments,
+        stats.segments,
+        stats.decoded_table_bytes as f64 / (1 << 20) as f64,
     );
 }

@@ -107,9 +107,13 @@ pub(super) struct DecodedTables {
 impl DecodedTables {
     /// Whether a segment of `plan` holding `key_count` keys per table gets
     /// a copy: plans that probe one prefix value per table (a probed plan's
-    /// tables are searched at many), and at most `up_to` keys.
+    /// tables are searched at many), and at most `up_to` keys over all its
+    /// tables.
     pub(super) fn wanted(plan: &Plan, key_count: u64, up_to: u64) -> bool {
-        plan.radius() == 0 && key_count <= up_to && key_count <= u64::from(u32::MAX)
+        let tables = plan.tables().len() as u64;
+        plan.radius() == 0
+            && key_count.saturating_mul(tables) <= up_to
+            && key_count <= u64::from(u32::MAX)
     }
 
     /// Decodes the tables of `plan` from `tables(t)`, each table's keys in
@@ -282,8 +286,9 @@ mod tests {
     #[test]
     fn probed_and_large_segments_are_not_decoded() {
         let plan = Plan::new(4, 3).expect("plan");
+        // 4 tables.
         assert!(DecodedTables::wanted(&plan, 1 << 20, 1 << 22));
-        assert!(!DecodedTables::wanted(&plan, (1 << 22) + 1, 1 << 22));
+        assert!(!DecodedTables::wanted(&plan, (1 << 20) + 1, 1 << 22));
         assert!(!DecodedTables::wanted(&plan, 10, 0));
         let probed = Plan::probed(2, 1, 3).expect("plan");
         assert!(!DecodedTables::wanted(&probed, 10, 1 << 22));

@@ -97,18 +97,21 @@ pub struct Options {
     /// Default `true`; not recorded in the index (segments record their own
     /// plans).
     pub small_segment_plans: bool,
-    /// A segment written by this process with at most this many keys per
-    /// table (and a plan that probes one prefix per table, as the default
-    /// plans do) keeps a decoded copy of its tables on the heap, about as
-    /// large as the tables in its file, and queries search the copy
-    /// instead: for each table a directory of where each value of the
-    /// keys' top bits starts, then the keys' other bits, compared with an
-    /// XOR each. A check of a segment of 1 M keys takes about a quarter of
-    /// the time (docs/ARCHITECTURE.md, "Small segments' tables are searched
-    /// decoded"). Only with the segment in memory ([`memory_budget`](Options::memory_budget)).
-    /// Segments opened from disk are searched in their files until a merge
-    /// rewrites them. Default 4 M (4,194,304) keys; 0 turns copies off.
-    /// Results are the same either way.
+    /// A segment with at most this many keys over all its tables (keys per
+    /// table times tables), and a plan that probes one prefix per table (as
+    /// the default plans do), keeps a decoded copy of its tables on the
+    /// heap, 6–7 bytes per key (about what they take in the file), and
+    /// queries search the copy instead: per table, a directory of where each
+    /// value of the keys' top bits starts, then the keys' other bits, each
+    /// compared with one XOR. A segment of 1 M keys is searched about four
+    /// times as fast (docs/ARCHITECTURE.md, "Small segments' tables are
+    /// searched decoded"). Only for segments expected in memory
+    /// ([`memory_budget`](Options::memory_budget)): a segment written by
+    /// this process gets its copy when written (on the flush or merge
+    /// thread), one opened from disk on the thread that prefaults it
+    /// ([`prefault`](Options::prefault)). Default 16 M (16,777,216) keys:
+    /// a segment of 4 tables of 4 M keys, at most about 110 MB each; 0 turns
+    /// copies off. Results are the same either way.
     pub decoded_tables_up_to: u64,
     /// Write a full memtable to its segment on a background thread while
     /// writes go on into a new one, so that a write does not wait for a
@@ -151,7 +154,7 @@ impl Default for Options {
             prefault: true,
             memory_budget: None,
             small_segment_plans: true,
-            decoded_tables_up_to: 4 << 20,
+            decoded_tables_up_to: 16 << 20,
             flush_thread: std::thread::available_parallelism().is_ok_and(|n| n.get() > 2),
             #[cfg(feature = "schedule-hooks")]
             schedule: None,

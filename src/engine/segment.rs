@@ -452,7 +452,8 @@ impl Segment {
     }
 
     /// Keeps a decoded copy of the tables ([`DecodedTables`]) if the
-    /// segment holds at most `up_to` keys per table and its plan allows:
+    /// segment holds at most `up_to` keys over all its tables and its plan
+    /// allows:
     /// queries then search it instead of the mapped blocks. The tables are
     /// read through their checked blocks; a damaged one is reported, naming
     /// the file.
