@@ -16,8 +16,9 @@
 //! through its checked blocks, so it holds what the file holds; it lives on
 //! the heap and is never written.
 
+use super::keys::sort_keys;
 use crate::format::FormatError;
-use crate::plan::Plan;
+use crate::plan::{CANDIDATE_BUDGET, Plan};
 use crate::search::Hit;
 
 /// Queries whose directory entries are read before any of their keys are
@@ -98,28 +99,49 @@ impl Table {
     }
 }
 
-/// Every table of a segment, decoded.
+/// A segment's fingerprints in decoded tables of their own plan.
 #[derive(Debug)]
 pub(super) struct DecodedTables {
+    plan: Plan,
     tables: Vec<Table>,
 }
 
 impl DecodedTables {
-    /// Whether a segment of `plan` holding `key_count` keys per table gets
-    /// a copy: plans that probe one prefix value per table (a probed plan's
-    /// tables are searched at many), and at most `up_to` keys over all its
-    /// tables.
-    pub(super) fn wanted(plan: &Plan, key_count: u64, up_to: u64) -> bool {
-        let tables = plan.tables().len() as u64;
-        plan.radius() == 0
-            && key_count.saturating_mul(tables) <= up_to
-            && key_count <= u64::from(u32::MAX)
+    /// The plan of the copy of a segment of `plan` holding `key_count`
+    /// keys per table, if it gets one: at most `up_to` keys over the copy's
+    /// tables, and only for plans that probe one prefix value per table (a
+    /// probed plan's tables are searched at many).
+    ///
+    /// The copy has its own plan: the `k + 1` tables of [`Plan::new`] when
+    /// the segment has more and they give a probe at most
+    /// [`CANDIDATE_BUDGET`] keys to compare (up to 4 M keys at k = 3: the
+    /// segment plans switch to 10 tables before that, for the mapped
+    /// tables' sake, whose probes cost more), otherwise the segment's.
+    pub(super) fn plan_for(plan: &Plan, key_count: u64, up_to: u64) -> Option<Plan> {
+        if plan.radius() > 0 || key_count > u64::from(u32::MAX) {
+            return None;
+        }
+        let k = plan.k();
+        let copy = Plan::new(k + 1, k)
+            .ok()
+            .filter(|small| {
+                let prefix = small.tables().iter().map(|t| t.prefix_bits()).min();
+                let per_probe = key_count as f64 / 2f64.powi(prefix.unwrap_or(0) as i32);
+                small.tables().len() < plan.tables().len() && per_probe <= CANDIDATE_BUDGET
+            })
+            .unwrap_or_else(|| plan.clone());
+        let keys = key_count.saturating_mul(copy.tables().len() as u64);
+        (keys <= up_to).then_some(copy)
     }
 
-    /// Decodes the tables of `plan` from `tables(t)`, each table's keys in
-    /// ascending order, `key_count` of them.
+    /// Decodes `key_count` keys per table into the tables of `copy` (from
+    /// [`plan_for`](Self::plan_for)), from the segment's tables of `plan`:
+    /// `tables(t)` yields the keys of its table `t` in ascending order. Of
+    /// the segment's own plan, each table is copied; of another, the
+    /// fingerprints of its first table are permuted and sorted anew.
     pub(super) fn new<I>(
         plan: &Plan,
+        copy: Plan,
         key_count: u64,
         mut tables: impl FnMut(usize) -> Result<I, FormatError>,
     ) -> Result<DecodedTables, FormatError>
@@ -130,19 +152,37 @@ impl DecodedTables {
         // `log2(count) - 2` bits, never more than the table's prefix (the
         // keys of one bucket then share it), at least 8.
         let log2 = 63 - key_count.max(1).leading_zeros();
-        let tables = plan
-            .tables()
-            .iter()
-            .enumerate()
-            .map(|(t, layout)| {
-                let bits = log2
-                    .saturating_sub(2)
-                    .min(layout.prefix_bits())
-                    .clamp(8.min(layout.prefix_bits()).max(1), 32);
-                Table::new(tables(t)?, key_count as usize, bits)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(DecodedTables { tables })
+        let bits = |layout: &crate::plan::Table| {
+            log2.saturating_sub(2)
+                .min(layout.prefix_bits())
+                .clamp(8.min(layout.prefix_bits()).max(1), 32)
+        };
+        let count = key_count as usize;
+        let decoded = if copy == *plan {
+            copy.tables()
+                .iter()
+                .enumerate()
+                .map(|(t, layout)| Table::new(tables(t)?, count, bits(layout)))
+                .collect::<Result<Vec<_>, _>>()?
+        } else {
+            let first = plan.tables().first();
+            let fingerprints = tables(0)?
+                .map(|key| key.map(|key| first.map_or(key, |t| t.unpermute(key))))
+                .collect::<Result<Vec<u64>, _>>()?;
+            copy.tables()
+                .iter()
+                .map(|layout| {
+                    let mut keys: Vec<u64> =
+                        fingerprints.iter().map(|&fp| layout.permute(fp)).collect();
+                    sort_keys(&mut keys);
+                    Table::new(keys.into_iter().map(Ok), count, bits(layout))
+                })
+                .collect::<Result<Vec<_>, _>>()?
+        };
+        Ok(DecodedTables {
+            plan: copy,
+            tables: decoded,
+        })
     }
 
     /// Heap bytes held.
@@ -153,13 +193,8 @@ impl DecodedTables {
     /// For each of `fps`, every fingerprint within `k` of it (`k` at most
     /// the plan's), each once per query: `found(i, hit)`, queries in order.
     /// The same hits as `search::probe_many` on the mapped tables.
-    pub(super) fn search_many(
-        &self,
-        plan: &Plan,
-        fps: &[u64],
-        k: u32,
-        mut found: impl FnMut(usize, Hit),
-    ) {
+    pub(super) fn search_many(&self, fps: &[u64], k: u32, mut found: impl FnMut(usize, Hit)) {
+        let plan = &self.plan;
         let layouts = plan.tables();
         let per_query = self.tables.len();
         let mut ranges = vec![(0usize, 0usize, 0u64); GROUP * per_query];
@@ -216,11 +251,12 @@ mod tests {
         z ^ (z >> 31)
     }
 
-    fn decoded(plan: &Plan, fps: &[u64]) -> DecodedTables {
+    /// The copy in `copy` of a segment of `plan` holding `fps`.
+    fn decoded(plan: &Plan, copy: &Plan, fps: &[u64]) -> DecodedTables {
         let mut distinct = fps.to_vec();
         distinct.sort_unstable();
         distinct.dedup();
-        DecodedTables::new(plan, distinct.len() as u64, |t| {
+        DecodedTables::new(plan, copy.clone(), distinct.len() as u64, |t| {
             let layout = &plan.tables()[t];
             let mut keys: Vec<u64> = distinct.iter().map(|&fp| layout.permute(fp)).collect();
             keys.sort_unstable();
@@ -236,23 +272,27 @@ mod tests {
     /// them, and at random.
     #[test]
     fn searches_find_what_a_scan_finds() {
-        for (plan, n) in [
-            (Plan::new(4, 3), 0),
-            (Plan::new(4, 3), 1),
-            (Plan::new(4, 3), 700),
-            (Plan::new(4, 3), 300_000),
-            (Plan::new(4, 3), 1_100_000),
-            (Plan::new(5, 3), 3_000),
-            (Plan::new(5, 3), 2_000_000),
-            (Plan::new(7, 5), 5_000),
-            (Plan::nested(4, 4, 3), 20_000),
+        let new = |m, k| Plan::new(m, k).expect("plan");
+        for (plan, copy, n) in [
+            (new(4, 3), new(4, 3), 0),
+            (new(4, 3), new(4, 3), 1),
+            (new(4, 3), new(4, 3), 700),
+            (new(4, 3), new(4, 3), 300_000),
+            (new(4, 3), new(4, 3), 1_100_000),
+            (new(5, 3), new(5, 3), 3_000),
+            (new(5, 3), new(5, 3), 2_000_000),
+            // Copies in another plan than the segment's.
+            (new(5, 3), new(4, 3), 200_000),
+            (new(6, 3), new(4, 3), 2_000),
+            (new(7, 5), new(7, 5), 5_000),
+            (new(8, 5), new(6, 5), 5_000),
+            (Plan::nested(4, 4, 3).expect("plan"), new(4, 3), 20_000),
         ] {
-            let plan = plan.expect("plan");
             // Clusters, so that most queries have several matches.
             let fps: Vec<u64> = (0..n as u64)
                 .map(|i| mix(i / 4) ^ (1 << (mix(i) % 64)) ^ (mix(i ^ 7) & 0x101))
                 .collect();
-            let tables = decoded(&plan, &fps);
+            let tables = decoded(&plan, &copy, &fps);
             let mut distinct = fps.clone();
             distinct.sort_unstable();
             distinct.dedup();
@@ -265,7 +305,7 @@ mod tests {
                 .collect();
             for k in 0..=plan.k() {
                 let mut found = vec![Vec::new(); queries.len()];
-                tables.search_many(&plan, &queries, k, |i, hit| {
+                tables.search_many(&queries, k, |i, hit| {
                     assert_eq!(hit.distance, (hit.fingerprint ^ queries[i]).count_ones());
                     found[i].push(hit.fingerprint);
                 });
@@ -277,27 +317,51 @@ mod tests {
                         .copied()
                         .filter(|&fp| (fp ^ q).count_ones() <= k)
                         .collect();
-                    assert_eq!(got, want, "{plan}, {n} fingerprints, k = {k}, query {i}");
+                    assert_eq!(
+                        got, want,
+                        "{plan} copied in {copy}, {n} fingerprints, k = {k}, query {i}"
+                    );
                 }
             }
         }
     }
 
     #[test]
-    fn probed_and_large_segments_are_not_decoded() {
-        let plan = Plan::new(4, 3).expect("plan");
-        // 4 tables.
-        assert!(DecodedTables::wanted(&plan, 1 << 20, 1 << 22));
-        assert!(!DecodedTables::wanted(&plan, (1 << 20) + 1, 1 << 22));
-        assert!(!DecodedTables::wanted(&plan, 10, 0));
+    fn copies_take_k_plus_1_tables_while_probes_stay_short() {
+        let new = |m, k| Plan::new(m, k).expect("plan");
+        let (four, ten) = (new(4, 3), new(5, 3));
+        // 4 tables of 16-bit prefixes: up to 64 keys per probe, 4 M keys.
+        assert_eq!(
+            DecodedTables::plan_for(&ten, 1 << 20, u64::MAX),
+            Some(four.clone())
+        );
+        assert_eq!(
+            DecodedTables::plan_for(&ten, 4 << 20, u64::MAX),
+            Some(four.clone())
+        );
+        assert_eq!(
+            DecodedTables::plan_for(&ten, (4 << 20) + 1, u64::MAX),
+            Some(ten.clone())
+        );
+        assert_eq!(
+            DecodedTables::plan_for(&four, 1 << 20, u64::MAX),
+            Some(four.clone())
+        );
+        // The limit counts the copy's keys over its tables.
+        assert_eq!(
+            DecodedTables::plan_for(&ten, 1 << 20, 4 << 20),
+            Some(four.clone())
+        );
+        assert_eq!(DecodedTables::plan_for(&ten, (1 << 20) + 1, 4 << 20), None);
+        assert_eq!(DecodedTables::plan_for(&four, 10, 0), None);
         let probed = Plan::probed(2, 1, 3).expect("plan");
-        assert!(!DecodedTables::wanted(&probed, 10, 1 << 22));
+        assert_eq!(DecodedTables::plan_for(&probed, 10, u64::MAX), None);
     }
 
     #[test]
     fn a_damaged_table_is_not_decoded() {
         let plan = Plan::new(4, 3).expect("plan");
-        let err = DecodedTables::new(&plan, 2, |t| {
+        let err = DecodedTables::new(&plan, plan.clone(), 2, |t| {
             let keys: Vec<Result<u64, FormatError>> = if t == 2 {
                 vec![
                     Ok(1),

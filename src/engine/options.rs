@@ -97,21 +97,22 @@ pub struct Options {
     /// Default `true`; not recorded in the index (segments record their own
     /// plans).
     pub small_segment_plans: bool,
-    /// A segment with at most this many keys over all its tables (keys per
-    /// table times tables), and a plan that probes one prefix per table (as
-    /// the default plans do), keeps a decoded copy of its tables on the
-    /// heap, 6–7 bytes per key (about what they take in the file), and
-    /// queries search the copy instead: per table, a directory of where each
-    /// value of the keys' top bits starts, then the keys' other bits, each
-    /// compared with one XOR. A segment of 1 M keys is searched about four
-    /// times as fast (docs/ARCHITECTURE.md, "Small segments' tables are
-    /// searched decoded"). Only for segments expected in memory
-    /// ([`memory_budget`](Options::memory_budget)): a segment written by
-    /// this process gets its copy when written (on the flush or merge
-    /// thread), one opened from disk on the thread that prefaults it
+    /// Small segments keep a decoded copy of their fingerprints on the
+    /// heap, searched instead of their mapped tables: per table a directory
+    /// of where each value of the keys' top bits starts, then the keys'
+    /// other bits, 6 bytes each (about what the file takes), each compared
+    /// with one XOR. A segment of 1 M keys is searched about four times as
+    /// fast (docs/ARCHITECTURE.md, "Small segments' tables are searched
+    /// decoded"). The copy has `k + 1` tables when that keeps a probe to
+    /// 64 keys or fewer (up to 4 M keys at k = 3), else the segment's own;
+    /// this option caps its keys over all its tables. Only for plans that
+    /// probe one prefix per table (the default ones) and segments expected
+    /// in memory ([`memory_budget`](Options::memory_budget)): a segment
+    /// written by this process gets its copy when written (on the flush or
+    /// merge thread), one opened from disk on the thread that prefaults it
     /// ([`prefault`](Options::prefault)). Default 16 M (16,777,216) keys:
-    /// a segment of 4 tables of 4 M keys, at most about 110 MB each; 0 turns
-    /// copies off. Results are the same either way.
+    /// at k = 3, every segment of up to 4 M fingerprints, about 100 MB
+    /// each. 0 turns copies off. Results are the same either way.
     pub decoded_tables_up_to: u64,
     /// Write a full memtable to its segment on a background thread while
     /// writes go on into a new one, so that a write does not wait for a

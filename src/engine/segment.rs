@@ -459,12 +459,16 @@ impl Segment {
     /// the file.
     pub(super) fn decode_tables(&self, up_to: u64) -> Result<()> {
         let key_count = self.meta.key_count;
-        if self.decoded.get().is_some() || !DecodedTables::wanted(&self.plan, key_count, up_to) {
+        if self.decoded.get().is_some() {
             return Ok(());
         }
-        let decoded =
-            DecodedTables::new(&self.plan, key_count, |t| Ok(self.tables.table(t)?.iter()))
-                .map_err(|e| corrupted(&self.seg_path, &e))?;
+        let Some(copy) = DecodedTables::plan_for(&self.plan, key_count, up_to) else {
+            return Ok(());
+        };
+        let decoded = DecodedTables::new(&self.plan, copy, key_count, |t| {
+            Ok(self.tables.table(t)?.iter())
+        })
+        .map_err(|e| corrupted(&self.seg_path, &e))?;
         let _ = self.decoded.set(decoded);
         Ok(())
     }
@@ -480,7 +484,7 @@ impl Segment {
     pub(super) fn matching_fingerprints(&self, fp: u64, k: u32) -> Result<Vec<u64>> {
         let mut out = Vec::new();
         if let Some(decoded) = self.decoded.get() {
-            decoded.search_many(&self.plan, &[fp], k, |_, hit| out.push(hit.fingerprint));
+            decoded.search_many(&[fp], k, |_, hit| out.push(hit.fingerprint));
             return Ok(out);
         }
         search::probe(&self.plan, self, fp, k, |hit| out.push(hit.fingerprint))?;
@@ -497,7 +501,7 @@ impl Segment {
         mut found: impl FnMut(usize, u64),
     ) -> Result<()> {
         if let Some(decoded) = self.decoded.get() {
-            decoded.search_many(&self.plan, fps, k, |i, hit| found(i, hit.fingerprint));
+            decoded.search_many(fps, k, |i, hit| found(i, hit.fingerprint));
             return Ok(());
         }
         search::probe_many(&self.plan, self, fps, k, |i, hit| {
