@@ -141,9 +141,9 @@ fn query_batch_answers_each_fingerprint_as_brute_force_does() {
     ));
 }
 
-/// Segments written by this process keep decoded copies of their tables
-/// (`Options::decoded_tables_up_to`), searched instead of their files;
-/// with copies off, the files are searched. Both answer every query as a
+/// Segments written by this process once it has queried keep decoded
+/// copies of their tables (`Options::decoded_tables_up_to`), searched
+/// instead of their files; with copies off, the files are searched. Both answer every query as a
 /// brute-force scan does, with the segments' own plans (4 tables: copied
 /// table by table) and with the index's (10 tables: copied into 4).
 #[test]
@@ -176,6 +176,12 @@ fn decoded_copies_and_mapped_tables_answer_alike() {
         };
         {
             let index = Index::open(dir.path(), with(u64::MAX)).unwrap();
+            // A load that has not queried yet writes no copies.
+            churn(&index, &mut model, &mut rng, 500);
+            index.flush().unwrap();
+            assert!(index.stats().segments > 0);
+            assert_eq!(index.stats().decoded_table_bytes, 0);
+            assert!(index.query(0, 3).unwrap().len() <= model.len());
             churn(&index, &mut model, &mut rng, 2_000);
             index.flush().unwrap();
             let stats = index.stats();

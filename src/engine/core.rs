@@ -46,6 +46,10 @@ pub(super) struct Core {
     pub(super) memory_budget: Option<u64>,
     /// [`Options::decoded_tables_up_to`].
     pub(super) decoded_tables_up_to: u64,
+    /// Whether a query has searched the segments since the open: until
+    /// then, segments written get no decoded copy (a bulk load that never
+    /// queries does not pay for them).
+    pub(super) queried: AtomicBool,
     pub(super) fingerprint_config: String,
     pub(super) retention_ms: u64,
     pub(super) merge_policy: Option<Arc<dyn MergePolicy>>,
@@ -204,6 +208,14 @@ impl Core {
     /// window at time `now` (ms since the Unix epoch).
     pub(super) fn fresh_at(&self, timestamp: u64, now: u64) -> bool {
         self.retention_ms == 0 || timestamp.saturating_add(self.retention_ms) >= now
+    }
+
+    /// Records that a query searched the segments ([`Core::queried`]).
+    #[inline]
+    pub(super) fn note_query(&self) {
+        if !self.queried.load(Ordering::Relaxed) {
+            self.queried.store(true, Ordering::Relaxed);
+        }
     }
 
     /// [`Error::Poisoned`] if a write, flush or merge has failed.

@@ -332,6 +332,7 @@ impl Index {
             merging: Mutex::new(()),
             merge_claims: Mutex::default(),
             poisoned: AtomicBool::new(false),
+            queried: AtomicBool::new(false),
             poison_cause: Mutex::new(None),
             activity: Default::default(),
             #[cfg(feature = "schedule-hooks")]

@@ -173,7 +173,9 @@ impl Core {
         if fits_in_memory(size, 4, self.memory_budget) {
             segment.tables_map.prefault();
             segment.docs_map.prefault();
-            segment.decode_tables(self.decoded_tables_up_to)?;
+            if self.queried.load(Ordering::Relaxed) {
+                segment.decode_tables(self.decoded_tables_up_to)?;
+            }
         } else {
             segment.set_out_of_memory();
             for (map, range) in segment.index_ranges() {
