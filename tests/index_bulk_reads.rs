@@ -199,3 +199,36 @@ fn decoded_copies_and_mapped_tables_answer_alike() {
         check(&index, &model, &queries(&model, &mut rng));
     }
 }
+
+/// A bulk load that does not query writes no copies; its first query has
+/// the segments written so far decoded on a thread of their own, and the
+/// answers stay those of a brute-force scan throughout.
+#[test]
+fn the_first_query_has_a_bulk_load_decoded() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::open(dir.path(), options().prefault(false)).unwrap();
+    let mut model = Model::new();
+    let mut rng = Rng(41);
+    churn(&index, &mut model, &mut rng, 3_000);
+    index.compact().unwrap();
+    assert_eq!(index.stats().segments, 1);
+    assert_eq!(index.stats().decoded_table_bytes, 0);
+    let queries: Vec<u64> = model.values().map(|(fp, _)| *fp).take(40).collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        for &fp in &queries {
+            assert_eq!(index.query(fp, 3).unwrap(), brute_force(&model, fp, 3));
+        }
+        if index.stats().decoded_table_bytes > 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the compacted segment was not decoded within 120 s of the first query"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    for &fp in &queries {
+        assert_eq!(index.query(fp, 3).unwrap(), brute_force(&model, fp, 3));
+    }
+}

@@ -210,12 +210,43 @@ impl Core {
         self.retention_ms == 0 || timestamp.saturating_add(self.retention_ms) >= now
     }
 
-    /// Records that a query searched the segments ([`Core::queried`]).
+    /// Records that a query searched the segments ([`Core::queried`]). The
+    /// first time, the segments written before it (a bulk load, then a
+    /// compaction) get their decoded copies on a thread of their own, as
+    /// those opened from disk get theirs on the prefault thread.
     #[inline]
     pub(super) fn note_query(&self) {
-        if !self.queried.load(Ordering::Relaxed) {
-            self.queried.store(true, Ordering::Relaxed);
+        if !self.queried.load(Ordering::Relaxed) && !self.queried.swap(true, Ordering::Relaxed) {
+            self.decode_written_segments();
         }
+    }
+
+    #[cold]
+    fn decode_written_segments(&self) {
+        let up_to = self.decoded_tables_up_to;
+        if up_to == 0 || !self.fs.background_threads() {
+            return;
+        }
+        let segments: Vec<Arc<Segment>> = read_lock(&self.state)
+            .segments
+            .iter()
+            .filter(|s| s.in_memory.load(Ordering::Relaxed) && s.decoded.get().is_none())
+            .cloned()
+            .collect();
+        if segments.is_empty() {
+            return;
+        }
+        // Without the thread, the segments are searched in their files
+        // until merges rewrite them.
+        let _ = std::thread::Builder::new()
+            .name("simhashdb-decode".into())
+            .spawn(move || {
+                for segment in segments {
+                    // A damaged table is left to the queries, which read
+                    // it through its checked blocks and report it.
+                    let _ = segment.decode_tables(up_to);
+                }
+            });
     }
 
     /// [`Error::Poisoned`] if a write, flush or merge has failed.
