@@ -211,18 +211,19 @@ impl Core {
     }
 
     /// Records that a query searched the segments ([`Core::queried`]). The
-    /// first time, the segments written before it (a bulk load, then a
-    /// compaction) get their decoded copies on a thread of their own, as
-    /// those opened from disk get theirs on the prefault thread.
+    /// first time, the segments without a decoded copy yet (written before
+    /// it, say by a bulk load and a compaction, or opened without the
+    /// prefault thread) get theirs on a thread of their own.
     #[inline]
     pub(super) fn note_query(&self) {
         if !self.queried.load(Ordering::Relaxed) && !self.queried.swap(true, Ordering::Relaxed) {
-            self.decode_written_segments();
+            self.decode_segments();
         }
     }
 
+    /// See [`note_query`](Self::note_query).
     #[cold]
-    fn decode_written_segments(&self) {
+    fn decode_segments(&self) {
         let up_to = self.decoded_tables_up_to;
         if up_to == 0 || !self.fs.background_threads() {
             return;

@@ -197,7 +197,7 @@ impl DecodedTables {
         let plan = &self.plan;
         let layouts = plan.tables();
         let per_query = self.tables.len();
-        let mut ranges = vec![(0usize, 0usize, 0u64); GROUP * per_query];
+        let mut ranges = vec![(0usize, 0usize, 0u64); GROUP.min(fps.len()) * per_query];
         for (g, group) in fps.chunks(GROUP).enumerate() {
             for (j, &fp) in group.iter().enumerate() {
                 for (t, (table, layout)) in self.tables.iter().zip(layouts).enumerate() {

@@ -110,10 +110,10 @@ pub struct Options {
     /// in memory ([`memory_budget`](Options::memory_budget)): a segment
     /// written by this process gets its copy when written (on the flush or
     /// merge thread) once the index has answered a query since it was
-    /// opened (a bulk load that does not query pays nothing; the first
-    /// query has the segments written before it decoded on a thread of
-    /// their own), one opened from disk on the thread that prefaults it
-    /// ([`prefault`](Options::prefault)). Default 16 M (16,777,216) keys:
+    /// opened (a bulk load that does not query pays nothing), one opened
+    /// from disk on the thread that prefaults it
+    /// ([`prefault`](Options::prefault)); the first query has those still
+    /// without a copy decoded on a thread of their own. Default 16 M (16,777,216) keys:
     /// at k = 3, every segment of up to 4 M fingerprints, about 100 MB
     /// each. 0 turns copies off. Results are the same either way.
     pub decoded_tables_up_to: u64,

@@ -65,9 +65,12 @@ pub(super) struct Segment {
     /// ([`TableReader::guided`]), read by a table's first query rather than
     /// the open.
     guided: Vec<OnceLock<TableLayout>>,
-    /// The tables decoded in memory, searched instead of the mapped ones:
-    /// set once the segment is written, if it is small enough
-    /// ([`Options::decoded_tables_up_to`](super::Options::decoded_tables_up_to)).
+    /// The tables decoded in memory, searched instead of the mapped ones,
+    /// if the segment is small enough
+    /// ([`Options::decoded_tables_up_to`](super::Options::decoded_tables_up_to)):
+    /// set when the segment is written (once the index has queried), by
+    /// the prefault thread after an open, or by the thread the first query
+    /// starts ([`Core::note_query`]).
     pub(super) decoded: OnceLock<DecodedTables>,
     /// The tables' mapping (also inside `tables`), for prefaulting.
     pub(super) tables_map: Mapped,
@@ -453,12 +456,11 @@ impl Segment {
         })
     }
 
-    /// Keeps a decoded copy of the tables ([`DecodedTables`]) if the
-    /// segment holds at most `up_to` keys over all its tables and its plan
-    /// allows:
-    /// queries then search it instead of the mapped blocks. The tables are
-    /// read through their checked blocks; a damaged one is reported, naming
-    /// the file.
+    /// Keeps a decoded copy of the tables ([`DecodedTables`]) if the copy
+    /// holds at most `up_to` keys over all its tables and the segment's
+    /// plan allows: queries then search it instead of the mapped blocks.
+    /// The tables are read through their checked blocks; a damaged one is
+    /// reported, naming the file.
     pub(super) fn decode_tables(&self, up_to: u64) -> Result<()> {
         let key_count = self.meta.key_count;
         if self.decoded.get().is_some() {
