@@ -1,6 +1,7 @@
 //! A study of a table layout for faster searches (docs/BENCHMARKS.md,
-//! "Table layouts: a bucket directory and fixed-width keys"); not a layout
-//! the index uses.
+//! "Small segments searched decoded"): the layout of the decoded copies
+//! small segments now keep in memory (`Options::decoded_tables_up_to`,
+//! turned off here), against the tables as the file holds them.
 //!
 //! ```text
 //! cargo run --release --example table_layout_study -- N [QUERIES]
@@ -199,7 +200,11 @@ fn main() {
     );
 
     let tmp = tempfile::tempdir().expect("tempdir");
-    let index = Index::open(tmp.path().join("index"), Options::default()).expect("open");
+    // The segment's mapped tables, without the decoded copy the index
+    // keeps of small segments (`Options::decoded_tables_up_to`): the copy
+    // is this layout.
+    let options = Options::default().decoded_tables_up_to(0);
+    let index = Index::open(tmp.path().join("index"), options).expect("open");
     for (c, chunk) in fps.chunks(100_000).enumerate() {
         let docs = chunk
             .iter()
