@@ -140,3 +140,95 @@ fn query_batch_answers_each_fingerprint_as_brute_force_does() {
         })
     ));
 }
+
+/// Segments written by this process once it has queried keep decoded
+/// copies of their tables (`Options::decoded_tables_up_to`), searched
+/// instead of their files; with copies off, the files are searched. Both answer every query as a
+/// brute-force scan does, with the segments' own plans (4 tables: copied
+/// table by table) and with the index's (10 tables: copied into 4).
+#[test]
+fn decoded_copies_and_mapped_tables_answer_alike() {
+    for small_plans in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut model = Model::new();
+        let mut rng = Rng(31);
+        let with = |up_to: u64| {
+            options()
+                .small_segment_plans(small_plans)
+                .decoded_tables_up_to(up_to)
+                .prefault(false)
+        };
+        let queries = |model: &Model, rng: &mut Rng| {
+            let mut q: Vec<u64> = model.values().map(|(fp, _)| *fp).take(50).collect();
+            q.extend((0..50).map(|_| rng.fingerprint()));
+            q.extend((0..20).map(|_| rng.next()));
+            q.extend(CENTRES);
+            q
+        };
+        let check = |index: &Index, model: &Model, queries: &[u64]| {
+            for k in [0, 1, 3] {
+                let answers = index.query_batch(queries, k).unwrap();
+                for (fp, answer) in queries.iter().zip(&answers) {
+                    assert_eq!(*answer, brute_force(model, *fp, k), "k = {k}, {fp:#x}");
+                    assert_eq!(index.query(*fp, k).unwrap(), *answer, "k = {k}, {fp:#x}");
+                }
+            }
+        };
+        {
+            let index = Index::open(dir.path(), with(u64::MAX)).unwrap();
+            // A load that has not queried yet writes no copies.
+            churn(&index, &mut model, &mut rng, 500);
+            index.flush().unwrap();
+            assert!(index.stats().segments > 0);
+            assert_eq!(index.stats().decoded_table_bytes, 0);
+            assert!(index.query(0, 3).unwrap().len() <= model.len());
+            churn(&index, &mut model, &mut rng, 2_000);
+            index.flush().unwrap();
+            let stats = index.stats();
+            assert!(stats.segments > 1, "{} segments", stats.segments);
+            assert!(stats.decoded_table_bytes > 0, "no segment was decoded");
+            check(&index, &model, &queries(&model, &mut rng));
+        }
+        let index = Index::open(dir.path(), with(0)).unwrap();
+        assert_eq!(index.stats().decoded_table_bytes, 0);
+        check(&index, &model, &queries(&model, &mut rng));
+        // Written without copies, none are made.
+        churn(&index, &mut model, &mut rng, 500);
+        index.flush().unwrap();
+        assert_eq!(index.stats().decoded_table_bytes, 0);
+        check(&index, &model, &queries(&model, &mut rng));
+    }
+}
+
+/// A bulk load that does not query writes no copies; its first query has
+/// the segments written so far decoded on a thread of their own, and the
+/// answers stay those of a brute-force scan throughout.
+#[test]
+fn the_first_query_has_a_bulk_load_decoded() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = Index::open(dir.path(), options().prefault(false)).unwrap();
+    let mut model = Model::new();
+    let mut rng = Rng(41);
+    churn(&index, &mut model, &mut rng, 3_000);
+    index.compact().unwrap();
+    assert_eq!(index.stats().segments, 1);
+    assert_eq!(index.stats().decoded_table_bytes, 0);
+    let queries: Vec<u64> = model.values().map(|(fp, _)| *fp).take(40).collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        for &fp in &queries {
+            assert_eq!(index.query(fp, 3).unwrap(), brute_force(&model, fp, 3));
+        }
+        if index.stats().decoded_table_bytes > 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the compacted segment was not decoded within 120 s of the first query"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    for &fp in &queries {
+        assert_eq!(index.query(fp, 3).unwrap(), brute_force(&model, fp, 3));
+    }
+}

@@ -636,7 +636,8 @@ impl PyIndex {
     }
 
     /// Shape and size: the plan, k, fingerprint configuration, segments,
-    /// entries in segments and in memory, tombstones, bytes on disk.
+    /// entries in segments and in memory, tombstones, bytes on disk and of
+    /// the small segments' decoded tables in memory.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = self.run(py, |index| Ok(index.stats()))?;
         let dict = PyDict::new(py);
@@ -651,6 +652,7 @@ impl PyIndex {
         dict.set_item("segment_keys", s.segment_keys)?;
         dict.set_item("tombstones", s.tombstones)?;
         dict.set_item("table_bytes_per_key", s.table_bytes_per_key)?;
+        dict.set_item("decoded_table_bytes", s.decoded_table_bytes)?;
         dict.set_item("disk_bytes", s.disk_bytes)?;
         dict.set_item("memtable_docs", s.memtable_docs)?;
         dict.set_item("memtable_bytes", s.memtable_bytes)?;

@@ -44,6 +44,12 @@ pub(super) struct Core {
     pub(super) small_segment_plans: bool,
     /// [`Options::memory_budget`].
     pub(super) memory_budget: Option<u64>,
+    /// [`Options::decoded_tables_up_to`].
+    pub(super) decoded_tables_up_to: u64,
+    /// Whether a query has searched the segments since the open: until
+    /// then, segments written get no decoded copy (a bulk load that never
+    /// queries does not pay for them).
+    pub(super) queried: AtomicBool,
     pub(super) fingerprint_config: String,
     pub(super) retention_ms: u64,
     pub(super) merge_policy: Option<Arc<dyn MergePolicy>>,
@@ -202,6 +208,46 @@ impl Core {
     /// window at time `now` (ms since the Unix epoch).
     pub(super) fn fresh_at(&self, timestamp: u64, now: u64) -> bool {
         self.retention_ms == 0 || timestamp.saturating_add(self.retention_ms) >= now
+    }
+
+    /// Records that a query searched the segments ([`Core::queried`]). The
+    /// first time, the segments without a decoded copy yet (written before
+    /// it, say by a bulk load and a compaction, or opened without the
+    /// prefault thread) get theirs on a thread of their own.
+    #[inline]
+    pub(super) fn note_query(&self) {
+        if !self.queried.load(Ordering::Relaxed) && !self.queried.swap(true, Ordering::Relaxed) {
+            self.decode_segments();
+        }
+    }
+
+    /// See [`note_query`](Self::note_query).
+    #[cold]
+    fn decode_segments(&self) {
+        let up_to = self.decoded_tables_up_to;
+        if up_to == 0 || !self.fs.background_threads() {
+            return;
+        }
+        let segments: Vec<Arc<Segment>> = read_lock(&self.state)
+            .segments
+            .iter()
+            .filter(|s| s.in_memory.load(Ordering::Relaxed) && s.decoded.get().is_none())
+            .cloned()
+            .collect();
+        if segments.is_empty() {
+            return;
+        }
+        // Without the thread, the segments are searched in their files
+        // until merges rewrite them.
+        let _ = std::thread::Builder::new()
+            .name("simhashdb-decode".into())
+            .spawn(move || {
+                for segment in segments {
+                    // A damaged table is left to the queries, which read
+                    // it through its checked blocks and report it.
+                    let _ = segment.decode_tables(up_to);
+                }
+            });
     }
 
     /// [`Error::Poisoned`] if a write, flush or merge has failed.

@@ -411,6 +411,7 @@ impl Index {
             tombstones: 0,
             segment_keys: 0,
             table_bytes_per_key: 0.0,
+            decoded_table_bytes: 0,
             disk_bytes: 0,
             memtable_docs: state.memtable.len(),
             memtable_bytes: state.memtable.approximate_bytes(),
@@ -427,6 +428,7 @@ impl Index {
             stats.segment_docs += segment.meta.doc_count;
             stats.tombstones += segment.meta.tombstone_count;
             stats.segment_keys += segment.meta.key_count;
+            stats.decoded_table_bytes += segment.decoded_bytes() as u64;
             stats.disk_bytes += segment.meta.seg_file_len + segment.meta.ids_file_len;
             table_bytes += (0..segment.tables.table_count())
                 .filter_map(|t| segment.tables.table(t).ok())

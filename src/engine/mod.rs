@@ -11,6 +11,7 @@
 mod check;
 mod compaction;
 mod core;
+mod decoded;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
 mod files;

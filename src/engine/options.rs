@@ -97,6 +97,26 @@ pub struct Options {
     /// Default `true`; not recorded in the index (segments record their own
     /// plans).
     pub small_segment_plans: bool,
+    /// Small segments keep a decoded copy of their fingerprints on the
+    /// heap, searched instead of their mapped tables: per table a directory
+    /// of where each value of the keys' top bits starts, then the keys'
+    /// other bits, 6 bytes each (about what the file takes), each compared
+    /// with one XOR. A segment of 1 M keys is searched about four times as
+    /// fast (docs/ARCHITECTURE.md, "Small segments' tables are searched
+    /// decoded"). The copy has `k + 1` tables when that keeps a probe to
+    /// 64 keys or fewer (up to 4 M keys at k = 3), else the segment's own;
+    /// this option caps its keys over all its tables. Only for plans that
+    /// probe one prefix per table (the default ones) and segments expected
+    /// in memory ([`memory_budget`](Options::memory_budget)): a segment
+    /// written by this process gets its copy when written (on the flush or
+    /// merge thread) once the index has answered a query since it was
+    /// opened (a bulk load that does not query pays nothing), one opened
+    /// from disk on the thread that prefaults it
+    /// ([`prefault`](Options::prefault)); the first query has those still
+    /// without a copy decoded on a thread of their own. Default 16 M (16,777,216) keys:
+    /// at k = 3, every segment of up to 4 M fingerprints, about 100 MB
+    /// each. 0 turns copies off. Results are the same either way.
+    pub decoded_tables_up_to: u64,
     /// Write a full memtable to its segment on a background thread while
     /// writes go on into a new one, so that a write does not wait for a
     /// flush unless the previous one is still running. Queries read both
@@ -138,6 +158,7 @@ impl Default for Options {
             prefault: true,
             memory_budget: None,
             small_segment_plans: true,
+            decoded_tables_up_to: 16 << 20,
             flush_thread: std::thread::available_parallelism().is_ok_and(|n| n.get() > 2),
             #[cfg(feature = "schedule-hooks")]
             schedule: None,
@@ -246,6 +267,12 @@ impl Options {
     /// Sets [`small_segment_plans`](Options::small_segment_plans).
     pub fn small_segment_plans(mut self, on: bool) -> Options {
         self.small_segment_plans = on;
+        self
+    }
+
+    /// Sets [`decoded_tables_up_to`](Options::decoded_tables_up_to).
+    pub fn decoded_tables_up_to(mut self, keys: u64) -> Options {
+        self.decoded_tables_up_to = keys;
         self
     }
 

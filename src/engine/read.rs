@@ -127,6 +127,7 @@ impl Index {
     /// (distance, id). `k` above the plan's `k` is refused.
     pub fn query(&self, fingerprint: u64, k: u32) -> Result<Vec<Match>> {
         search::check_distance(&self.core.plan, k)?;
+        self.core.note_query();
         let state = read_lock(&self.core.state);
         let mut matches = self
             .in_memtables(&state, &[fingerprint], k)
@@ -145,6 +146,7 @@ impl Index {
     /// the state: each segment is searched for all of them together
     /// ([`search::probe_many`]).
     fn query_together(&self, fingerprints: &[u64], k: u32) -> Result<Vec<Vec<Match>>> {
+        self.core.note_query();
         let state = read_lock(&self.core.state);
         let mut answers = self.in_memtables(&state, fingerprints, k);
         let mut hits = Vec::new();

@@ -173,6 +173,14 @@ impl Index {
             } else {
                 Vec::new()
             };
+        // Then, on the same thread, the decoded copies of the small
+        // segments' tables (`Segment::decode_tables`), if they fit too.
+        let decode: Vec<Arc<Segment>> = if fits && !prefault.is_empty() {
+            segments.clone()
+        } else {
+            Vec::new()
+        };
+        let decoded_tables_up_to = options.decoded_tables_up_to;
 
         let mut memtable = Memtable::new(&plan);
         let mut next_seq = manifest.next_seq;
@@ -311,6 +319,7 @@ impl Index {
             plan,
             small_segment_plans: options.small_segment_plans,
             memory_budget: options.memory_budget,
+            decoded_tables_up_to: options.decoded_tables_up_to,
             fingerprint_config: manifest.fingerprint_config.clone(),
             retention_ms: manifest.retention_ms,
             merge_policy: options.merge_policy.clone(),
@@ -323,6 +332,7 @@ impl Index {
             merging: Mutex::new(()),
             merge_claims: Mutex::default(),
             poisoned: AtomicBool::new(false),
+            queried: AtomicBool::new(false),
             poison_cause: Mutex::new(None),
             activity: Default::default(),
             #[cfg(feature = "schedule-hooks")]
@@ -372,6 +382,14 @@ impl Index {
                     let stopped = || stop.load(Ordering::Relaxed);
                     for (map, range) in &prefault {
                         map.prefault_range_until(range.clone(), stopped);
+                    }
+                    for segment in decode {
+                        if stopped() {
+                            break;
+                        }
+                        // A damaged table is left to the queries, which
+                        // read it through its checked blocks and report it.
+                        let _ = segment.decode_tables(decoded_tables_up_to);
                     }
                 });
             // Without the thread, pages fault in as queries touch them.

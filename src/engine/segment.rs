@@ -14,6 +14,7 @@ use crate::plan::Plan;
 use crate::search::{self, SortedTables};
 
 use super::core::Core;
+use super::decoded::DecodedTables;
 use super::files::{
     corrupted, create_buffered, encode_error, foreign, io_error, named_file_error, sync_buffered,
 };
@@ -64,6 +65,13 @@ pub(super) struct Segment {
     /// ([`TableReader::guided`]), read by a table's first query rather than
     /// the open.
     guided: Vec<OnceLock<TableLayout>>,
+    /// The tables decoded in memory, searched instead of the mapped ones,
+    /// if the segment is small enough
+    /// ([`Options::decoded_tables_up_to`](super::Options::decoded_tables_up_to)):
+    /// set when the segment is written (once the index has queried), by
+    /// the prefault thread after an open, or by the thread the first query
+    /// starts ([`Core::note_query`]).
+    pub(super) decoded: OnceLock<DecodedTables>,
     /// The tables' mapping (also inside `tables`), for prefaulting.
     pub(super) tables_map: Mapped,
     pub(super) docs: DocMapReader<Mapped>,
@@ -168,6 +176,9 @@ impl Core {
         if fits_in_memory(size, 4, self.memory_budget) {
             segment.tables_map.prefault();
             segment.docs_map.prefault();
+            if self.queried.load(Ordering::Relaxed) {
+                segment.decode_tables(self.decoded_tables_up_to)?;
+            }
         } else {
             segment.set_out_of_memory();
             for (map, range) in segment.index_ranges() {
@@ -331,6 +342,7 @@ impl Segment {
             plan,
             tables,
             guided: layouts.iter().map(|_| OnceLock::new()).collect(),
+            decoded: OnceLock::new(),
             layouts,
             in_memory: AtomicBool::new(true),
             tables_map,
@@ -444,10 +456,41 @@ impl Segment {
         })
     }
 
+    /// Keeps a decoded copy of the tables ([`DecodedTables`]) if the copy
+    /// holds at most `up_to` keys over all its tables and the segment's
+    /// plan allows: queries then search it instead of the mapped blocks.
+    /// The tables are read through their checked blocks; a damaged one is
+    /// reported, naming the file.
+    pub(super) fn decode_tables(&self, up_to: u64) -> Result<()> {
+        let key_count = self.meta.key_count;
+        if self.decoded.get().is_some() {
+            return Ok(());
+        }
+        let Some(copy) = DecodedTables::plan_for(&self.plan, key_count, up_to) else {
+            return Ok(());
+        };
+        let decoded = DecodedTables::new(&self.plan, copy, key_count, |t| {
+            Ok(self.tables.table(t)?.iter())
+        })
+        .map_err(|e| corrupted(&self.seg_path, &e))?;
+        let _ = self.decoded.set(decoded);
+        Ok(())
+    }
+
+    /// Heap bytes of the decoded tables (0 without them).
+    pub(super) fn decoded_bytes(&self) -> usize {
+        self.decoded.get().map_or(0, DecodedTables::bytes)
+    }
+
     /// Distinct fingerprints of this segment within `k` of `fp`, each once
-    /// (the search of [`search::probe`] over this segment's tables).
+    /// (the search of [`search::probe`] over this segment's tables, or of
+    /// their decoded copy).
     pub(super) fn matching_fingerprints(&self, fp: u64, k: u32) -> Result<Vec<u64>> {
         let mut out = Vec::new();
+        if let Some(decoded) = self.decoded.get() {
+            decoded.search_many(&[fp], k, |_, hit| out.push(hit.fingerprint));
+            return Ok(out);
+        }
         search::probe(&self.plan, self, fp, k, |hit| out.push(hit.fingerprint))?;
         Ok(out)
     }
@@ -461,6 +504,10 @@ impl Segment {
         k: u32,
         mut found: impl FnMut(usize, u64),
     ) -> Result<()> {
+        if let Some(decoded) = self.decoded.get() {
+            decoded.search_many(fps, k, |i, hit| found(i, hit.fingerprint));
+            return Ok(());
+        }
         search::probe_many(&self.plan, self, fps, k, |i, hit| {
             found(i, hit.fingerprint);
         })

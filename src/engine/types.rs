@@ -91,6 +91,9 @@ pub struct Stats {
     /// Table bytes per key per table, over all segments and each one's own
     /// tables (raw would be 8).
     pub table_bytes_per_key: f64,
+    /// Heap bytes of the small segments' decoded tables
+    /// ([`Options::decoded_tables_up_to`](crate::Options::decoded_tables_up_to)).
+    pub decoded_table_bytes: u64,
     /// Bytes of segment and doc-map files.
     pub disk_bytes: u64,
     /// Ids with a version in the memtable (live or deleted).

@@ -486,6 +486,7 @@ pub async fn stats(State(server): Shared) -> Response {
             "segment_bytes": s.disk_bytes,
             "memtable_bytes": s.memtable_bytes,
             "table_bytes_per_key": s.table_bytes_per_key,
+            "decoded_table_bytes": s.decoded_table_bytes,
             "flushes": s.flushes,
             "flush_failures": s.flush_failures,
             "merges": s.merges,

@@ -255,6 +255,11 @@ impl Metrics {
                 stats.memtable_bytes as u64,
             ),
             (
+                "simhashdb_decoded_table_bytes",
+                "Heap bytes of the small segments' decoded tables.",
+                stats.decoded_table_bytes,
+            ),
+            (
                 "simhashdb_flushing_entries",
                 "Ids in a memtable being flushed to a segment now (0: no flush running).",
                 stats.flushing_docs as u64,

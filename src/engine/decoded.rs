@@ -1,0 +1,378 @@
+//! Decoded copies of a small segment's tables, kept in memory and searched
+//! instead of its mapped blocks (docs/ARCHITECTURE.md, "Small segments'
+//! tables are searched decoded").
+//!
+//! A probe of a mapped table guesses its block, reads the block index,
+//! checks the block's CRC and decodes the block from its start: about a
+//! quarter of a microsecond even when every byte is in the cache, four
+//! times a check per segment. A decoded table has a directory instead: for
+//! each value of the keys' top `bits` bits, where its keys start, so a
+//! probe reads two directory entries and then compares the keys between
+//! them, each its low `64 - bits` bits (6 bytes when `bits >= 16`) with one
+//! XOR and a popcount. The copy holds about as many bytes as the mapped
+//! table (`examples/table_layout_study.rs`).
+//!
+//! A copy is made from a table as the segment's writer wrote it, read back
+//! through its checked blocks, so it holds what the file holds; it lives on
+//! the heap and is never written.
+
+use super::keys::sort_keys;
+use crate::format::FormatError;
+use crate::plan::{CANDIDATE_BUDGET, Plan};
+use crate::search::Hit;
+
+/// Queries whose directory entries are read before any of their keys are
+/// compared: the loads of a group are in flight together.
+const GROUP: usize = 16;
+
+/// One permuted table, decoded.
+#[derive(Debug)]
+struct Table {
+    /// `dir[b]`: the position of the first key whose top `bits` bits are
+    /// at least `b`; `dir[2^bits]` is the key count.
+    dir: Vec<u32>,
+    /// Each key's low `64 - bits` bits, `width` bytes little-endian, in key
+    /// order, then 8 zero bytes (so every key loads as one `u64`).
+    low: Vec<u8>,
+    bits: u32,
+    width: usize,
+}
+
+impl Table {
+    /// The table of `keys` (strictly ascending, as a table holds them),
+    /// `count` of them, with a directory of `bits` bits.
+    fn new(
+        keys: impl Iterator<Item = Result<u64, FormatError>>,
+        count: usize,
+        bits: u32,
+    ) -> Result<Table, FormatError> {
+        let width = if bits >= 16 { 6 } else { 8 };
+        let mut dir = vec![0u32; (1usize << bits) + 1];
+        let mut low = Vec::with_capacity(count * width + 8);
+        for key in keys {
+            let key = key?;
+            let b = (key >> (64 - bits)) as usize;
+            dir[b + 1] += 1;
+            low.extend_from_slice(&key.to_le_bytes()[..width]);
+        }
+        low.extend_from_slice(&[0; 8]);
+        for b in 1..dir.len() {
+            dir[b] += dir[b - 1];
+        }
+        Ok(Table {
+            dir,
+            low,
+            bits,
+            width,
+        })
+    }
+
+    /// The low bits of every key: `64 - bits` of them.
+    #[inline]
+    fn low_mask(&self) -> u64 {
+        u64::MAX >> self.bits
+    }
+
+    /// Positions of the keys whose top bits are `key`'s.
+    #[inline]
+    fn bucket(&self, key: u64) -> (usize, usize) {
+        let b = (key >> (64 - self.bits)) as usize;
+        let lo = self.dir.get(b).copied().unwrap_or_default();
+        let hi = self.dir.get(b + 1).copied().unwrap_or_default();
+        (lo as usize, hi as usize)
+    }
+
+    /// The low bits of the key at position `i` (below the key count).
+    #[inline]
+    fn low(&self, i: usize) -> u64 {
+        let at = i * self.width;
+        let bytes = self
+            .low
+            .get(at..at + 8)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .unwrap_or_default();
+        u64::from_le_bytes(bytes) & self.low_mask()
+    }
+
+    fn bytes(&self) -> usize {
+        self.dir.len() * 4 + self.low.len()
+    }
+}
+
+/// A segment's fingerprints in decoded tables of their own plan.
+#[derive(Debug)]
+pub(super) struct DecodedTables {
+    plan: Plan,
+    tables: Vec<Table>,
+}
+
+impl DecodedTables {
+    /// The plan of the copy of a segment of `plan` holding `key_count`
+    /// keys per table, if it gets one: at most `up_to` keys over the copy's
+    /// tables, and only for plans that probe one prefix value per table (a
+    /// probed plan's tables are searched at many).
+    ///
+    /// The copy has its own plan: the `k + 1` tables of [`Plan::new`] when
+    /// the segment has more and they give a probe at most
+    /// [`CANDIDATE_BUDGET`] keys to compare (up to 4 M keys at k = 3: the
+    /// segment plans switch to 10 tables before that, for the mapped
+    /// tables' sake, whose probes cost more), otherwise the segment's.
+    pub(super) fn plan_for(plan: &Plan, key_count: u64, up_to: u64) -> Option<Plan> {
+        if plan.radius() > 0 || key_count > u64::from(u32::MAX) {
+            return None;
+        }
+        let k = plan.k();
+        let copy = Plan::new(k + 1, k)
+            .ok()
+            .filter(|small| {
+                let prefix = small.tables().iter().map(|t| t.prefix_bits()).min();
+                let per_probe = key_count as f64 / 2f64.powi(prefix.unwrap_or(0) as i32);
+                small.tables().len() < plan.tables().len() && per_probe <= CANDIDATE_BUDGET
+            })
+            .unwrap_or_else(|| plan.clone());
+        let keys = key_count.saturating_mul(copy.tables().len() as u64);
+        (keys <= up_to).then_some(copy)
+    }
+
+    /// Decodes `key_count` keys per table into the tables of `copy` (from
+    /// [`plan_for`](Self::plan_for)), from the segment's tables of `plan`:
+    /// `tables(t)` yields the keys of its table `t` in ascending order. Of
+    /// the segment's own plan, each table is copied; of another, the
+    /// fingerprints of its first table are permuted and sorted anew.
+    pub(super) fn new<I>(
+        plan: &Plan,
+        copy: Plan,
+        key_count: u64,
+        mut tables: impl FnMut(usize) -> Result<I, FormatError>,
+    ) -> Result<DecodedTables, FormatError>
+    where
+        I: Iterator<Item = Result<u64, FormatError>>,
+    {
+        // About a byte of directory per key at most: the top
+        // `log2(count) - 2` bits, never more than the table's prefix (the
+        // keys of one bucket then share it), at least 8.
+        let log2 = 63 - key_count.max(1).leading_zeros();
+        let bits = |layout: &crate::plan::Table| {
+            log2.saturating_sub(2)
+                .min(layout.prefix_bits())
+                .clamp(8.min(layout.prefix_bits()).max(1), 32)
+        };
+        let count = key_count as usize;
+        let decoded = if copy == *plan {
+            copy.tables()
+                .iter()
+                .enumerate()
+                .map(|(t, layout)| Table::new(tables(t)?, count, bits(layout)))
+                .collect::<Result<Vec<_>, _>>()?
+        } else {
+            let first = plan.tables().first();
+            let fingerprints = tables(0)?
+                .map(|key| key.map(|key| first.map_or(key, |t| t.unpermute(key))))
+                .collect::<Result<Vec<u64>, _>>()?;
+            copy.tables()
+                .iter()
+                .map(|layout| {
+                    let mut keys: Vec<u64> =
+                        fingerprints.iter().map(|&fp| layout.permute(fp)).collect();
+                    sort_keys(&mut keys);
+                    Table::new(keys.into_iter().map(Ok), count, bits(layout))
+                })
+                .collect::<Result<Vec<_>, _>>()?
+        };
+        Ok(DecodedTables {
+            plan: copy,
+            tables: decoded,
+        })
+    }
+
+    /// Heap bytes held.
+    pub(super) fn bytes(&self) -> usize {
+        self.tables.iter().map(Table::bytes).sum()
+    }
+
+    /// For each of `fps`, every fingerprint within `k` of it (`k` at most
+    /// the plan's), each once per query: `found(i, hit)`, queries in order.
+    /// The same hits as `search::probe_many` on the mapped tables.
+    pub(super) fn search_many(&self, fps: &[u64], k: u32, mut found: impl FnMut(usize, Hit)) {
+        let plan = &self.plan;
+        let layouts = plan.tables();
+        let per_query = self.tables.len();
+        let mut ranges = vec![(0usize, 0usize, 0u64); GROUP.min(fps.len()) * per_query];
+        for (g, group) in fps.chunks(GROUP).enumerate() {
+            for (j, &fp) in group.iter().enumerate() {
+                for (t, (table, layout)) in self.tables.iter().zip(layouts).enumerate() {
+                    let key = layout.permute(fp);
+                    let (lo, hi) = table.bucket(key);
+                    ranges[j * per_query + t] = (lo, hi, key);
+                }
+            }
+            for (j, &fp) in group.iter().enumerate() {
+                for (t, (table, layout)) in self.tables.iter().zip(layouts).enumerate() {
+                    let (lo, hi, key) = ranges[j * per_query + t];
+                    let mask = table.low_mask();
+                    let want = key & mask;
+                    for i in lo..hi {
+                        let low = table.low(i);
+                        // The top bits are the query's: the whole key's
+                        // distance is the low bits'.
+                        let distance = (low ^ want).count_ones();
+                        if distance <= k {
+                            let fingerprint = layout.unpermute((key & !mask) | low);
+                            // A bucket may hold keys of other prefixes (a
+                            // directory shorter than the prefix): the
+                            // search rule checks it, and reports a match in
+                            // one table only.
+                            if plan.reports(t, fingerprint ^ fp, k) {
+                                found(
+                                    g * GROUP + j,
+                                    Hit {
+                                        distance,
+                                        fingerprint,
+                                    },
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::FileKind;
+
+    fn mix(x: u64) -> u64 {
+        let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// The copy in `copy` of a segment of `plan` holding `fps`.
+    fn decoded(plan: &Plan, copy: &Plan, fps: &[u64]) -> DecodedTables {
+        let mut distinct = fps.to_vec();
+        distinct.sort_unstable();
+        distinct.dedup();
+        DecodedTables::new(plan, copy.clone(), distinct.len() as u64, |t| {
+            let layout = &plan.tables()[t];
+            let mut keys: Vec<u64> = distinct.iter().map(|&fp| layout.permute(fp)).collect();
+            keys.sort_unstable();
+            Ok(keys.into_iter().map(Ok))
+        })
+        .expect("decode")
+    }
+
+    /// Every search, for every `k` up to the plan's, finds what a scan of
+    /// all fingerprints finds, each once, at the right distance: with
+    /// directories of 8 to 20 bits (keys of 8 and 6 bytes), shorter than
+    /// the prefix or as long, and queries near stored fingerprints, on
+    /// them, and at random.
+    #[test]
+    fn searches_find_what_a_scan_finds() {
+        let new = |m, k| Plan::new(m, k).expect("plan");
+        for (plan, copy, n) in [
+            (new(4, 3), new(4, 3), 0),
+            (new(4, 3), new(4, 3), 1),
+            (new(4, 3), new(4, 3), 700),
+            (new(4, 3), new(4, 3), 300_000),
+            (new(4, 3), new(4, 3), 1_100_000),
+            (new(5, 3), new(5, 3), 3_000),
+            (new(5, 3), new(5, 3), 2_000_000),
+            // Copies in another plan than the segment's.
+            (new(5, 3), new(4, 3), 200_000),
+            (new(6, 3), new(4, 3), 2_000),
+            (new(7, 5), new(7, 5), 5_000),
+            (new(8, 5), new(6, 5), 5_000),
+            (Plan::nested(4, 4, 3).expect("plan"), new(4, 3), 20_000),
+        ] {
+            // Clusters, so that most queries have several matches.
+            let fps: Vec<u64> = (0..n as u64)
+                .map(|i| mix(i / 4) ^ (1 << (mix(i) % 64)) ^ (mix(i ^ 7) & 0x101))
+                .collect();
+            let tables = decoded(&plan, &copy, &fps);
+            let mut distinct = fps.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            let queries: Vec<u64> = (0..300u64)
+                .map(|i| match i % 3 {
+                    0 if n > 0 => fps[(mix(i) % n as u64) as usize] ^ (1 << (i % 64)),
+                    1 if n > 0 => fps[(mix(i) % n as u64) as usize],
+                    _ => mix(i ^ 0xabc),
+                })
+                .collect();
+            for k in 0..=plan.k() {
+                let mut found = vec![Vec::new(); queries.len()];
+                tables.search_many(&queries, k, |i, hit| {
+                    assert_eq!(hit.distance, (hit.fingerprint ^ queries[i]).count_ones());
+                    found[i].push(hit.fingerprint);
+                });
+                for (i, &q) in queries.iter().enumerate() {
+                    let mut got = found[i].clone();
+                    got.sort_unstable();
+                    let want: Vec<u64> = distinct
+                        .iter()
+                        .copied()
+                        .filter(|&fp| (fp ^ q).count_ones() <= k)
+                        .collect();
+                    assert_eq!(
+                        got, want,
+                        "{plan} copied in {copy}, {n} fingerprints, k = {k}, query {i}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn copies_take_k_plus_1_tables_while_probes_stay_short() {
+        let new = |m, k| Plan::new(m, k).expect("plan");
+        let (four, ten) = (new(4, 3), new(5, 3));
+        // 4 tables of 16-bit prefixes: up to 64 keys per probe, 4 M keys.
+        assert_eq!(
+            DecodedTables::plan_for(&ten, 1 << 20, u64::MAX),
+            Some(four.clone())
+        );
+        assert_eq!(
+            DecodedTables::plan_for(&ten, 4 << 20, u64::MAX),
+            Some(four.clone())
+        );
+        assert_eq!(
+            DecodedTables::plan_for(&ten, (4 << 20) + 1, u64::MAX),
+            Some(ten.clone())
+        );
+        assert_eq!(
+            DecodedTables::plan_for(&four, 1 << 20, u64::MAX),
+            Some(four.clone())
+        );
+        // The limit counts the copy's keys over its tables.
+        assert_eq!(
+            DecodedTables::plan_for(&ten, 1 << 20, 4 << 20),
+            Some(four.clone())
+        );
+        assert_eq!(DecodedTables::plan_for(&ten, (1 << 20) + 1, 4 << 20), None);
+        assert_eq!(DecodedTables::plan_for(&four, 10, 0), None);
+        let probed = Plan::probed(2, 1, 3).expect("plan");
+        assert_eq!(DecodedTables::plan_for(&probed, 10, u64::MAX), None);
+    }
+
+    #[test]
+    fn a_damaged_table_is_not_decoded() {
+        let plan = Plan::new(4, 3).expect("plan");
+        let err = DecodedTables::new(&plan, plan.clone(), 2, |t| {
+            let keys: Vec<Result<u64, FormatError>> = if t == 2 {
+                vec![
+                    Ok(1),
+                    Err(FormatError::malformed(FileKind::Segment, 40, "bad")),
+                ]
+            } else {
+                vec![Ok(1), Ok(2)]
+            };
+            Ok(keys.into_iter())
+        })
+        .expect_err("a key failed to decode");
+        assert!(err.to_string().contains("bad"), "{err}");
+    }
+}
