@@ -18,12 +18,14 @@
 
 use super::keys::sort_keys;
 use crate::format::FormatError;
+use crate::format::{prefetch, prefetch_line};
 use crate::plan::{CANDIDATE_BUDGET, Plan};
 use crate::search::Hit;
 
-/// Queries whose directory entries are read before any of their keys are
-/// compared: the loads of a group are in flight together.
-const GROUP: usize = 16;
+/// Queries in a step of [`DecodedTables::search_many`]'s pipeline: while
+/// the keys of one group are compared, those of the next are fetched, and
+/// the directory entries of the one after.
+const GROUP: usize = 8;
 
 /// One permuted table, decoded.
 #[derive(Debug)]
@@ -73,13 +75,26 @@ impl Table {
         u64::MAX >> self.bits
     }
 
-    /// Positions of the keys whose top bits are `key`'s.
+    /// The directory position of `key`'s top bits.
     #[inline]
-    fn bucket(&self, key: u64) -> (usize, usize) {
-        let b = (key >> (64 - self.bits)) as usize;
+    fn bucket_of(&self, key: u64) -> usize {
+        (key >> (64 - self.bits)) as usize
+    }
+
+    /// Positions of the keys of directory position `b`.
+    #[inline]
+    fn range(&self, b: usize) -> (usize, usize) {
         let lo = self.dir.get(b).copied().unwrap_or_default();
         let hi = self.dir.get(b + 1).copied().unwrap_or_default();
         (lo as usize, hi as usize)
+    }
+
+    /// Asks for the keys at positions `lo..hi` ahead of their search.
+    #[inline]
+    fn prefetch_keys(&self, lo: usize, hi: usize) {
+        if lo < hi {
+            prefetch(&self.low, lo * self.width..hi * self.width);
+        }
     }
 
     /// The low bits of the key at position `i` (below the key count).
@@ -197,39 +212,72 @@ impl DecodedTables {
         let plan = &self.plan;
         let layouts = plan.tables();
         let per_query = self.tables.len();
-        let mut ranges = vec![(0usize, 0usize, 0u64); GROUP.min(fps.len()) * per_query];
-        for (g, group) in fps.chunks(GROUP).enumerate() {
-            for (j, &fp) in group.iter().enumerate() {
-                for (t, (table, layout)) in self.tables.iter().zip(layouts).enumerate() {
-                    let key = layout.permute(fp);
-                    let (lo, hi) = table.bucket(key);
-                    ranges[j * per_query + t] = (lo, hi, key);
+        let groups = fps.len().div_ceil(GROUP);
+        // Three groups in flight, by group number modulo 3: each query's
+        // permuted key and directory position per table, then its range.
+        let slots = GROUP.min(fps.len()) * per_query;
+        let mut ring: [Vec<Probe>; 3] = std::array::from_fn(|_| vec![Probe::default(); slots]);
+        let group = |g: usize| {
+            fps.get(g * GROUP..fps.len().min((g + 1) * GROUP))
+                .unwrap_or_default()
+        };
+        for step in 0..groups + 2 {
+            // The directory entries of group `step`...
+            if step < groups {
+                let probes = &mut ring[step % 3];
+                for (j, &fp) in group(step).iter().enumerate() {
+                    for (t, (table, layout)) in self.tables.iter().zip(layouts).enumerate() {
+                        let key = layout.permute(fp);
+                        let bucket = table.bucket_of(key);
+                        prefetch_line(&table.dir, bucket);
+                        probes[j * per_query + t] = Probe {
+                            key,
+                            lo: bucket,
+                            hi: 0,
+                        };
+                    }
                 }
             }
-            for (j, &fp) in group.iter().enumerate() {
-                for (t, (table, layout)) in self.tables.iter().zip(layouts).enumerate() {
-                    let (lo, hi, key) = ranges[j * per_query + t];
-                    let mask = table.low_mask();
-                    let want = key & mask;
-                    for i in lo..hi {
-                        let low = table.low(i);
-                        // The top bits are the query's: the whole key's
-                        // distance is the low bits'.
-                        let distance = (low ^ want).count_ones();
-                        if distance <= k {
-                            let fingerprint = layout.unpermute((key & !mask) | low);
-                            // A bucket may hold keys of other prefixes (a
-                            // directory shorter than the prefix): the
-                            // search rule checks it, and reports a match in
-                            // one table only.
-                            if plan.reports(t, fingerprint ^ fp, k) {
-                                found(
-                                    g * GROUP + j,
-                                    Hit {
-                                        distance,
-                                        fingerprint,
-                                    },
-                                );
+            // ...the keys of group `step - 1`, whose entries have arrived...
+            if let Some(g) = step.checked_sub(1).filter(|&g| g < groups) {
+                let probes = &mut ring[g % 3];
+                for (j, _) in group(g).iter().enumerate() {
+                    for (t, table) in self.tables.iter().enumerate() {
+                        let probe = &mut probes[j * per_query + t];
+                        let (lo, hi) = table.range(probe.lo);
+                        (probe.lo, probe.hi) = (lo, hi);
+                        table.prefetch_keys(lo, hi);
+                    }
+                }
+            }
+            // ...and the search of group `step - 2`, whose keys have.
+            if let Some(g) = step.checked_sub(2).filter(|&g| g < groups) {
+                let probes = &ring[g % 3];
+                for (j, &fp) in group(g).iter().enumerate() {
+                    for (t, (table, layout)) in self.tables.iter().zip(layouts).enumerate() {
+                        let Probe { key, lo, hi } = probes[j * per_query + t];
+                        let mask = table.low_mask();
+                        let want = key & mask;
+                        for i in lo..hi {
+                            let low = table.low(i);
+                            // The top bits are the query's: the whole key's
+                            // distance is the low bits'.
+                            let distance = (low ^ want).count_ones();
+                            if distance <= k {
+                                let fingerprint = layout.unpermute((key & !mask) | low);
+                                // A bucket may hold keys of other prefixes (a
+                                // directory shorter than the prefix): the
+                                // search rule checks it, and reports a match
+                                // in one table only.
+                                if plan.reports(t, fingerprint ^ fp, k) {
+                                    found(
+                                        g * GROUP + j,
+                                        Hit {
+                                            distance,
+                                            fingerprint,
+                                        },
+                                    );
+                                }
                             }
                         }
                     }
@@ -237,6 +285,15 @@ impl DecodedTables {
             }
         }
     }
+}
+
+/// One table's probe of one query in [`DecodedTables::search_many`]: the
+/// permuted query, and first its directory position, then its range.
+#[derive(Debug, Clone, Copy, Default)]
+struct Probe {
+    key: u64,
+    lo: usize,
+    hi: usize,
 }
 
 #[cfg(test)]

@@ -250,9 +250,12 @@ pub(crate) fn prefetch(bytes: &[u8], range: std::ops::Range<usize>) {
     }
 }
 
+/// Asks the processor to bring the cache line of `items[at]` into its
+/// caches, without waiting for it ([`prefetch`] for any slice); nothing
+/// when `at` is out of bounds.
 #[inline]
-fn prefetch_line(bytes: &[u8], at: usize) {
-    let Some(byte) = bytes.get(at) else {
+pub(crate) fn prefetch_line<T: Copy>(items: &[T], at: usize) {
+    let Some(item) = items.get(at) else {
         return;
     };
     #[cfg(target_arch = "x86_64")]
@@ -260,11 +263,11 @@ fn prefetch_line(bytes: &[u8], at: usize) {
     // never faults, whatever its address; this one is in bounds anyway.
     unsafe {
         std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-            std::ptr::from_ref(byte).cast(),
+            std::ptr::from_ref(item).cast(),
         );
     }
     #[cfg(not(target_arch = "x86_64"))]
-    std::hint::black_box(*byte);
+    std::hint::black_box(*item);
 }
 
 #[cfg(test)]
