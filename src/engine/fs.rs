@@ -360,8 +360,10 @@ impl FileSystem for RealFs {
     }
 }
 
-/// Maps a published file: one of the crate's two `unsafe` blocks (the other
-/// is the prefetch hint in `format/bytes.rs`, which touches no memory).
+/// Maps a published file: one of the crate's three `unsafe` blocks (the
+/// others are the prefetch hint in `format/bytes.rs`, which touches no
+/// memory, and the call of the decoded search compiled for `popcnt` once
+/// the processor is known to have it, in `engine/decoded.rs`).
 fn map_published(file: &File) -> io::Result<memmap2::Mmap> {
     // SAFETY: a mapping is undefined behaviour (or SIGBUS) if the file is
     // modified or truncated while mapped. The engine maps only published files,
