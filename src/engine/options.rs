@@ -113,9 +113,10 @@ pub struct Options {
     /// opened (a bulk load that does not query pays nothing), one opened
     /// from disk on the thread that prefaults it
     /// ([`prefault`](Options::prefault)); the first query has those still
-    /// without a copy decoded on a thread of their own. Default 16 M (16,777,216) keys:
-    /// at k = 3, every segment of up to 4 M fingerprints, about 100 MB
-    /// each. 0 turns copies off. Results are the same either way.
+    /// without a copy decoded on a thread of their own. Default 16 M
+    /// (16,777,216) keys: at k = 3, every segment of up to 4 M
+    /// fingerprints, about 100 MB each. 0 turns copies off. Results are the
+    /// same either way.
     pub decoded_tables_up_to: u64,
     /// Write a full memtable to its segment on a background thread while
     /// writes go on into a new one, so that a write does not wait for a
