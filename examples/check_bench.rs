@@ -19,7 +19,6 @@
 //! found (expected: about 0), the segments before and after, and the heap
 //! bytes of the small segments' decoded tables (`Stats::decoded_table_bytes`).
 
-#[allow(dead_code)]
 mod common;
 
 use std::sync::Arc;
@@ -28,23 +27,7 @@ use std::time::Instant;
 use simhashdb::engine::policy::TieredMergePolicy;
 use simhashdb::{Index, Options};
 
-fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-fn arg(name: &str, default: u64) -> u64 {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .map_or(default, |v| {
-            v.parse()
-                .unwrap_or_else(|_| panic!("{name} takes a number, not {v:?}"))
-        })
-}
+use common::{arg, splitmix64};
 
 fn main() {
     let preload = arg("--preload", 1_000_000);

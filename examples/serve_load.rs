@@ -17,7 +17,6 @@
 //! server does with clients elsewhere. The server's CPU time per document is
 //! printed too.
 
-#[allow(dead_code)]
 mod common;
 #[path = "../tests/common/http.rs"]
 #[allow(dead_code)]
@@ -33,14 +32,8 @@ use std::time::{Duration, Instant};
 use simhashdb::engine::policy::TieredMergePolicy;
 use simhashdb::{Index, Options};
 
+use common::{arg, splitmix64};
 use http::Client;
-
-fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
 
 /// Ids of phase `phase`, worker `worker`: disjoint across phases and
 /// workers, so every checked document is fresh (random fingerprints are
@@ -48,14 +41,6 @@ fn splitmix64(x: u64) -> u64 {
 fn doc(phase: u64, worker: u64, i: u64) -> (u64, u64) {
     let id = (phase << 56) | (worker << 40) | i;
     (id, splitmix64(id ^ 0x5eed))
-}
-
-fn arg(name: &str, default: u64) -> u64 {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .map_or(default, |v| v.parse().expect("a number"))
 }
 
 /// The index's options: the default ones with the run's merge fan-in.

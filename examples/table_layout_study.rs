@@ -26,17 +26,14 @@
 //! core. Both sides are checked against a brute-force scan first, on 500
 //! queries near stored fingerprints (two bits flipped) and 500 random ones.
 
+mod common;
+
 use std::time::Instant;
 
 use simhashdb::plan::{Budget, Plan};
 use simhashdb::{Index, Options};
 
-fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
+use common::splitmix64;
 
 /// Bytes per key of the studied layout.
 const KEY_BYTES: usize = 6;

@@ -1,5 +1,28 @@
-//! Process figures for the benchmark harnesses (Linux `/proc`), shared by
-//! the examples that `mod common;` this folder.
+//! Process figures for the benchmark harnesses (Linux `/proc`), their
+//! random fingerprints and arguments, shared by the examples that
+//! `mod common;` this folder (each uses some of them).
+#![allow(dead_code)]
+
+/// The splitmix64 mix: the harnesses' random fingerprints (`splitmix64(i)`
+/// for document `i`), so that nothing has to be held to remember them.
+pub fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The number after `name` on the command line, or `default` without one.
+pub fn arg(name: &str, default: u64) -> u64 {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .map_or(default, |v| {
+            v.parse()
+                .unwrap_or_else(|_| panic!("{name} takes a number, not {v:?}"))
+        })
+}
 
 /// User + system CPU seconds of this process so far (Linux).
 pub fn cpu_seconds() -> f64 {

@@ -243,7 +243,7 @@ impl DecodedTables {
         // Three groups in flight, by group number modulo 3: each query's
         // permuted key and directory position per table, then its range.
         let slots = GROUP.min(fps.len()) * per_query;
-        let mut ring: [Vec<Probe>; 3] = std::array::from_fn(|_| vec![Probe::default(); slots]);
+        let mut ring = vec![Probe::default(); 3 * slots];
         let group = |g: usize| {
             fps.get(g * GROUP..fps.len().min((g + 1) * GROUP))
                 .unwrap_or_default()
@@ -251,7 +251,7 @@ impl DecodedTables {
         for step in 0..groups + 2 {
             // The directory entries of group `step`...
             if step < groups {
-                let probes = &mut ring[step % 3];
+                let probes = &mut ring[(step % 3) * slots..][..slots];
                 for (j, &fp) in group(step).iter().enumerate() {
                     for (t, (table, layout)) in self.tables.iter().zip(layouts).enumerate() {
                         let key = layout.permute(fp);
@@ -267,7 +267,7 @@ impl DecodedTables {
             }
             // ...the keys of group `step - 1`, whose entries have arrived...
             if let Some(g) = step.checked_sub(1).filter(|&g| g < groups) {
-                let probes = &mut ring[g % 3];
+                let probes = &mut ring[(g % 3) * slots..][..slots];
                 for (j, _) in group(g).iter().enumerate() {
                     for (t, table) in self.tables.iter().enumerate() {
                         let probe = &mut probes[j * per_query + t];
@@ -279,7 +279,7 @@ impl DecodedTables {
             }
             // ...and the search of group `step - 2`, whose keys have.
             if let Some(g) = step.checked_sub(2).filter(|&g| g < groups) {
-                let probes = &ring[g % 3];
+                let probes = &ring[(g % 3) * slots..][..slots];
                 for (j, &fp) in group(g).iter().enumerate() {
                     for (t, (table, layout)) in self.tables.iter().zip(layouts).enumerate() {
                         let Probe { key, lo, hi } = probes[j * per_query + t];
