@@ -14,10 +14,15 @@
 //! The flush thread's slot and the merge thread's signal are taken alone,
 //! except that `Merger::wait_for_segments` reads the state while it holds
 //! the merge signal (so nothing that holds the state takes the signal).
+//! `Core::recent_writes` is taken under the writer lock or alone;
+//! `Core::retired` and `Threads::handles` alone; a segment's decoding claim
+//! last (a merge or a flush writing a segment may hold `merging`).
 
+use std::collections::{HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
@@ -29,7 +34,7 @@ use super::compaction::policy::MergePolicy;
 use super::files::commit_manifest;
 use super::fs::FileSystem;
 use super::memtable::Memtable;
-use super::schedule::Hooks;
+use super::schedule::{Hooks, Point};
 use super::segment::Segment;
 
 /// What the writing thread and the merge thread share.
@@ -72,16 +77,103 @@ pub(super) struct Core {
     pub(super) hooks: Hooks,
     /// Flushes and merges run since the open ([`Stats`](super::Stats)).
     pub(super) activity: Activity,
+    /// The prefault thread and the thread the first query starts.
+    pub(super) threads: Threads,
+    /// Segments that a merge replaced, until no reader holds them: their
+    /// files are removed by [`Core::remove_retired`], never by a reader.
+    pub(super) retired: Mutex<Vec<Arc<Segment>>>,
+    /// What the batches of `Index::insert_if_new_many` settle with.
+    pub(super) recent_writes: Mutex<RecentWrites>,
 }
 
-/// Counts of flushes and merges since the open, wherever they ran (the
-/// writing thread, the flush thread, the merge thread, `compact`).
+/// The threads an index starts besides its flush and merge threads (which
+/// [`Flusher`](super::flush::Flusher) and [`Merger`](super::compaction::Merger)
+/// own): the open's prefault thread and the thread the first query starts
+/// to decode segments. `close` and `drop` tell them to stop and join them
+/// ([`Core::stop_threads`]) before the directory lock is released.
+#[derive(Debug, Default)]
+pub(super) struct Threads {
+    /// Tells them to stop early.
+    pub(super) stop: Arc<AtomicBool>,
+    handles: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// The ids written while batches of `Index::insert_if_new_many` search
+/// the index without the writer lock: each batch then settles what was
+/// written since its search began. Taken under the writer lock.
+#[derive(Debug, Default)]
+pub(super) struct RecentWrites {
+    /// Batches between the start of their search and their settling.
+    searching: usize,
+    /// (sequence number, id) of each record logged while a batch
+    /// searches, oldest first; at most [`RECENT_WRITES`].
+    ids: VecDeque<(u64, u64)>,
+}
+
+/// The most records [`RecentWrites`] remembers (16 bytes each: 1 MiB). A
+/// batch that more records were written beside is searched again, under
+/// the writer lock.
+pub(super) const RECENT_WRITES: usize = 1 << 16;
+
+impl RecentWrites {
+    /// A batch begins its search (under the writer lock).
+    pub(super) fn begin(&mut self) {
+        self.searching += 1;
+    }
+
+    /// A batch has settled (or given up).
+    pub(super) fn end(&mut self) {
+        self.searching = self.searching.saturating_sub(1);
+        if self.searching == 0 {
+            self.ids = VecDeque::new();
+        }
+    }
+
+    /// Whether a write must note its ids.
+    pub(super) fn watching(&self) -> bool {
+        self.searching > 0
+    }
+
+    /// Notes records `first_seq..` of `ids`, logged.
+    pub(super) fn note(&mut self, first_seq: u64, ids: &[u64]) {
+        for (seq, &id) in (first_seq..).zip(ids) {
+            if self.ids.len() == RECENT_WRITES {
+                self.ids.pop_front();
+            }
+            self.ids.push_back((seq, id));
+        }
+    }
+
+    /// The ids written from sequence number `from` up to `next_seq` (the
+    /// writer's next), or `None` if some of them were forgotten.
+    pub(super) fn since(&self, from: u64, next_seq: u64) -> Option<HashSet<u64>> {
+        if next_seq <= from {
+            return Some(HashSet::new());
+        }
+        if self.ids.front().is_none_or(|&(seq, _)| seq > from) {
+            return None;
+        }
+        Some(
+            self.ids
+                .iter()
+                .filter(|&&(seq, _)| seq >= from)
+                .map(|&(_, id)| id)
+                .collect(),
+        )
+    }
+}
+
+/// Counts of flushes, merges and decodes since the open, wherever they ran
+/// (the writing thread, the flush thread, the merge thread, `compact`, the
+/// prefault thread, the thread the first query starts).
 #[derive(Debug, Default)]
 pub(super) struct Activity {
     pub(super) flushes: AtomicU64,
     pub(super) flush_failures: AtomicU64,
     pub(super) merges: AtomicU64,
     pub(super) merge_failures: AtomicU64,
+    /// Segments whose tables were decoded ([`Segment::decode_tables`]).
+    pub(super) decodes: AtomicU64,
 }
 
 impl Activity {
@@ -215,7 +307,7 @@ impl Core {
     /// it, say by a bulk load and a compaction, or opened without the
     /// prefault thread) get theirs on a thread of their own.
     #[inline]
-    pub(super) fn note_query(&self) {
+    pub(super) fn note_query(self: &Arc<Core>) {
         if !self.queried.load(Ordering::Relaxed) && !self.queried.swap(true, Ordering::Relaxed) {
             self.decode_segments();
         }
@@ -223,9 +315,8 @@ impl Core {
 
     /// See [`note_query`](Self::note_query).
     #[cold]
-    fn decode_segments(&self) {
-        let up_to = self.decoded_tables_up_to;
-        if up_to == 0 || !self.fs.background_threads() {
+    fn decode_segments(self: &Arc<Core>) {
+        if self.decoded_tables_up_to == 0 || !self.fs.background_threads() {
             return;
         }
         let segments: Vec<Arc<Segment>> = read_lock(&self.state)
@@ -239,15 +330,116 @@ impl Core {
         }
         // Without the thread, the segments are searched in their files
         // until merges rewrite them.
-        let _ = std::thread::Builder::new()
-            .name("simhashdb-decode".into())
-            .spawn(move || {
-                for segment in segments {
-                    // A damaged table is left to the queries, which read
-                    // it through its checked blocks and report it.
-                    let _ = segment.decode_tables(up_to);
+        self.spawn("simhashdb-decode", move |core| {
+            for segment in segments {
+                if core.threads.stop.load(Ordering::Relaxed) {
+                    break;
                 }
+                // A damaged table is left to the queries, which read it
+                // through its checked blocks and report it.
+                let _ = segment.decode_tables(core);
+            }
+            core.hooks.pause(Point::DecodeThreadStopped);
+        });
+    }
+
+    /// Starts the open's prefault thread: it maps `ranges` of the segments'
+    /// files, in order, then decodes the tables of `decode`
+    /// ([`Segment::decode_tables`]), stopping early when told to. Without
+    /// the thread, pages fault in as queries touch them.
+    pub(super) fn start_prefault(
+        self: &Arc<Core>,
+        ranges: Vec<(super::fs::Mapped, std::ops::Range<usize>)>,
+        decode: Vec<Arc<Segment>>,
+    ) {
+        self.spawn("simhashdb-prefault", move |core| {
+            let stop = &core.threads.stop;
+            let stopped = || stop.load(Ordering::Relaxed);
+            for (map, range) in &ranges {
+                map.prefault_range_until(range.clone(), stopped);
+            }
+            drop(ranges);
+            for segment in decode {
+                if stopped() {
+                    break;
+                }
+                // A damaged table is left to the queries, which read it
+                // through its checked blocks and report it.
+                let _ = segment.decode_tables(core);
+            }
+            core.hooks.pause(Point::PrefaultThreadStopped);
+        });
+    }
+
+    /// Runs `work` on a thread named `name` that `close` and `drop` join
+    /// ([`Threads`]). The thread holds the core, so the files it reads stay
+    /// the index's until it is joined. Nothing happens if the thread
+    /// cannot start.
+    fn spawn(self: &Arc<Core>, name: &str, work: impl FnOnce(&Core) + Send + 'static) {
+        let core = self.clone();
+        let mut handles = lock(&self.threads.handles);
+        let spawned = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                work(&core);
+                // What it held may have been the last reader of a
+                // segment a merge replaced.
+                core.remove_retired();
             });
+        if let Ok(handle) = spawned {
+            handles.push(handle);
+        }
+    }
+
+    /// Tells the threads of [`Threads`] to stop and waits for them. For
+    /// `close` and `drop`, once the flush and merge threads are joined;
+    /// then removes the files of the segments merges replaced.
+    pub(super) fn stop_threads(&self) {
+        self.threads.stop.store(true, Ordering::Relaxed);
+        let handles = std::mem::take(&mut *lock(&self.threads.handles));
+        for handle in handles {
+            // A panic there has already been reported.
+            let _ = handle.join();
+        }
+        self.remove_retired();
+    }
+
+    /// Adds the segments of a committed merge, which the state no longer
+    /// holds, to [`Core::retired`].
+    pub(super) fn retire(&self, segments: Vec<Arc<Segment>>) {
+        lock(&self.retired).extend(segments);
+    }
+
+    /// Removes the files of the retired segments that no reader holds any
+    /// longer (a walk's snapshot, a merge, a decoding thread may hold one
+    /// for a while). Best effort: a file left behind (a failed removal, or
+    /// a reader still holding it when the index closes) is not named by
+    /// the manifest, and the next open removes it. Only the index's own
+    /// calls and threads run this, all before the directory lock is
+    /// released: a file is never removed once another process may own the
+    /// directory.
+    pub(super) fn remove_retired(&self) {
+        let unread: Vec<Arc<Segment>> = {
+            let mut retired = lock(&self.retired);
+            if retired.is_empty() {
+                return;
+            }
+            // Held only here (and no one can take a new reference from
+            // the state, which no longer names it).
+            let (unread, read) = std::mem::take(&mut *retired)
+                .into_iter()
+                .partition(|s| Arc::strong_count(s) == 1);
+            *retired = read;
+            unread
+        };
+        for segment in unread {
+            let paths = [segment.seg_path.clone(), segment.ids_path.clone()];
+            // Unmapped before its files go.
+            drop(segment);
+            for path in &paths {
+                let _ = self.fs.remove(path);
+            }
+        }
     }
 
     /// [`Error::Poisoned`] if a write, flush or merge has failed.

@@ -21,8 +21,9 @@
 //!
 //! File layouts: docs/FORMAT.md.
 
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
@@ -37,6 +38,7 @@ use super::flush::Flusher;
 use super::lock::DirLock;
 use super::options::{Durability, Options};
 use super::pending::Pending;
+use super::schedule::Point;
 use super::segment::Segment;
 use super::types::{Match, Stats};
 use super::write::{Writer, check_name};
@@ -78,8 +80,6 @@ pub struct Index {
     pub(super) merger: Option<Merger>,
     /// The background flush thread, if flushes run there.
     pub(super) flusher: Option<Flusher>,
-    /// Tells the prefault thread started by the open to stop early.
-    pub(super) stop_prefault: Arc<AtomicBool>,
     // Dropped last: the lock outlives every file operation.
     pub(super) _lock: Option<DirLock>,
 }
@@ -87,6 +87,22 @@ pub struct Index {
 impl Drop for Index {
     fn drop(&mut self) {
         self.stop_background();
+    }
+}
+
+fn record_id(record: &Record) -> u64 {
+    match record {
+        Record::Insert { id, .. } | Record::Delete { id, .. } => *id,
+    }
+}
+
+/// A batch of `insert_if_new_many` between the start of its search and its
+/// settling (or a failure): writes note their ids meanwhile.
+struct Searching<'a>(&'a Core);
+
+impl Drop for Searching<'_> {
+    fn drop(&mut self) {
+        lock(&self.0.recent_writes).end();
     }
 }
 
@@ -161,7 +177,7 @@ impl Index {
             // Nothing to log (a WAL frame holds at least one record).
             return Ok(());
         }
-        self.write(&mut writer, records)
+        self.log(&mut writer, records)
     }
 
     /// Deletes document `id` (a no-op for queries if it does not exist).
@@ -172,7 +188,7 @@ impl Index {
             timestamp: now_ms(),
         };
         let mut writer = self.writer()?;
-        self.write(&mut writer, vec![record])
+        self.log(&mut writer, vec![record])
     }
 
     /// Inserts `id` unless a live document lies within `k` of `fingerprint`;
@@ -210,7 +226,7 @@ impl Index {
             timestamp: now_ms(),
             name,
         };
-        self.write(&mut writer, vec![record])?;
+        self.log(&mut writer, vec![record])?;
         Ok(Ok(()))
     }
 
@@ -223,14 +239,16 @@ impl Index {
     /// nearest first. The documents inserted are one write, under one
     /// acquisition of the writer lock: all or none survive a crash, in
     /// [`Durability::Sync`] they share one sync, and no other write comes
-    /// between them. `k` above the plan's `k`, or a name over the limit,
-    /// is refused and nothing is written.
+    /// between the answers and them. `k` above the plan's `k`, or a name
+    /// over the limit, is refused and nothing is written.
     ///
-    /// The documents are queried as [`query_batch`](Self::query_batch)
-    /// queries them: a batch of more than 64 documents on rayon's global
-    /// pool, while the calling thread holds the writer lock. Do not call it
-    /// from a thread outside that pool while every thread of the pool waits
-    /// to write to the same index.
+    /// The documents are searched as [`query_batch`](Self::query_batch)
+    /// searches them (a batch of more than 64 documents on rayon's global
+    /// pool) before the writer lock is taken; then, under the lock, the
+    /// answers are brought up to date with what other writes changed
+    /// meanwhile. So the call may be made from any thread, a task on
+    /// rayon's pool included, beside any other calls: it never waits for
+    /// the pool while it holds a lock.
     pub fn insert_if_new_many<I, S>(
         &self,
         docs: I,
@@ -253,20 +271,38 @@ impl Index {
         for (_, _, name) in &docs {
             check_name(name.as_deref())?;
         }
-        let mut writer = self.writer()?;
-        // Every document's matches in the index, before any of the batch is
-        // written: the writer lock keeps other writes out until the batch is
-        // logged, and a flush or merge running meanwhile moves documents
-        // without changing what a query finds, so these are the answers the
-        // calls one by one would get from the index. They are independent,
-        // so they are searched together, and a batch large enough to pay
-        // for it on rayon's pool.
         let fingerprints: Vec<u64> = docs.iter().map(|d| d.1).collect();
-        let in_index = self.query_batch(&fingerprints, k)?;
+        // Every document's matches in the index, before any of the batch is
+        // written, searched without the writer lock (a search on rayon's
+        // pool under it could wait for a task of the pool that waits for
+        // the lock). What was written from `from` on is noted meanwhile and
+        // settled below.
+        let from = {
+            let writer = self.writer()?;
+            lock(&self.core.recent_writes).begin();
+            writer.as_ref().map_or(0, |w| w.next_seq)
+        };
+        let searching = Searching(&self.core);
+        let searched = self.query_batch(&fingerprints, k);
+        self.core.hooks.pause(Point::BatchSearched);
+        let mut writer = self.writer()?;
+        let changed = {
+            let next_seq = writer.as_ref().map_or(0, |w| w.next_seq);
+            lock(&self.core.recent_writes).since(from, next_seq)
+        };
+        drop(searching);
+        // A flush or merge meanwhile moves documents without changing what
+        // a search finds; the ids written since the search began are
+        // looked up again. If more were written than are noted, the batch
+        // is searched again, here, on this thread.
+        let in_index = match changed {
+            Some(changed) => self.settle(searched?, &fingerprints, &changed, k)?,
+            None => self.query_runs_here(&fingerprints, k)?,
+        };
         let mut answers = Vec::with_capacity(docs.len());
         // The batch's inserted documents, by id: position in `docs` of the
         // latest one (it replaces any version in the index or the batch).
-        let mut inserted: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
+        let mut inserted: HashMap<u64, usize> = HashMap::new();
         // And by fingerprint, each version (a replaced one is skipped).
         let mut pending = Pending::new(k);
         for (i, mut matches) in in_index.into_iter().enumerate() {
@@ -306,9 +342,63 @@ impl Index {
             })
             .collect();
         if !records.is_empty() {
-            self.write(&mut writer, records)?;
+            self.log(&mut writer, records)?;
         }
         Ok(answers)
+    }
+
+    /// Brings `searched`, the matches of each of `fingerprints` found
+    /// before the writer lock was taken (which the caller now holds), up to
+    /// date: the documents of the ids in `changed` (written since) leave
+    /// them, and those of their current versions within `k` join them.
+    fn settle(
+        &self,
+        mut searched: Vec<Vec<Match>>,
+        fingerprints: &[u64],
+        changed: &HashSet<u64>,
+        k: u32,
+    ) -> Result<Vec<Vec<Match>>> {
+        if changed.is_empty() {
+            return Ok(searched);
+        }
+        let mut current = Vec::new();
+        let mut near = Pending::new(k);
+        for &id in changed {
+            if let Some(doc) = self.get_doc(id)? {
+                near.insert(current.len(), doc.fingerprint);
+                current.push(doc);
+            }
+        }
+        for (matches, &fp) in searched.iter_mut().zip(fingerprints) {
+            matches.retain(|m| !changed.contains(&m.id));
+            for j in near.matching(fp) {
+                let doc = &current[j];
+                matches.push(Match {
+                    id: doc.id,
+                    fingerprint: doc.fingerprint,
+                    distance: crate::hamming(doc.fingerprint, fp),
+                    name: doc.name.clone(),
+                });
+            }
+        }
+        Ok(searched)
+    }
+
+    /// Logs `records` and applies them ([`write`](Self::write)), noting
+    /// their ids for the batches of `insert_if_new_many` searching
+    /// meanwhile.
+    fn log(&self, writer: &mut Option<Writer>, records: Vec<Record>) -> Result<()> {
+        let first = writer.as_ref().map(|w| w.next_seq);
+        let ids: Option<Vec<u64>> = lock(&self.core.recent_writes)
+            .watching()
+            .then(|| records.iter().map(record_id).collect());
+        let result = self.write(writer, records);
+        if let (Some(ids), Some(first)) = (ids, first)
+            && writer.as_ref().is_some_and(|w| w.next_seq != first)
+        {
+            lock(&self.core.recent_writes).note(first, &ids);
+        }
+        result
     }
 
     /// How long documents are kept, as recorded in the index when it was
@@ -390,14 +480,20 @@ impl Index {
         self.core.check_poisoned()
     }
 
-    /// Stops the background threads, waiting for a flush or merge in
-    /// progress: for `close` and `drop`.
+    /// Stops every thread the index started, waiting for a flush or merge
+    /// in progress, and joins them; then removes the files of the segments
+    /// merges replaced: for `close` and `drop`, before the directory lock
+    /// is released. No thread of the index outlives it, and no file is
+    /// removed once another process may own the directory.
     fn stop_background(&mut self) {
-        self.stop_prefault.store(true, Ordering::Relaxed);
+        self.core.threads.stop.store(true, Ordering::Relaxed);
+        self.core.hooks.pause(Point::Closing);
         // The flush thread first: the flush it finishes wakes the merge
         // thread.
         drop(self.flusher.take());
         drop(self.merger.take());
+        // Then the prefault thread and the one the first query started.
+        self.core.stop_threads();
     }
 
     /// Sizes and counts.
@@ -420,6 +516,7 @@ impl Index {
             flush_failures: Activity::get(&self.core.activity.flush_failures),
             merges: Activity::get(&self.core.activity.merges),
             merge_failures: Activity::get(&self.core.activity.merge_failures),
+            decodes: Activity::get(&self.core.activity.decodes),
         };
         let mut table_bytes = 0u64;
         let mut table_keys = 0u64;

@@ -120,6 +120,10 @@ impl Index {
                 }
             }
         }
+        drop(segments);
+        // The snapshot may have been the last reader of a segment that a
+        // merge replaced meanwhile.
+        self.core.remove_retired();
         Ok(())
     }
 
@@ -293,6 +297,19 @@ impl Index {
             .map(|run| self.query_together(run, k))
             .collect::<Result<Vec<_>>>()?;
         Ok(runs.into_iter().flatten().collect())
+    }
+
+    /// [`query_batch`](Self::query_batch) on the calling thread only, run
+    /// after run: for a caller that holds the writer lock, which must not
+    /// wait for rayon's pool (a task of the pool may be waiting for the
+    /// lock).
+    pub(super) fn query_runs_here(&self, fingerprints: &[u64], k: u32) -> Result<Vec<Vec<Match>>> {
+        search::check_distance(&self.core.plan, k)?;
+        let mut answers = Vec::with_capacity(fingerprints.len());
+        for run in fingerprints.chunks(QUERY_RUN) {
+            answers.extend(self.query_together(run, k)?);
+        }
+        Ok(answers)
     }
 }
 

@@ -6,7 +6,7 @@ use std::cmp::Reverse;
 use std::collections::HashSet;
 use std::ops::Range;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -180,7 +180,6 @@ impl Index {
         } else {
             Vec::new()
         };
-        let decoded_tables_up_to = options.decoded_tables_up_to;
 
         let mut memtable = Memtable::new(&plan);
         let mut next_seq = manifest.next_seq;
@@ -335,6 +334,9 @@ impl Index {
             queried: AtomicBool::new(false),
             poison_cause: Mutex::new(None),
             activity: Default::default(),
+            threads: Default::default(),
+            retired: Mutex::default(),
+            recent_writes: Mutex::default(),
             #[cfg(feature = "schedule-hooks")]
             hooks: Hooks::new(options.schedule.clone()),
             #[cfg(not(feature = "schedule-hooks"))]
@@ -368,32 +370,12 @@ impl Index {
         } else {
             None
         };
-        let stop_prefault = Arc::new(AtomicBool::new(false));
         if !prefault.is_empty() {
             // Map the tables' pages in the background, started last so that
             // nothing above waits for the address-space lock it takes: the
             // open stays quick, and queries soon stop taking a page fault per
-            // first touch.
-            // It stops when the index is dropped.
-            let stop = stop_prefault.clone();
-            let spawned = std::thread::Builder::new()
-                .name("simhashdb-prefault".into())
-                .spawn(move || {
-                    let stopped = || stop.load(Ordering::Relaxed);
-                    for (map, range) in &prefault {
-                        map.prefault_range_until(range.clone(), stopped);
-                    }
-                    for segment in decode {
-                        if stopped() {
-                            break;
-                        }
-                        // A damaged table is left to the queries, which
-                        // read it through its checked blocks and report it.
-                        let _ = segment.decode_tables(decoded_tables_up_to);
-                    }
-                });
-            // Without the thread, pages fault in as queries touch them.
-            drop(spawned);
+            // first touch. `close` and `drop` stop and join it.
+            core.start_prefault(prefault, decode);
         }
         Ok(Index {
             core,
@@ -404,7 +386,6 @@ impl Index {
             writer: Mutex::new(writer),
             merger,
             flusher,
-            stop_prefault,
             _lock: lock,
         })
     }

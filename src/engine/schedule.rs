@@ -1,6 +1,7 @@
 //! Schedule points: the places in the commit protocol where the writing
 //! thread, the flush thread, the merge thread and a walk of the documents
-//! hand work to one another or commit it. A test may run code at each (with
+//! hand work to one another or commit it, and where the prefault and
+//! decoding threads and `close` meet them. A test may run code at each (with
 //! the `schedule-hooks` feature, `Options::schedule`): block the thread there
 //! until another thread has done something, so that an interleaving that
 //! would otherwise come by chance comes every run, or fail the start of a
@@ -59,6 +60,29 @@ pub enum Point {
     MergeThreadStopped,
     /// The flush thread has been told to stop and is returning.
     FlushThreadStopped,
+    /// A thread is about to claim a segment's tables to decode them; while
+    /// another thread decodes them it waits for that one, then finds them
+    /// decoded.
+    DecodeWanted,
+    /// A thread is about to decode a segment's tables (its decoded copy,
+    /// `Options::decoded_tables_up_to`), holding the segment's claim to
+    /// decode them: the prefault thread, the thread the first query
+    /// starts, or a flush or merge writing the segment.
+    DecodeStarted,
+    /// The open's prefault thread has finished (or been told to stop) and
+    /// is returning.
+    PrefaultThreadStopped,
+    /// The thread the first query starts to decode the segments has
+    /// finished (or been told to stop) and is returning.
+    DecodeThreadStopped,
+    /// `close` or a drop of the index has told every thread of the index
+    /// to stop, and is about to wait for them (then the directory lock is
+    /// released).
+    Closing,
+    /// `insert_if_new_many` has searched the index for its batch, holding
+    /// no lock, and is about to take the writer lock to settle what was
+    /// written meanwhile and log its documents.
+    BatchSearched,
 }
 
 #[cfg(feature = "schedule-hooks")]

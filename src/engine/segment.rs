@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::format::{
@@ -13,12 +13,13 @@ use crate::format::{
 use crate::plan::Plan;
 use crate::search::{self, SortedTables};
 
-use super::core::Core;
+use super::core::{Core, lock};
 use super::decoded::DecodedTables;
 use super::files::{
     corrupted, create_buffered, encode_error, foreign, io_error, named_file_error, sync_buffered,
 };
 use super::fs::{FileSystem, Mapped, memory_limit};
+use super::schedule::Point;
 
 /// Keys per table block in a new segment of `plan` holding `key_count`
 /// keys. A probe decodes its block from the start up to the probed prefix,
@@ -72,6 +73,9 @@ pub(super) struct Segment {
     /// the prefault thread after an open, or by the thread the first query
     /// starts ([`Core::note_query`]).
     pub(super) decoded: OnceLock<DecodedTables>,
+    /// Held while a thread decodes the tables, so that they are decoded
+    /// once ([`Segment::decode_tables`]).
+    decoding: Mutex<()>,
     /// The tables' mapping (also inside `tables`), for prefaulting.
     pub(super) tables_map: Mapped,
     pub(super) docs: DocMapReader<Mapped>,
@@ -84,25 +88,11 @@ pub(super) struct Segment {
     /// every block it needs, so that they come from the disk together
     /// ([`SortedTables::warm_keys`]).
     pub(super) in_memory: AtomicBool,
-    /// Set when a manifest no longer names the segment: its files are
-    /// removed once the last reader drops it.
-    pub(super) obsolete: AtomicBool,
     /// Whether its contents are known to be sound: it was written by this
     /// process (from a memtable, or merged from sound segments), or
     /// [`Segment::verify`] passed. A merge verifies an input that is not,
     /// so that it never copies damage into a file that hides it.
     pub(super) sound: AtomicBool,
-    pub(super) fs: Arc<dyn FileSystem>,
-}
-
-impl Drop for Segment {
-    fn drop(&mut self) {
-        if self.obsolete.load(Ordering::Acquire) {
-            // Best effort: a file left behind is removed at the next open.
-            let _ = self.fs.remove(&self.seg_path);
-            let _ = self.fs.remove(&self.ids_path);
-        }
-    }
 }
 
 impl Core {
@@ -177,7 +167,7 @@ impl Core {
             segment.tables_map.prefault();
             segment.docs_map.prefault();
             if self.queried.load(Ordering::Relaxed) {
-                segment.decode_tables(self.decoded_tables_up_to)?;
+                segment.decode_tables(self)?;
             }
         } else {
             segment.set_out_of_memory();
@@ -343,14 +333,13 @@ impl Segment {
             tables,
             guided: layouts.iter().map(|_| OnceLock::new()).collect(),
             decoded: OnceLock::new(),
+            decoding: Mutex::new(()),
             layouts,
             in_memory: AtomicBool::new(true),
             tables_map,
             docs,
             docs_map,
-            obsolete: AtomicBool::new(false),
             sound: AtomicBool::new(false),
-            fs: fs.clone(),
         })
     }
 
@@ -457,22 +446,31 @@ impl Segment {
     }
 
     /// Keeps a decoded copy of the tables ([`DecodedTables`]) if the copy
-    /// holds at most `up_to` keys over all its tables and the segment's
-    /// plan allows: queries then search it instead of the mapped blocks.
-    /// The tables are read through their checked blocks; a damaged one is
-    /// reported, naming the file.
-    pub(super) fn decode_tables(&self, up_to: u64) -> Result<()> {
+    /// holds at most [`Options::decoded_tables_up_to`](super::Options::decoded_tables_up_to)
+    /// keys over all its tables and the segment's plan allows: queries then
+    /// search it instead of the mapped blocks. The tables are read through
+    /// their checked blocks; a damaged one is reported, naming the file.
+    ///
+    /// Once per segment, whichever threads ask (the prefault thread and the
+    /// thread of the first query may both come to it): a thread that finds
+    /// another decoding waits for it, then finds the copy made.
+    pub(super) fn decode_tables(&self, core: &Core) -> Result<()> {
         let key_count = self.meta.key_count;
+        core.hooks.pause(Point::DecodeWanted);
+        let _claim = lock(&self.decoding);
         if self.decoded.get().is_some() {
             return Ok(());
         }
-        let Some(copy) = DecodedTables::plan_for(&self.plan, key_count, up_to) else {
+        let Some(copy) = DecodedTables::plan_for(&self.plan, key_count, core.decoded_tables_up_to)
+        else {
             return Ok(());
         };
+        core.hooks.pause(Point::DecodeStarted);
         let decoded = DecodedTables::new(&self.plan, copy, key_count, |t| {
             Ok(self.tables.table(t)?.iter())
         })
         .map_err(|e| corrupted(&self.seg_path, &e))?;
+        core.activity.decodes.fetch_add(1, Ordering::Relaxed);
         let _ = self.decoded.set(decoded);
         Ok(())
     }

@@ -114,6 +114,10 @@ pub struct Stats {
     pub merges: u64,
     /// Merges that failed since the open.
     pub merge_failures: u64,
+    /// Segments whose tables were decoded in memory since the open
+    /// ([`Options::decoded_tables_up_to`](super::Options::decoded_tables_up_to)):
+    /// each at most once.
+    pub decodes: u64,
 }
 
 /// The documents of [`Index::docs`](crate::Index::docs), owned.

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::format::{DocEntry, FileKind, FormatError, SortedDocMapWriter};
 
 use super::tables::merged_tables;
@@ -43,11 +43,14 @@ impl Core {
     /// merge thread".
     pub(in crate::engine) fn merge_run(&self, run: Run) -> Result<()> {
         let result = self.merge_segments(run);
-        // A run with nothing to merge (one compacted segment) is no merge.
-        if !matches!(result, Ok(false)) {
+        // A run with nothing to merge (one compacted segment) is no merge,
+        // nor one given up because another failure poisoned the index.
+        if !matches!(result, Ok(false) | Err(Error::Poisoned { .. })) {
             let a = &self.activity;
             a.count(&result, &a.merges, &a.merge_failures);
         }
+        // The run's segments, replaced, may have had no other reader.
+        self.remove_retired();
         result.map(|_| ())
     }
 
@@ -247,6 +250,20 @@ impl Core {
             Some(self.write_segment(segment_id, level, &plan, key_count, tables, ranges)?)
         };
         self.hooks.pause(Point::MergeWritten);
+        if let Err(e) = self.check_poisoned() {
+            // Another thread's failure since the run was chosen: the files
+            // may be in an unknown state, so nothing more is committed. The
+            // merged segment's files are not named; the next open removes
+            // what is left of them.
+            if let Some(segment) = merged {
+                let paths = [segment.seg_path.clone(), segment.ids_path.clone()];
+                drop(segment);
+                for path in &paths {
+                    let _ = self.fs.remove(path);
+                }
+            }
+            return Err(e);
+        }
         let run_ids: HashSet<u64> = run.iter().map(|s| s.meta.id).collect();
         let meta = merged.as_ref().map(|segment| segment.meta);
         self.commit(
@@ -262,9 +279,8 @@ impl Core {
                 state.segments.sort_by_key(|s| Reverse(s.meta.max_seq));
             },
         )?;
-        for segment in run {
-            segment.obsolete.store(true, Ordering::Release);
-        }
+        // Its files are removed once no reader holds it.
+        self.retire(run);
         self.hooks.pause(Point::MergeCommitted);
         Ok(true)
     }

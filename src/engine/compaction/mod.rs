@@ -173,6 +173,9 @@ impl Core {
             return Ok(());
         };
         loop {
+            // A failure elsewhere (a write, a flush) stops the merges: the
+            // files may be in an unknown state.
+            self.check_poisoned()?;
             let run = {
                 let mut claims = lock(&self.merge_claims);
                 let window = Window {
