@@ -82,6 +82,18 @@ pub enum Error {
         /// The files found there.
         found: Vec<String>,
     },
+    /// One of the index's counters (its manifest's generation, next segment
+    /// id, next WAL id or next sequence number) is too close to 2^63, which
+    /// the format does not allow, for a write (or an open for writing) to go
+    /// on: it was refused and nothing was written. The index can still be
+    /// opened read-only. Only a manifest written with such counters gets
+    /// there (docs/FORMAT.md, "Manifest file").
+    CounterLimit {
+        /// Which counter.
+        what: &'static str,
+        /// Its value.
+        value: u64,
+    },
 }
 
 /// At most a few names of a list, and how many more there are.
@@ -161,6 +173,12 @@ impl fmt::Display for Error {
                  the index in a new or empty directory",
                 dir.display(),
                 some_names(found)
+            ),
+            Error::CounterLimit { what, value } => write!(
+                f,
+                "the index's {what} is {value}, too close to its limit of 2^63 to take more \
+                 writes: refused, and nothing was written; the index can still be opened \
+                 read-only (copy its documents into a new index to write more)"
             ),
         }
     }

@@ -782,3 +782,423 @@ fn an_index_of_the_previous_format_version_is_refused_with_what_to_do() {
     }
     assert_eq!(contents(dir), before);
 }
+
+// Checksum-valid damage II: sequence numbers and counters
+// (docs/RELIABILITY.md, "Checksum-valid damage II").
+
+const LIMIT: u64 = 1 << 63;
+
+/// Replaces the WAL named by the manifest with one of the same header
+/// holding `frames`.
+fn write_wal(dir: &Path, frames: &[Vec<Record>]) {
+    let (index_id, wal_id, flags, _) = wal_of(dir);
+    let mut bytes = encode_wal_header_with_flags(index_id, wal_id, flags);
+    for frame in frames {
+        bytes.extend(encode_frame(frame).unwrap());
+    }
+    fs::write(wal_path(dir), &bytes).unwrap();
+}
+
+/// The documents of the index in `dir`, opened read-only.
+fn docs_in(dir: &Path) -> common::Model {
+    let index = Index::open_read_only(dir).unwrap();
+    index.verify().unwrap();
+    live_docs(&index)
+}
+
+fn expect_counter_limit<T: std::fmt::Debug>(result: simhashdb::Result<T>, counter: &str) {
+    match result {
+        Err(e @ Error::CounterLimit { what, .. }) => {
+            assert_eq!(what, counter, "{e}");
+            assert!(e.to_string().contains("read-only"), "{e}");
+        }
+        other => panic!("expected CounterLimit for the {counter}, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_wal_record_not_newer_than_the_segments_is_refused_and_repair_drops_it() {
+    for below in [true, false] {
+        let tmp = built(Durability::Buffered);
+        let dir = tmp.path();
+        let db = dir.to_str().unwrap();
+        let newest = read_manifest(dir)
+            .segments
+            .iter()
+            .map(|s| s.max_seq)
+            .max()
+            .unwrap();
+        let (_, _, _, mut frames) = wal_of(dir);
+        // Document 5 was upserted into the second segment; this older
+        // version of it, in the WAL, must never win over it.
+        let stale = fp(5) ^ 0xFF00;
+        let timestamp = match &frames[0][0] {
+            Record::Insert { timestamp, .. } | Record::Delete { timestamp, .. } => *timestamp,
+        };
+        frames.insert(
+            0,
+            vec![Record::Insert {
+                seq: if below { 1 } else { newest },
+                id: 5,
+                fingerprint: stale,
+                timestamp,
+                name: None,
+            }],
+        );
+        write_wal(dir, &frames);
+        let wal = wal_path(dir);
+        let before = contents(dir);
+        for result in [
+            Index::open_read_only(dir).err(),
+            Index::open(dir, options(Durability::Buffered)).err(),
+        ] {
+            expect_corrupted::<()>(
+                Err(result.expect("refused")),
+                &wal,
+                "older than the segments",
+            );
+        }
+        for command in [
+            vec!["verify", "--db", db],
+            vec!["get", "--db", db, "--id", "5"],
+            vec!["compact", "--db", db],
+        ] {
+            let out = run(&command, b"");
+            assert_eq!(out.status.code(), Some(3), "{command:?}: {out:?}");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                stderr.contains(&FileKind::Wal.file_name(wal_of(dir).1)),
+                "{stderr}"
+            );
+        }
+        assert_eq!(contents(dir), before);
+
+        let report = Index::repair(dir, options(Durability::Buffered)).unwrap();
+        assert_eq!(
+            (report.wal_records_not_newer, report.wal_records),
+            (1, 2),
+            "{report:?}"
+        );
+        let index = Index::open(dir, options(Durability::Buffered)).unwrap();
+        index.verify().unwrap();
+        let check = |index: &Index| {
+            assert_eq!(index.get(5).unwrap(), Some(fp(5) ^ 1));
+            assert!(index.query(stale, 0).unwrap().is_empty());
+            assert_eq!(index.get(1001).unwrap(), Some(fp(1001)));
+        };
+        check(&index);
+        index.compact().unwrap();
+        check(&index);
+        index.verify().unwrap();
+    }
+}
+
+#[test]
+fn an_open_for_writing_is_refused_when_a_counter_is_at_its_limit_and_the_index_stays_readable() {
+    type Edit = fn(&mut Manifest);
+    let cases: [(&str, Edit); 3] = [
+        ("generation", |m| m.generation = LIMIT - 1),
+        ("next segment id", |m| m.next_segment_id = LIMIT - 1),
+        ("next WAL id", |m| m.next_wal_id = LIMIT - 1),
+    ];
+    for (counter, edit) in cases {
+        let tmp = built(Durability::Buffered);
+        let dir = tmp.path();
+        let db = dir.to_str().unwrap();
+        let docs = docs_in(dir);
+        let mut m = read_manifest(dir);
+        edit(&mut m);
+        write_manifest(dir, &m);
+        let before = contents(dir);
+        expect_counter_limit(Index::open(dir, options(Durability::Buffered)), counter);
+        for command in [
+            vec!["add", "--db", db, "-"],
+            vec!["delete", "--db", db, "--id", "1"],
+            vec!["compact", "--db", db],
+        ] {
+            let out = run(&command, b"doc\tsome text\n");
+            assert_eq!(out.status.code(), Some(1), "{command:?}: {out:?}");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(stderr.contains("limit of 2^63"), "{stderr}");
+        }
+        assert_eq!(contents(dir), before, "{counter}");
+        // Readable, in the library and the CLI.
+        assert_eq!(docs_in(dir), docs);
+        let out = run(&["get", "--db", db, "--id", "1001"], b"");
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let out = run(&["verify", "--db", db], b"");
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        assert_eq!(contents(dir), before, "{counter}");
+    }
+}
+
+#[test]
+fn a_write_that_would_number_a_record_2_pow_63_is_refused_before_anything_is_written() {
+    let tmp = built(Durability::Buffered);
+    let dir = tmp.path();
+    let db = dir.to_str().unwrap();
+    let mut m = read_manifest(dir);
+    m.next_seq = LIMIT - 2;
+    write_manifest(dir, &m);
+    {
+        let index = Index::open(dir, options(Durability::Buffered)).unwrap();
+        let before = contents(dir);
+        // Two records would take LIMIT - 2 and LIMIT - 1, leaving the next
+        // sequence number at 2^63.
+        expect_counter_limit(
+            index.insert_batch([(7000u64, 1u64, None::<String>), (7001, 2, None)]),
+            "next sequence number",
+        );
+        assert_eq!(contents(dir), before);
+        index.insert(7000, fp(7000)).unwrap();
+        let before = contents(dir);
+        expect_counter_limit(index.insert(7001, 2), "next sequence number");
+        expect_counter_limit(index.delete(1), "next sequence number");
+        assert_eq!(
+            index.insert_if_new(7002, 3, 0).err().map(|e| e.to_string()),
+            Some(
+                Error::CounterLimit {
+                    what: "next sequence number",
+                    value: LIMIT - 1
+                }
+                .to_string()
+            )
+        );
+        assert_eq!(contents(dir), before);
+        assert_eq!(index.get(7000).unwrap(), Some(fp(7000)));
+    }
+    let out = run(&["add", "--db", db, "-"], b"doc\tsome text\n");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    // Every open still accepts it, and it flushes and compacts.
+    let index = Index::open(dir, options(Durability::Buffered)).unwrap();
+    assert_eq!(index.get(7000).unwrap(), Some(fp(7000)));
+    index.flush().unwrap();
+    index.compact().unwrap();
+    index.verify().unwrap();
+    drop(index);
+    assert_eq!(docs_in(dir).get(&7000).map(|d| d.0), Some(fp(7000)));
+}
+
+#[test]
+fn repair_never_derives_a_counter_past_2_pow_63() {
+    type Damage = fn(&Path);
+    let cases: [(&str, bool, Damage); 5] = [
+        ("a WAL record numbered 2^64 - 1", true, |dir| {
+            let (_, _, _, mut frames) = wal_of(dir);
+            let last = frames[1].clone();
+            frames.push(last.into_iter().map(|r| with_seq(r, u64::MAX)).collect());
+            write_wal(dir, &frames);
+        }),
+        ("a doc map entry numbered 2^64 - 1", false, |dir| {
+            let small = read_manifest(dir)
+                .segments
+                .iter()
+                .min_by_key(|s| s.doc_count)
+                .unwrap()
+                .id;
+            let (_, mut entries, tombstones) = doc_map_of(dir, small);
+            entries[0].2 = u64::MAX;
+            rewrite_doc_map(dir, small, &entries, &tombstones);
+        }),
+        ("a next WAL id of 2^64 - 1", true, |dir| {
+            let mut m = read_manifest(dir);
+            m.next_wal_id = u64::MAX;
+            write_manifest(dir, &m);
+        }),
+        ("a next segment id of 2^64 - 1", true, |dir| {
+            let mut m = read_manifest(dir);
+            m.next_segment_id = u64::MAX;
+            write_manifest(dir, &m);
+        }),
+        (
+            "stray copies of a segment named with id 2^64 - 1",
+            true,
+            |dir| {
+                let big = big_segment(dir).id;
+                fs::copy(seg_path(dir, big), seg_path(dir, u64::MAX)).unwrap();
+                fs::copy(ids_path(dir, big), ids_path(dir, u64::MAX)).unwrap();
+            },
+        ),
+    ];
+    for (what, keeps_every_doc, damage) in cases {
+        let tmp = built(Durability::Buffered);
+        let dir = tmp.path();
+        let db = dir.to_str().unwrap();
+        let docs = docs_in(dir);
+        damage(dir);
+        let out = run(&["repair", "--db", db], b"");
+        assert_eq!(out.status.code(), Some(0), "{what}: {out:?}");
+        let m = read_manifest(dir);
+        for counter in [m.generation, m.next_segment_id, m.next_wal_id, m.next_seq] {
+            assert!((1..LIMIT - (1 << 32)).contains(&counter), "{what}: {m:?}");
+        }
+        if keeps_every_doc {
+            assert_eq!(docs_in(dir), docs, "{what}");
+        }
+        // It takes writes again, and opens after them.
+        let index = Index::open(dir, options(Durability::Buffered)).unwrap();
+        index.insert(9000, fp(9000)).unwrap();
+        index.flush().unwrap();
+        index.compact().unwrap();
+        drop(index);
+        assert_eq!(
+            docs_in(dir).get(&9000).map(|d| d.0),
+            Some(fp(9000)),
+            "{what}"
+        );
+    }
+}
+
+#[test]
+fn verify_refuses_a_manifest_naming_a_fingerprint_configuration_no_release_writes() {
+    let tmp = built(Durability::Buffered);
+    let dir = tmp.path();
+    let db = dir.to_str().unwrap();
+    let good = read_manifest(dir);
+    for config in [
+        "v1 tokenizer=runes shingle=1 weighting=tf hash=fnv1a64-fmix64",
+        "v1 tokenizer=words",
+        "not a configuration",
+    ] {
+        let mut m = good.clone();
+        m.fingerprint_config = config.to_string();
+        write_manifest(dir, &m);
+        let index = Index::open_read_only(dir).unwrap();
+        expect_corrupted(
+            index.verify(),
+            &manifest_path(dir),
+            "fingerprint configuration",
+        );
+        drop(index);
+        let out = run(&["verify", "--db", db], b"");
+        assert_eq!(out.status.code(), Some(3), "{config}: {out:?}");
+    }
+}
+
+/// Moves every sequence number of segment `id`'s doc map down by `by`, and
+/// its manifest record's range with it.
+fn shift_seqs_down(dir: &Path, id: u64, by: u64) {
+    let (_, mut entries, mut tombstones) = doc_map_of(dir, id);
+    entries.iter_mut().for_each(|e| e.2 -= by);
+    tombstones.iter_mut().for_each(|t| t.seq -= by);
+    rewrite_doc_map(dir, id, &entries, &tombstones);
+    let mut m = read_manifest(dir);
+    for s in m.segments.iter_mut().filter(|s| s.id == id) {
+        s.min_seq -= by;
+        s.max_seq -= by;
+    }
+    write_manifest(dir, &m);
+}
+
+#[test]
+fn segments_whose_sequence_numbers_overlap_are_refused_at_open_and_never_compacted() {
+    let tmp = built(Durability::Buffered);
+    let dir = tmp.path();
+    let db = dir.to_str().unwrap();
+    let small = read_manifest(dir)
+        .segments
+        .iter()
+        .min_by_key(|s| s.doc_count)
+        .unwrap()
+        .id;
+    // Into the first segment's range: which of the two holds the newer
+    // version of a document can no longer be told.
+    shift_seqs_down(dir, small, 100);
+    let before = contents(dir);
+    expect_corrupted(
+        Index::open_read_only(dir),
+        &manifest_path(dir),
+        "overlapping",
+    );
+    expect_corrupted(
+        Index::open(dir, options(Durability::Buffered)),
+        &manifest_path(dir),
+        "overlapping",
+    );
+    for command in ["compact", "verify", "stats"] {
+        let out = run(&[command, "--db", db], b"");
+        assert_eq!(out.status.code(), Some(3), "{command}: {out:?}");
+    }
+    assert_eq!(contents(dir), before);
+    // `repair` keeps the segment with the larger id, which verifies.
+    let report = Index::repair(dir, options(Durability::Buffered)).unwrap();
+    assert_eq!(report.kept_segments, vec![small], "{report:?}");
+    docs_in(dir);
+}
+
+#[test]
+fn a_manifest_whose_plan_cannot_be_built_is_damage_and_repair_takes_the_given_settings() {
+    use simhashdb::plan::Shape;
+    // A radius of 1 is too small for k = 6 at the block counts a plan
+    // would choose.
+    let blocks = (2..=16)
+        .find(|&blocks| Plan::from_shape(Shape::Probed { blocks, radius: 1 }, 6).is_err())
+        .unwrap();
+    let cases = [
+        (
+            Shape::Probed {
+                blocks: 5,
+                radius: 255,
+            },
+            3,
+        ),
+        (Shape::Probed { blocks, radius: 1 }, 6),
+    ];
+    for (shape, k) in cases {
+        let tmp = built(Durability::Buffered);
+        let dir = tmp.path();
+        let docs = docs_in(dir);
+        let mut m = read_manifest(dir);
+        assert!(Plan::from_shape(shape, k).is_err(), "{shape:?}, k = {k}");
+        (m.shape, m.k) = (shape, k);
+        write_manifest(dir, &m);
+        expect_corrupted(
+            Index::open_read_only(dir),
+            &manifest_path(dir),
+            "cannot be built",
+        );
+        expect_corrupted(
+            Index::open(dir, options(Durability::Buffered)),
+            &manifest_path(dir),
+            "cannot be built",
+        );
+        let report = Index::repair(dir, options(Durability::Buffered)).unwrap();
+        assert_eq!(report.settings_from, "options", "{report:?}");
+        assert_eq!(docs_in(dir), docs);
+        let index = Index::open_read_only(dir).unwrap();
+        assert_eq!(index.stats().plan, Plan::new(5, 3).unwrap());
+    }
+}
+
+#[test]
+fn wals_named_out_of_the_order_they_were_started_are_refused_not_dropped_as_lost() {
+    let tmp = built(Durability::Buffered);
+    let dir = tmp.path();
+    // The WAL's two frames split into two WALs, as a flush on the flush
+    // thread leaves them (docs/FORMAT.md, "Manifest file").
+    let (index_id, wal_id, flags, frames) = wal_of(dir);
+    assert_eq!(frames.len(), 2);
+    let second = wal_id + 1;
+    for (id, frame) in [(wal_id, &frames[0]), (second, &frames[1])] {
+        let mut bytes = encode_wal_header_with_flags(index_id, id, flags);
+        bytes.extend(encode_frame(frame).unwrap());
+        fs::write(dir.join(FileKind::Wal.file_name(id)), &bytes).unwrap();
+    }
+    let mut m = read_manifest(dir);
+    m.wal_ids = vec![wal_id, second];
+    m.next_wal_id = second + 1;
+    write_manifest(dir, &m);
+    let docs = docs_in(dir);
+    assert!(docs.contains_key(&1000) && docs.contains_key(&1001));
+
+    m.wal_ids.reverse();
+    write_manifest(dir, &m);
+    let before = contents(dir);
+    expect_corrupted(Index::open_read_only(dir), &manifest_path(dir), "order");
+    expect_corrupted(
+        Index::open(dir, options(Durability::Buffered)),
+        &manifest_path(dir),
+        "order",
+    );
+    assert_eq!(contents(dir), before);
+}

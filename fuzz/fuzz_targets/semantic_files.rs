@@ -1,12 +1,15 @@
 //! Checksum-valid but wrong files: a small index (two segments, a WAL with
 //! unflushed writes) is built once; each input picks a file kind (or
-//! `SIMHASHDB_FUZZ_KIND` = `manifest`, `seg`, `ids` or `wal` fixes it),
-//! decodes that file into its structure with the crate's readers, mutates
-//! the structure (fields, keys, entries, records, tables exchanged, counts),
-//! and re-encodes it with the crate's encoders, so every checksum is valid.
-//! For a segment or doc map the manifest is usually re-encoded too, with the
-//! new file's length and footer checksum, so the damage reaches past the
-//! open-time checks.
+//! `SIMHASHDB_FUZZ_KIND` = `manifest`, `seg`, `ids`, `wal` or `stray` fixes
+//! it), decodes that file into its structure with the crate's readers,
+//! mutates the structure (fields, keys, entries, records, tables exchanged,
+//! counts, counters at and near their limit of 2^63, WAL records numbered
+//! at or below the segments' sequence numbers), and re-encodes it with the
+//! crate's encoders, so every checksum is valid. For a segment or doc map
+//! the manifest is usually re-encoded too, with the new file's length and
+//! footer checksum, so the damage reaches past the open-time checks.
+//! `stray` copies a segment's files or the WAL under an extreme or nearby id
+//! instead.
 //!
 //! Then the index is opened on the fault-injecting file system. Nothing may
 //! panic, abort, hang or allocate without bound. If it opens and `verify`
@@ -14,7 +17,11 @@
 //! `for_each_doc` lists once is what `get` returns and what `query` finds,
 //! queries equal a brute-force scan of that listing; and if `compact`
 //! succeeds, `verify` passes again and the documents are the same
-//! (compaction never launders damage into a file `verify` accepts).
+//! (compaction never launders damage into a file `verify` accepts). A write
+//! either succeeds, and the index opens again after it, or is refused
+//! (a counter at its limit) without changing a file. And `repair`, run on
+//! the same files, either refuses or leaves an index that opens for writing
+//! and passes `verify`.
 
 #![no_main]
 
@@ -99,7 +106,11 @@ impl Input<'_> {
     }
     /// A value that is often small or an edge, sometimes arbitrary.
     fn value(&mut self) -> Option<u64> {
-        Some(match self.byte()? % 8 {
+        Some(match self.byte()? % 10 {
+            // At and around the counters' limit, 2^63, and the headroom
+            // below it within which writers are refused (2^32).
+            8 => (1u64 << 63).wrapping_add(u64::from(self.byte()? % 5)).wrapping_sub(3),
+            9 => ((1u64 << 63) - (1 << 32)).wrapping_add(u64::from(self.byte()? % 3)).wrapping_sub(1),
             0 => 0,
             1 => u64::MAX,
             2 => u64::from(self.byte()?),
@@ -346,8 +357,32 @@ fn mutate_wal(files: &mut Files, input: &mut Input) -> Option<()> {
     let (mut index_id, mut header_id) = (reader.index_id(), reader.wal_id());
     let mut flags = if reader.unsynced_appends() { WAL_UNSYNCED_APPENDS } else { 0 };
     let mut frames: Vec<Vec<Record>> = reader.read_all().0.into_iter().map(|f| f.records).collect();
+    let segments_max = m.segments.iter().map(|s| s.max_seq).max().unwrap_or(0);
     for _ in 0..1 + input.byte()? % 4 {
-        match input.byte()? % 10 {
+        match input.byte()? % 12 {
+            10 => {
+                // A frame numbered at or below the segments' largest
+                // sequence number, for a document they hold or another.
+                let seq = segments_max.saturating_sub(u64::from(input.byte()?) % 4 * 13);
+                let id = u64::from(input.byte()?) % 48;
+                let record = if input.byte()? % 3 == 0 {
+                    Record::Delete { seq, id, timestamp: 1 }
+                } else {
+                    Record::Insert { seq, id, fingerprint: input.fingerprint()?, timestamp: 1, name: None }
+                };
+                frames.insert(0, vec![record]);
+            }
+            11 => {
+                // The last frame renumbered to end at the limit.
+                let last = frames.last_mut()?;
+                let end = (1u64 << 63) - u64::from(input.byte()? % 3);
+                let n = last.len() as u64;
+                for (i, r) in last.iter_mut().enumerate() {
+                    match r {
+                        Record::Insert { seq, .. } | Record::Delete { seq, .. } => *seq = end - n + i as u64,
+                    }
+                }
+            }
             0 => {
                 let f = input.index(frames.len())?;
                 let r = input.index(frames[f].len())?;
@@ -397,6 +432,33 @@ fn mutate_wal(files: &mut Files, input: &mut Input) -> Option<()> {
         bytes.truncate(bytes.len().saturating_sub(1 + cut % 16));
     }
     files.insert(name, bytes);
+    Some(())
+}
+
+/// A copy of a segment's two files, or of the WAL, under another id: an
+/// extreme one, one at the counters' limit, or the next one the manifest
+/// would hand out. The manifest is left as it is.
+fn add_stray(files: &mut Files, input: &mut Input) -> Option<()> {
+    let m = manifest_of(files);
+    let id = match input.byte()? % 6 {
+        0 => u64::MAX,
+        1 => (1 << 63) - 1,
+        2 => (1 << 63) - 2,
+        3 => (1 << 63) - (1 << 32),
+        4 => m.next_segment_id.max(m.next_wal_id),
+        _ => input.value()?,
+    };
+    if input.byte()? % 3 == 0 {
+        let wal = FileKind::Wal.file_name(*m.wal_ids.last()?);
+        let bytes = files[&wal].clone();
+        files.insert(FileKind::Wal.file_name(id), bytes);
+    } else {
+        let from = m.segments[input.index(m.segments.len())?].id;
+        for kind in [FileKind::Segment, FileKind::DocMap] {
+            let bytes = files[&kind.file_name(from)].clone();
+            files.insert(kind.file_name(id), bytes);
+        }
+    }
     Some(())
 }
 
@@ -452,6 +514,50 @@ fn check_consistent(index: &Index, docs: &Docs) {
     }
 }
 
+/// Every file of the index directory.
+fn snapshot(fs: &FaultFs) -> Files {
+    let dir = Path::new(DIR);
+    let mut names: Vec<String> = fs
+        .list(dir)
+        .unwrap()
+        .into_iter()
+        .map(|n| n.to_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .filter_map(|name| Some((name.clone(), fs.read(&dir.join(&name)).ok()?)))
+        .collect()
+}
+
+/// A write either succeeds, or is refused for a counter at its limit
+/// without changing a file; then the index is closed.
+fn check_write(fs: &FaultFs, index: Index) {
+    let before = snapshot(fs);
+    match index.insert(7777, CENTRES[1] ^ 0b11) {
+        Ok(()) => {}
+        Err(e @ simhashdb::Error::CounterLimit { .. }) => {
+            assert!(snapshot(fs) == before, "a write refused for its counters changed a file: {e}");
+        }
+        // Damage found by the flush the write started, say.
+        Err(_) => {}
+    }
+    drop(index);
+}
+
+/// `repair` on `files` either refuses or commits a manifest that opens for
+/// writing and passes `verify`.
+fn check_repair(files: &Files) {
+    let fs = install(files);
+    let options = options(&fs);
+    let Ok(report) = Index::repair(DIR, options.clone()) else { return };
+    let index = Index::open(DIR, options)
+        .unwrap_or_else(|e| panic!("repair ({report:?}) left an index that does not open: {e}"));
+    index
+        .verify()
+        .unwrap_or_else(|e| panic!("repair ({report:?}) left an index that verify refuses: {e}"));
+}
+
 fuzz_target!(|data: &[u8]| {
     let mut input = Input(data);
     let Some(pick) = input.byte() else { return };
@@ -460,20 +566,27 @@ fuzz_target!(|data: &[u8]| {
         Ok("seg") => 1,
         Ok("ids") => 2,
         Ok("wal") => 3,
-        _ => pick % 4,
+        Ok("stray") => 4,
+        _ => pick % 5,
     };
     let mut files = base().clone();
     let mutated = match kind {
         0 => mutate_manifest(&mut files, &mut input),
         1 => mutate_segment(&mut files, &mut input),
         2 => mutate_doc_map(&mut files, &mut input),
-        _ => mutate_wal(&mut files, &mut input),
+        3 => mutate_wal(&mut files, &mut input),
+        _ => add_stray(&mut files, &mut input),
     };
     if mutated.is_none() {
         return;
     }
+    check_repair(&files);
     let fs = install(&files);
     let Ok(index) = Index::open(DIR, options(&fs)) else { return };
+    check_write(&fs, index);
+    let Ok(index) = Index::open(DIR, options(&fs)) else {
+        panic!("an index that opened does not open again after a write");
+    };
     if index.verify().is_err() {
         // A refusal; queries may fail but must not panic.
         let _ = index.query(CENTRES[0], 3);

@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::PoisonError;
 
 use crate::error::{Error, Result};
+use crate::fingerprint::FingerprintConfig;
 use crate::format::{
     FileKind, Manifest, SegmentMeta, WalEnd, WalFrame, WalReader, holds_whole_frame,
 };
@@ -43,7 +44,21 @@ impl Index {
         let manifest = Manifest::decode(&bytes).map_err(|e| corrupted(&manifest_path, &e))?;
         report.files += 1;
         report.bytes += bytes.len() as u64;
-        check_manifest_counters(&manifest_path, &manifest)?;
+        check_manifest(&manifest_path, &manifest)?;
+        // Only the engine writes it, from a configuration that parsed: one
+        // that does not parse was written by no release of this format
+        // (`add` would refuse to fingerprint with it).
+        if let Err(e) = manifest.fingerprint_config.parse::<FingerprintConfig>() {
+            return Err(Error::Corrupted {
+                path: manifest_path,
+                offset: 0,
+                reason: format!(
+                    "the fingerprint configuration `{}` is not one this format records: {e}",
+                    manifest.fingerprint_config.escape_debug()
+                ),
+            });
+        }
+        let segments_max = segments_max_seq(&manifest);
         for &wal_id in &manifest.wal_ids {
             let path = self.core.dir.join(FileKind::Wal.file_name(wal_id));
             let bytes = self
@@ -54,7 +69,7 @@ impl Index {
             let reader = open_wal(&path, wal_id, manifest.index_id, &bytes)?;
             let unsynced_appends = reader.unsynced_appends();
             let (frames, end) = reader.read_all();
-            check_wal_seqs(&path, &frames)?;
+            check_wal_seqs(&path, &frames, segments_max)?;
             match end {
                 WalEnd::Clean => {}
                 WalEnd::TornTail { offset } => report.wal_tails.push(WalTail {
@@ -78,34 +93,6 @@ impl Index {
             segment.verify()?;
             report.files += 2;
             report.bytes += segment.meta.seg_file_len + segment.meta.ids_file_len;
-        }
-        // Queries take the newest version of an id from the segment with
-        // the highest sequence numbers: the segments' ranges must not
-        // overlap (each flush and merge covers a run of writes of its own).
-        let mut ranges: Vec<&SegmentMeta> = segments
-            .iter()
-            .map(|s| &s.meta)
-            .filter(|m| m.doc_count > 0 || m.tombstone_count > 0)
-            .collect();
-        ranges.sort_by_key(|m| m.min_seq);
-        for pair in ranges.windows(2) {
-            if let [older, newer] = pair
-                && newer.min_seq <= older.max_seq
-            {
-                return Err(Error::Corrupted {
-                    path: manifest_path.clone(),
-                    offset: 0,
-                    reason: format!(
-                        "segments {} and {} hold overlapping sequence numbers ({}..={} and {}..={})",
-                        older.id,
-                        newer.id,
-                        older.min_seq,
-                        older.max_seq,
-                        newer.min_seq,
-                        newer.max_seq
-                    ),
-                });
-            }
         }
         Ok(report)
     }
@@ -136,17 +123,27 @@ pub(super) fn open_wal<'a>(
     Ok(reader)
 }
 
-/// Checks that the manifest's counters lie past everything it names: the
-/// next segment id above every segment's, the next WAL id above every WAL's,
-/// the next sequence number above every segment's. A manifest that fails
-/// would make the engine reuse a live file's name or a sequence number, so
-/// it is refused as damage (docs/FORMAT.md, "Manifest file").
-pub(super) fn check_manifest_counters(path: &Path, manifest: &Manifest) -> Result<()> {
-    let refuse = |reason: String| Error::Corrupted {
-        path: path.to_path_buf(),
-        offset: 0,
-        reason,
-    };
+/// Checks what a manifest says against itself, at every open (read-only
+/// too), in `verify`, and before every commit: the counters below
+/// [`COUNTER_LIMIT`] and past everything the manifest names (the next
+/// segment id above every segment's, the next WAL id above every WAL's, the
+/// next sequence number above every segment's), and the segments' sequence
+/// ranges disjoint. A manifest that fails would make the engine reuse a live
+/// file's name or a sequence number, or take an older version of a document
+/// for the newer, so it is refused as damage (docs/FORMAT.md, "Manifest
+/// file").
+pub(super) fn check_manifest(path: &Path, manifest: &Manifest) -> Result<()> {
+    manifest_problem(manifest).map_or(Ok(()), |reason| {
+        Err(Error::Corrupted {
+            path: path.to_path_buf(),
+            offset: 0,
+            reason,
+        })
+    })
+}
+
+/// What [`check_manifest`] refuses in `manifest`, if anything.
+pub(super) fn manifest_problem(manifest: &Manifest) -> Option<String> {
     for (what, value) in [
         ("next segment id", manifest.next_segment_id),
         ("next WAL id", manifest.next_wal_id),
@@ -154,23 +151,29 @@ pub(super) fn check_manifest_counters(path: &Path, manifest: &Manifest) -> Resul
         ("generation", manifest.generation),
     ] {
         if value >= COUNTER_LIMIT {
-            return Err(refuse(format!(
+            return Some(format!(
                 "the {what} {value} is beyond 2^63, which no index reaches"
-            )));
+            ));
         }
     }
     for meta in &manifest.segments {
         if meta.id >= manifest.next_segment_id {
-            return Err(refuse(format!(
+            return Some(format!(
                 "the next segment id {} is not above segment {} that the manifest names",
                 manifest.next_segment_id, meta.id
-            )));
+            ));
         }
-        if (meta.doc_count > 0 || meta.tombstone_count > 0) && meta.max_seq >= manifest.next_seq {
-            return Err(refuse(format!(
+        if holds_writes(meta) && meta.max_seq >= manifest.next_seq {
+            return Some(format!(
                 "the next sequence number {} is not above segment {}'s largest, {}",
                 manifest.next_seq, meta.id, meta.max_seq
-            )));
+            ));
+        }
+        if holds_writes(meta) && meta.min_seq > meta.max_seq {
+            return Some(format!(
+                "segment {}'s sequence numbers run from {} down to {}",
+                meta.id, meta.min_seq, meta.max_seq
+            ));
         }
     }
     if let Some(&wal_id) = manifest
@@ -178,12 +181,59 @@ pub(super) fn check_manifest_counters(path: &Path, manifest: &Manifest) -> Resul
         .iter()
         .find(|&&id| id >= manifest.next_wal_id)
     {
-        return Err(refuse(format!(
+        return Some(format!(
             "the next WAL id {} is not above WAL {} that the manifest names",
             manifest.next_wal_id, wal_id
-        )));
+        ));
     }
-    Ok(())
+    // Recovery replays the WALs in the order named, and ends at a gap in
+    // sequence numbers between two: WALs named out of the order the engine
+    // started them would have the older one's writes dropped as if lost.
+    if let Some(pair) = manifest.wal_ids.windows(2).find(|w| w[0] >= w[1]) {
+        return Some(format!(
+            "the WALs are not named in the order they were started (WAL {} before WAL {})",
+            pair[0], pair[1]
+        ));
+    }
+    // Queries take the newest version of an id from the segment with the
+    // highest sequence numbers: the segments' ranges must not overlap (each
+    // flush and merge covers a run of writes of its own).
+    let mut ranges: Vec<&SegmentMeta> = manifest
+        .segments
+        .iter()
+        .filter(|m| holds_writes(m))
+        .collect();
+    ranges.sort_by_key(|m| m.min_seq);
+    for pair in ranges.windows(2) {
+        if let [older, newer] = pair
+            && newer.min_seq <= older.max_seq
+        {
+            return Some(format!(
+                "segments {} and {} hold overlapping sequence numbers ({}..={} and {}..={}); \
+                 `simhashdb repair` keeps the one with the larger id",
+                older.id, newer.id, older.min_seq, older.max_seq, newer.min_seq, newer.max_seq
+            ));
+        }
+    }
+    None
+}
+
+/// Whether a segment record holds any write (an empty one has no sequence
+/// range).
+fn holds_writes(meta: &SegmentMeta) -> bool {
+    meta.doc_count > 0 || meta.tombstone_count > 0
+}
+
+/// The largest sequence number of the segments `manifest` names (0 if none
+/// holds a write): every WAL record it names must lie above it.
+pub(super) fn segments_max_seq(manifest: &Manifest) -> u64 {
+    manifest
+        .segments
+        .iter()
+        .filter(|m| holds_writes(m))
+        .map(|m| m.max_seq)
+        .max()
+        .unwrap_or(0)
 }
 
 /// Ids and sequence numbers stay below this: at a billion a second, 2^63
@@ -191,26 +241,73 @@ pub(super) fn check_manifest_counters(path: &Path, manifest: &Manifest) -> Resul
 /// can never overflow.
 pub(super) const COUNTER_LIMIT: u64 = 1 << 63;
 
+/// A writer's open is refused once the generation, the next segment id or
+/// the next WAL id comes within this of [`COUNTER_LIMIT`]: far more than
+/// the commits, segments and WALs one process can take (2^32 commits, one
+/// a second, take 136 years), so that no commit ever takes a counter to the
+/// limit, and no write is refused half-way for it. Only a manifest written
+/// with such counters gets there. Sequence numbers, taken a document at a
+/// time, are checked at each write instead ([`check_seq_room`]).
+pub(super) const COUNTER_HEADROOM: u64 = 1 << 32;
+
+/// The first of the generation, the next segment id and the next WAL id of
+/// `manifest` that lies within [`COUNTER_HEADROOM`] of [`COUNTER_LIMIT`],
+/// with its value.
+pub(super) fn counter_without_room(manifest: &Manifest) -> Option<(&'static str, u64)> {
+    [
+        ("generation", manifest.generation),
+        ("next segment id", manifest.next_segment_id),
+        ("next WAL id", manifest.next_wal_id),
+    ]
+    .into_iter()
+    .find(|&(_, value)| value >= COUNTER_LIMIT - COUNTER_HEADROOM)
+}
+
+/// [`Error::CounterLimit`] unless `records` sequence numbers from `next_seq`
+/// on leave the next one below [`COUNTER_LIMIT`].
+pub(super) fn check_seq_room(next_seq: u64, records: u64) -> Result<()> {
+    match next_seq.checked_add(records) {
+        Some(next) if next < COUNTER_LIMIT => Ok(()),
+        _ => Err(Error::CounterLimit {
+            what: "next sequence number",
+            value: next_seq,
+        }),
+    }
+}
+
 /// Checks the sequence numbers of a WAL's records: each below
-/// [`COUNTER_LIMIT`], and increasing (every write takes a number above the
-/// last). A WAL that fails has checksum-valid frames written by no writer of
-/// this index, or reordered.
-pub(super) fn check_wal_seqs(path: &Path, frames: &[WalFrame]) -> Result<()> {
+/// [`COUNTER_LIMIT`], increasing (every write takes a number above the
+/// last), and above `segments_max`, the largest of the segments the
+/// manifest names (a flush commits its segment and drops the WAL it came
+/// from at once). A WAL that fails has checksum-valid frames written by no
+/// writer of this index, reordered, or older than the segments: replaying
+/// them would answer with an older version of a document than a segment
+/// holds. `repair` drops such records.
+pub(super) fn check_wal_seqs(path: &Path, frames: &[WalFrame], segments_max: u64) -> Result<()> {
     let mut last: Option<u64> = None;
     for frame in frames {
         for record in &frame.records {
             let seq = record.seq();
-            if seq >= COUNTER_LIMIT || last.is_some_and(|l| seq <= l) {
-                return Err(Error::Corrupted {
-                    path: path.to_path_buf(),
-                    offset: frame.offset,
-                    reason: format!(
-                        "a record's sequence number {seq} does not follow the previous one ({}) or is beyond 2^63",
-                        last.map_or("none".to_owned(), |l| l.to_string())
-                    ),
-                });
-            }
-            last = Some(seq);
+            let reason = if seq >= COUNTER_LIMIT || last.is_some_and(|l| seq <= l) {
+                format!(
+                    "a record's sequence number {seq} does not follow the previous one ({}) or is beyond 2^63",
+                    last.map_or("none".to_owned(), |l| l.to_string())
+                )
+            } else if seq <= segments_max {
+                format!(
+                    "a record's sequence number {seq} is not above the segments' largest, \
+                     {segments_max}: the WAL holds writes older than the segments; \
+                     `simhashdb repair` drops them"
+                )
+            } else {
+                last = Some(seq);
+                continue;
+            };
+            return Err(Error::Corrupted {
+                path: path.to_path_buf(),
+                offset: frame.offset,
+                reason,
+            });
         }
     }
     Ok(())

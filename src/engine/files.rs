@@ -7,6 +7,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::format::{EncodeError, FileKind, FormatError, MANIFEST_TEMP_FILE_NAME, Manifest};
 
+use super::check::manifest_problem;
 use super::fs::{FileSystem, WritableFile};
 use super::lock::LockError;
 
@@ -128,7 +129,12 @@ fn write_all_and_sync(mut file: Box<dyn WritableFile>, path: &Path, bytes: &[u8]
 
 /// The commit point: the manifest is written to a temporary file, synced,
 /// renamed over `MANIFEST`, and the directory synced.
+/// A manifest that the next open would refuse (`check::manifest_problem`)
+/// is not committed: nothing is written.
 pub(super) fn commit_manifest(dir: &Path, fs: &dyn FileSystem, manifest: &Manifest) -> Result<()> {
+    if let Some(reason) = manifest_problem(manifest) {
+        return Err(unopenable(&reason));
+    }
     let bytes = manifest
         .encode()
         .map_err(|e| Error::InvalidArgument(e.to_string()))?;
@@ -166,4 +172,12 @@ pub(super) fn manifest_names_wal(dir: &Path, fs: &dyn FileSystem, wal_id: u64) -
         .ok()
         .and_then(|bytes| Manifest::decode(&bytes).ok())
         .is_some_and(|m| m.wal_ids.contains(&wal_id))
+}
+
+/// The refusal of a manifest that the next open would refuse, for `reason`.
+pub(super) fn unopenable(reason: &str) -> Error {
+    Error::InvalidArgument(format!(
+        "a manifest that the next open would refuse was not committed ({reason}); nothing \
+         was written"
+    ))
 }

@@ -17,7 +17,10 @@ use crate::format::{
 };
 use crate::plan::Plan;
 
-use super::check::{COUNTER_LIMIT, check_manifest_counters, check_wal_seqs, open_wal};
+use super::check::{
+    COUNTER_HEADROOM, COUNTER_LIMIT, check_manifest, check_wal_seqs, counter_without_room,
+    open_wal, segments_max_seq,
+};
 use super::compaction::Merger;
 use super::core::{Core, State};
 use super::files::{
@@ -103,7 +106,16 @@ impl Index {
             }
             Err(e) => return Err(io_error(&manifest_path, "read")(e)),
         };
-        let plan = Plan::from_shape(manifest.shape, manifest.k)?;
+        // The engine records only plans it built: one that cannot be built
+        // is damage to the manifest, not a bad argument.
+        let plan = Plan::from_shape(manifest.shape, manifest.k).map_err(|e| Error::Corrupted {
+            path: manifest_path.clone(),
+            offset: 12,
+            reason: format!(
+                "the recorded plan ({}, k = {}) cannot be built: {e}",
+                manifest.shape, manifest.k
+            ),
+        })?;
         if let Some(given) = &options.plan
             && (given.shape() != plan.shape() || given.k() != plan.k())
         {
@@ -123,10 +135,17 @@ impl Index {
             });
         }
 
-        check_manifest_counters(&manifest_path, &manifest)?;
+        check_manifest(&manifest_path, &manifest)?;
         let mut manifest = manifest;
         if !read_only {
             skip_ids_of_debris(dir, fs.as_ref(), &mut manifest)?;
+            // A writer commits manifests, each taking a generation, flushes
+            // a segment id and a WAL id: refused before anything is written
+            // when a counter has too little room left (no process that
+            // opens with room commits 2^32 times). Readers need none.
+            if let Some((what, value)) = counter_without_room(&manifest) {
+                return Err(Error::CounterLimit { what, value });
+            }
         }
         let mut segments = Vec::with_capacity(manifest.segments.len());
         for meta in &manifest.segments {
@@ -191,6 +210,7 @@ impl Index {
         let mut last_unsynced = false;
         // The sequence number of the last record replayed.
         let mut last_seq: Option<u64> = None;
+        let segments_max = segments_max_seq(&manifest);
         for (i, &wal_id) in manifest.wal_ids.iter().enumerate() {
             if torn {
                 // A later WAL's frames came after the ones lost.
@@ -208,7 +228,7 @@ impl Index {
             // Buffered WAL's unsynced tail can be cut at a frame boundary,
             // leaving no torn tail to see. Replaying this one would leave a
             // hole, so recovery keeps the prefix before the gap.
-            check_wal_seqs(&path, &frames)?;
+            check_wal_seqs(&path, &frames, segments_max)?;
             let first_seq = frames
                 .first()
                 .and_then(|frame| frame.records.first())
@@ -265,6 +285,21 @@ impl Index {
                 fs.sync_dir(dir).map_err(io_error(dir, "sync"))?;
                 dir.join(FileKind::Wal.file_name(manifest.wal_ids[0]))
             } else {
+                // The commit below takes a WAL id and a generation: refused
+                // before anything is written or removed if either (or the
+                // next sequence number) would reach 2^63.
+                let limited = [
+                    ("generation", manifest.generation, 1),
+                    ("next WAL id", manifest.next_wal_id, 1),
+                    ("next sequence number", manifest.next_seq, 0),
+                ]
+                .into_iter()
+                .find(|&(_, value, taken)| {
+                    value.checked_add(taken).is_none_or(|v| v >= COUNTER_LIMIT)
+                });
+                if let Some((what, value, _)) = limited {
+                    return Err(Error::CounterLimit { what, value });
+                }
                 // Files of earlier failed or interrupted work first, so that
                 // the copy below finds the space they held (a full disk).
                 remove_orphans(dir, fs.as_ref(), &manifest);
@@ -451,15 +486,17 @@ fn skip_ids_of_debris(dir: &Path, fs: &dyn FileSystem, manifest: &mut Manifest) 
         let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
             continue;
         };
-        // Ids from 2^63 on are never handed out, so files with them never
-        // collide with a new one.
+        // Ids within the headroom of 2^63 are never handed out (writes
+        // are refused first), so files with them never collide with a new
+        // one; moving past them would leave the index unable to write.
+        let handed_out = |id: u64| id < COUNTER_LIMIT - COUNTER_HEADROOM;
         match FileKind::parse_file_name(name) {
             Some((FileKind::Segment | FileKind::DocMap, id))
-                if id >= manifest.next_segment_id && id < COUNTER_LIMIT - 1 =>
+                if id >= manifest.next_segment_id && handed_out(id) =>
             {
                 manifest.next_segment_id = id + 1;
             }
-            Some((FileKind::Wal, id)) if id >= manifest.next_wal_id && id < COUNTER_LIMIT - 1 => {
+            Some((FileKind::Wal, id)) if id >= manifest.next_wal_id && handed_out(id) => {
                 manifest.next_wal_id = id + 1;
             }
             _ => {}

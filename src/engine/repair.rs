@@ -14,13 +14,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::fingerprint::FingerprintConfig;
 use crate::format::{
     DocMapReader, FileKind, MANIFEST_TEMP_FILE_NAME, Manifest, Record, SegmentMeta, SegmentReader,
     WalEnd, WalReader, encode_frame,
 };
 use crate::plan::Plan;
 
-use super::files::{commit_manifest, corrupted, foreign, io_error, lock_error, write_file};
+use super::check::{COUNTER_HEADROOM, COUNTER_LIMIT, manifest_problem};
+use super::files::{
+    commit_manifest, corrupted, foreign, io_error, lock_error, unopenable, write_file,
+};
 use super::fs::{FileSystem, RealFs};
 use super::lock::{DirLock, LOCK_FILE};
 use super::recovery::new_index_id;
@@ -48,9 +52,15 @@ pub struct RepairReport {
     pub wal: String,
     /// WAL records copied into the new WAL (writes newer than every kept segment).
     pub wal_records: u64,
-    /// WAL records not copied because they follow a gap in sequence numbers
-    /// (their WALs are in `lost+found/`).
+    /// WAL records not copied because they follow a gap in sequence numbers,
+    /// or because their sequence numbers lie within 2^32 of 2^63, which no
+    /// index hands out (their WALs are in `lost+found/`).
     pub wal_records_dropped: u64,
+    /// WAL records not copied because their sequence numbers are not above
+    /// the kept segments' largest: writes a segment already holds (a WAL
+    /// whose removal a crash interrupted), or older ones that would
+    /// otherwise override a newer version in a segment.
+    pub wal_records_not_newer: u64,
     /// Files moved to `lost+found/`, each with the reason.
     pub set_aside: Vec<(String, String)>,
 }
@@ -197,11 +207,18 @@ impl Index {
         nothing_to_repair(fs)?;
         let mut report = RepairReport::default();
 
-        // The settings.
+        // The settings: from a manifest that decodes and whose plan and
+        // fingerprint configuration this version can build (a damaged one
+        // that decodes is no better than one that does not).
         let decode = |name: &str| {
             fs.read(&dir.join(name))
                 .ok()
                 .and_then(|bytes| Manifest::decode(&bytes).ok())
+                .and_then(|m| {
+                    let plan = Plan::from_shape(m.shape, m.k).ok()?;
+                    m.fingerprint_config.parse::<FingerprintConfig>().ok()?;
+                    Some((m, plan))
+                })
         };
         let old = match decode(&manifest_name) {
             Some(m) => {
@@ -212,13 +229,13 @@ impl Index {
                 report.settings_from = MANIFEST_TEMP_FILE_NAME.to_string();
             }),
         };
-        let (plan, fingerprint_config, retention_ms) = match &old {
-            Some(m) => (
-                Plan::from_shape(m.shape, m.k)?,
-                m.fingerprint_config.clone(),
-                m.retention_ms,
-            ),
-            None => {
+        let (old, old_plan) = match old {
+            Some((m, plan)) => (Some(m), Some(plan)),
+            None => (None, None),
+        };
+        let (plan, fingerprint_config, retention_ms) = match (&old, old_plan) {
+            (Some(m), Some(plan)) => (plan, m.fingerprint_config.clone(), m.retention_ms),
+            _ => {
                 report.settings_from = "options".to_string();
                 let settings = options.new_index_settings()?;
                 (
@@ -273,7 +290,13 @@ impl Index {
         }
         let mut set_aside: Vec<(String, String)> = Vec::new();
         let mut candidates = Vec::new();
-        let mut max_seq = old.as_ref().map_or(0, |m| m.next_seq.saturating_sub(1));
+        // The largest sequence number seen, for the next one: the old
+        // manifest's counters, the kept segments' and the WALs' records,
+        // where they lie below what the index hands out.
+        let mut max_seq = old
+            .as_ref()
+            .and_then(|m| handed_out(m.next_seq.checked_sub(1)?))
+            .unwrap_or(0);
         for &id in &seg_ids {
             let seg = FileKind::Segment.file_name(id);
             let ids = FileKind::DocMap.file_name(id);
@@ -288,6 +311,7 @@ impl Index {
             });
             match checked {
                 Ok(c) => {
+                    // `check_segment` refused larger ones.
                     max_seq = max_seq.max(c.meta.max_seq);
                     candidates.push(c);
                 }
@@ -341,9 +365,8 @@ impl Index {
                         let (valid, end) = reader.read_all();
                         let count = valid.len();
                         for frame in valid {
-                            if let Some(last) = frame.records.last() {
-                                max_seq = max_seq.max(last.seq());
-                            }
+                            let seqs = frame.records.iter().map(Record::seq);
+                            max_seq = max_seq.max(seqs.filter_map(handed_out).max().unwrap_or(0));
                             frames.push(frame.records);
                         }
                         match end {
@@ -372,9 +395,21 @@ impl Index {
         let mut last: Option<u64> = None;
         let mut dropped = 0u64;
         for records in frames {
+            let count = records.len();
             let records: Vec<Record> = records
                 .into_iter()
-                .filter(|r| r.seq() > segments_max_seq && last.is_none_or(|l| r.seq() > l))
+                .filter(|r| r.seq() > segments_max_seq)
+                .collect();
+            report.wal_records_not_newer += (count - records.len()) as u64;
+            let count = records.len();
+            let records: Vec<Record> = records
+                .into_iter()
+                .filter(|r| handed_out(r.seq()).is_some())
+                .collect();
+            dropped += (count - records.len()) as u64;
+            let records: Vec<Record> = records
+                .into_iter()
+                .filter(|r| last.is_none_or(|l| r.seq() > l))
                 .collect();
             let Some(first) = records.first().map(Record::seq) else {
                 continue;
@@ -390,13 +425,46 @@ impl Index {
         }
         report.wal_records_dropped = dropped;
 
+        // The new manifest, checked as the next open will check it before
+        // anything is written: its counters above every id and sequence
+        // number seen that the index could have handed out (ids within the
+        // headroom of 2^63 never were: their files are set aside, and
+        // counting them would leave the index unable to write).
+        let old_counter = |counter: fn(&Manifest) -> u64| {
+            old.as_ref()
+                .and_then(|m| handed_out(counter(m).checked_sub(1)?))
+                .unwrap_or(0)
+        };
+        let wal_id = next_above(
+            wal_ids
+                .iter()
+                .copied()
+                .chain([old_counter(|m| m.next_wal_id)]),
+        );
+        let manifest = Manifest {
+            index_id,
+            shape: plan.shape(),
+            k: plan.k(),
+            fingerprint_config,
+            retention_ms,
+            generation: next_above([old.as_ref().map_or(0, |m| m.generation)]),
+            next_segment_id: next_above(
+                seg_ids
+                    .iter()
+                    .copied()
+                    .chain([old_counter(|m| m.next_segment_id)]),
+            ),
+            // Both below `HANDED_OUT_BELOW` + 1.
+            next_wal_id: wal_id + 1,
+            next_seq: max_seq + 1,
+            wal_ids: vec![wal_id],
+            segments: kept.clone(),
+        };
+        if let Some(reason) = manifest_problem(&manifest) {
+            return Err(unopenable(&reason));
+        }
+
         // The new WAL, written and synced before anything is moved.
-        let wal_id = wal_ids
-            .last()
-            .copied()
-            .unwrap_or(0)
-            .max(old.as_ref().map_or(0, |m| m.next_wal_id.saturating_sub(1)))
-            + 1;
         let wal_name = FileKind::Wal.file_name(wal_id);
         let mut bytes = crate::format::encode_wal_header_with_flags(
             index_id,
@@ -431,22 +499,6 @@ impl Index {
         }
         fs.sync_dir(&lost).map_err(io_error(&lost, "sync"))?;
 
-        let manifest = Manifest {
-            index_id,
-            shape: plan.shape(),
-            k: plan.k(),
-            fingerprint_config,
-            retention_ms,
-            generation: old.as_ref().map_or(0, |m| m.generation) + 1,
-            next_segment_id: seg_ids.last().copied().unwrap_or(0).max(
-                old.as_ref()
-                    .map_or(0, |m| m.next_segment_id.saturating_sub(1)),
-            ) + 1,
-            next_wal_id: wal_id + 1,
-            next_seq: max_seq + 1,
-            wal_ids: vec![wal_id],
-            segments: kept.clone(),
-        };
         commit_manifest(dir, fs, &manifest)?;
 
         report.kept_segments = kept.iter().map(|m| m.id).collect();
@@ -454,6 +506,22 @@ impl Index {
         report.set_aside = set_aside;
         Ok(report)
     }
+}
+
+/// Ids and sequence numbers from here on are never handed out: writes are
+/// refused first (`check::COUNTER_HEADROOM`).
+const HANDED_OUT_BELOW: u64 = COUNTER_LIMIT - COUNTER_HEADROOM;
+
+/// `value`, if the index could have handed it out.
+fn handed_out(value: u64) -> Option<u64> {
+    (value < HANDED_OUT_BELOW).then_some(value)
+}
+
+/// One more than the largest of `values` that the index could have handed
+/// out (1 if none): a counter above them, which cannot overflow.
+fn next_above(values: impl IntoIterator<Item = u64>) -> u64 {
+    let max = values.into_iter().filter_map(handed_out).max().unwrap_or(0);
+    max + 1
 }
 
 /// `dir/name`, or `dir/name.N` for the first N not taken.
@@ -546,6 +614,13 @@ fn check_segment(
     }
     if meta.doc_count + meta.tombstone_count == 0 {
         return Err("it holds no documents and no tombstones".to_string());
+    }
+    if handed_out(id).is_none() || handed_out(meta.max_seq).is_none() {
+        return Err(format!(
+            "its id ({id}) or its largest sequence number ({}) lies within 2^32 of 2^63, \
+             which no index hands out",
+            meta.max_seq
+        ));
     }
     if meta.key_count != tables.key_count() {
         return Err(format!(

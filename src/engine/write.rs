@@ -9,6 +9,7 @@ use crate::format::{
     FileKind, Record, WAL_UNSYNCED_APPENDS, encode_frame, encode_wal_header_with_flags,
 };
 
+use super::check::check_seq_room;
 use super::core::write_lock;
 use super::files::{io_error, write_file};
 use super::fs::{FileSystem, WritableFile};
@@ -91,6 +92,9 @@ impl Index {
         mut records: Vec<Record>,
     ) -> Result<()> {
         let w = writer.as_mut().ok_or(Error::ReadOnly)?;
+        // Before anything is written: a record numbered 2^63 or more would
+        // make the WAL, and the index, refused at the next open.
+        check_seq_room(w.next_seq, records.len() as u64)?;
         // Numbered from the writer's next sequence number, which moves on
         // only once the frame is logged: a refused batch (over the frame
         // limit) takes none, so the next frame, perhaps the first of a new

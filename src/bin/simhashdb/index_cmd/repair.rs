@@ -59,8 +59,15 @@ pub fn repair(args: &RepairArgs) -> Result<(), CliError> {
     );
     if report.wal_records_dropped > 0 {
         text.push_str(&format!(
-            "not kept: {} WAL record(s) after a gap in sequence numbers\n",
+            "not kept: {} WAL record(s) after a gap in sequence numbers or numbered past \
+             what an index hands out\n",
             report.wal_records_dropped
+        ));
+    }
+    if report.wal_records_not_newer > 0 {
+        text.push_str(&format!(
+            "not kept: {} WAL record(s) not newer than the kept segments\n",
+            report.wal_records_not_newer
         ));
     }
     for (name, why) in &report.set_aside {
