@@ -240,6 +240,29 @@ impl Index {
         I: IntoIterator<Item = (u64, u64, Option<S>)>,
         S: Into<String>,
     {
+        self.insert_if_new_many_nearest(docs, k, usize::MAX)
+    }
+
+    /// [`insert_if_new_many`](Index::insert_if_new_many), a duplicate
+    /// answered with at most its `limit` nearest matches (at least 1):
+    /// the memory the call takes is bounded by the batch's length times
+    /// `limit`, however many documents lie near each one
+    /// ([`query_batch_nearest`](Index::query_batch_nearest)).
+    pub fn insert_if_new_many_nearest<I, S>(
+        &self,
+        docs: I,
+        k: u32,
+        limit: usize,
+    ) -> Result<Vec<std::result::Result<(), Vec<Match>>>>
+    where
+        I: IntoIterator<Item = (u64, u64, Option<S>)>,
+        S: Into<String>,
+    {
+        if limit == 0 {
+            return Err(Error::InvalidArgument(
+                "a check's limit on its matches must be at least 1".into(),
+            ));
+        }
         if k > self.core.plan.k() {
             return Err(Error::DistanceTooLarge {
                 requested: k,
@@ -262,7 +285,7 @@ impl Index {
         // so they are searched together, and a batch large enough to pay
         // for it on rayon's pool.
         let fingerprints: Vec<u64> = docs.iter().map(|d| d.1).collect();
-        let in_index = self.query_batch(&fingerprints, k)?;
+        let in_index = self.query_batch_nearest(&fingerprints, k, limit)?;
         let mut answers = Vec::with_capacity(docs.len());
         // The batch's inserted documents, by id: position in `docs` of the
         // latest one (it replaces any version in the index or the batch).
@@ -271,7 +294,16 @@ impl Index {
         let mut pending = Pending::new(k);
         for (i, mut matches) in in_index.into_iter().enumerate() {
             let (id, fingerprint) = (docs[i].0, docs[i].1);
+            let cut = matches.len() >= limit;
+            let found = matches.len();
             matches.retain(|m| !inserted.contains_key(&m.id));
+            if cut && matches.len() < found {
+                // The batch replaced some of the nearest: the next nearest
+                // in the index, which the limit left out, may count.
+                matches =
+                    self.query_nearest(fingerprint, k, limit.saturating_add(inserted.len()))?;
+                matches.retain(|m| !inserted.contains_key(&m.id));
+            }
             for j in pending.matching(fingerprint) {
                 let (other, other_fp, name) = &docs[j];
                 if inserted.get(other) == Some(&j) {
@@ -289,6 +321,7 @@ impl Index {
                 answers.push(Ok(()));
             } else {
                 matches.sort_unstable_by_key(|m| (m.distance, m.id));
+                matches.truncate(limit);
                 answers.push(Err(matches));
             }
         }
@@ -329,7 +362,7 @@ impl Index {
             self.core.poison_on_error(result)?;
         }
         let path = self.wal_path(w);
-        let result = w.wal.sync().map_err(io_error(&path, "sync"));
+        let result = w.sync_wal(&path);
         self.core.poison_on_error(result)
     }
 
