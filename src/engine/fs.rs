@@ -137,6 +137,14 @@ pub trait WritableFile: Send + fmt::Debug {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Whether the file still has a name in a directory (a link count above
+    /// 0). One whose directory was removed under the writer (`rm -rf`) has
+    /// none: what it holds goes with the last handle, however often it is
+    /// synced. A file system that cannot tell answers yes.
+    fn linked(&self) -> io::Result<bool> {
+        Ok(true)
+    }
 }
 
 /// A read-only view of a whole file, cheap to clone; the bytes stay valid for
@@ -402,9 +410,25 @@ impl WritableFile for RealFile {
         self.file.sync_data()
     }
 
+    fn linked(&self) -> io::Result<bool> {
+        linked(&self.file)
+    }
+
     fn len(&self) -> u64 {
         self.len
     }
+}
+
+/// Whether `file` still has a name in some directory (a link count above 0).
+#[cfg(unix)]
+fn linked(file: &File) -> io::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    Ok(file.metadata()?.nlink() > 0)
+}
+
+#[cfg(not(unix))]
+fn linked(_: &File) -> io::Result<bool> {
+    Ok(true)
 }
 
 /// The memory this process can fill, in bytes: the machine's (`MemTotal`)

@@ -258,6 +258,29 @@ impl Index {
         I: IntoIterator<Item = (u64, u64, Option<S>)>,
         S: Into<String>,
     {
+        self.insert_if_new_many_nearest(docs, k, usize::MAX)
+    }
+
+    /// [`insert_if_new_many`](Index::insert_if_new_many), a duplicate
+    /// answered with at most its `limit` nearest matches (at least 1):
+    /// the memory the call takes is bounded by the batch's length times
+    /// `limit`, however many documents lie near each one
+    /// ([`query_batch_nearest`](Index::query_batch_nearest)).
+    pub fn insert_if_new_many_nearest<I, S>(
+        &self,
+        docs: I,
+        k: u32,
+        limit: usize,
+    ) -> Result<Vec<std::result::Result<(), Vec<Match>>>>
+    where
+        I: IntoIterator<Item = (u64, u64, Option<S>)>,
+        S: Into<String>,
+    {
+        if limit == 0 {
+            return Err(Error::InvalidArgument(
+                "a check's limit on its matches must be at least 1".into(),
+            ));
+        }
         if k > self.core.plan.k() {
             return Err(Error::DistanceTooLarge {
                 requested: k,
@@ -283,7 +306,7 @@ impl Index {
             writer.as_ref().map_or(0, |w| w.next_seq)
         };
         let searching = Searching(&self.core);
-        let searched = self.query_batch(&fingerprints, k);
+        let searched = self.query_batch_nearest(&fingerprints, k, limit);
         self.core.hooks.pause(Point::BatchSearched);
         let mut writer = self.writer()?;
         let changed = {
@@ -296,8 +319,8 @@ impl Index {
         // looked up again. If more were written than are noted, the batch
         // is searched again, here, on this thread.
         let in_index = match changed {
-            Some(changed) => self.settle(searched?, &fingerprints, &changed, k)?,
-            None => self.query_runs_here(&fingerprints, k)?,
+            Some(changed) => self.settle(searched?, &fingerprints, &changed, k, limit)?,
+            None => self.query_runs_here(&fingerprints, k, limit)?,
         };
         let mut answers = Vec::with_capacity(docs.len());
         // The batch's inserted documents, by id: position in `docs` of the
@@ -307,7 +330,16 @@ impl Index {
         let mut pending = Pending::new(k);
         for (i, mut matches) in in_index.into_iter().enumerate() {
             let (id, fingerprint) = (docs[i].0, docs[i].1);
+            let cut = matches.len() >= limit;
+            let found = matches.len();
             matches.retain(|m| !inserted.contains_key(&m.id));
+            if cut && matches.len() < found {
+                // The batch replaced some of the nearest: the next nearest
+                // in the index, which the limit left out, may count.
+                matches =
+                    self.query_nearest(fingerprint, k, limit.saturating_add(inserted.len()))?;
+                matches.retain(|m| !inserted.contains_key(&m.id));
+            }
             for j in pending.matching(fingerprint) {
                 let (other, other_fp, name) = &docs[j];
                 if inserted.get(other) == Some(&j) {
@@ -325,6 +357,7 @@ impl Index {
                 answers.push(Ok(()));
             } else {
                 matches.sort_unstable_by_key(|m| (m.distance, m.id));
+                matches.truncate(limit);
                 answers.push(Err(matches));
             }
         }
@@ -357,6 +390,7 @@ impl Index {
         fingerprints: &[u64],
         changed: &HashSet<u64>,
         k: u32,
+        limit: usize,
     ) -> Result<Vec<Vec<Match>>> {
         if changed.is_empty() {
             return Ok(searched);
@@ -370,7 +404,16 @@ impl Index {
             }
         }
         for (matches, &fp) in searched.iter_mut().zip(fingerprints) {
+            let cut = matches.len() >= limit;
+            let found = matches.len();
             matches.retain(|m| !changed.contains(&m.id));
+            if cut && matches.len() < found {
+                // The limit left out matches that may now count: this one
+                // is searched again, here (the writer lock is held, so the
+                // search sees every write).
+                *matches = self.query_runs_here(&[fp], k, limit)?.pop().unwrap_or_default();
+                continue;
+            }
             for j in near.matching(fp) {
                 let doc = &current[j];
                 matches.push(Match {
@@ -419,7 +462,7 @@ impl Index {
             self.core.poison_on_error(result)?;
         }
         let path = self.wal_path(w);
-        let result = w.wal.sync().map_err(io_error(&path, "sync"));
+        let result = w.sync_wal(&path);
         self.core.poison_on_error(result)
     }
 

@@ -134,12 +134,12 @@ impl Index {
         self.core.note_query();
         let state = read_lock(&self.core.state);
         let mut matches = self
-            .in_memtables(&state, &[fingerprint], k)
+            .in_memtables(&state, &[fingerprint], k, usize::MAX)
             .pop()
             .unwrap_or_default();
         for (s, segment) in state.segments.iter().enumerate() {
             for found in segment.matching_fingerprints(fingerprint, k)? {
-                self.in_segment(&state, s, fingerprint, found, &mut matches)?;
+                self.in_segment(&state, s, fingerprint, found, &mut matches, usize::MAX)?;
             }
         }
         matches.sort_unstable_by_key(|m| (m.distance, m.id));
@@ -150,9 +150,21 @@ impl Index {
     /// the state: each segment is searched for all of them together
     /// ([`search::probe_many`]).
     fn query_together(&self, fingerprints: &[u64], k: u32) -> Result<Vec<Vec<Match>>> {
+        self.query_together_nearest(fingerprints, k, usize::MAX)
+    }
+
+    /// [`query_together`](Self::query_together), keeping at most the
+    /// `limit` nearest matches of each query: no query ever holds more than
+    /// twice `limit` of them, however many documents lie within `k`.
+    fn query_together_nearest(
+        &self,
+        fingerprints: &[u64],
+        k: u32,
+        limit: usize,
+    ) -> Result<Vec<Vec<Match>>> {
         self.core.note_query();
         let state = read_lock(&self.core.state);
-        let mut answers = self.in_memtables(&state, fingerprints, k);
+        let mut answers = self.in_memtables(&state, fingerprints, k, limit);
         let mut hits = Vec::new();
         for (s, segment) in state.segments.iter().enumerate() {
             hits.clear();
@@ -160,19 +172,61 @@ impl Index {
                 .matching_fingerprints_many(fingerprints, k, |i, found| hits.push((i, found)))?;
             for &(i, found) in &hits {
                 if let (Some(&fp), Some(matches)) = (fingerprints.get(i), answers.get_mut(i)) {
-                    self.in_segment(&state, s, fp, found, matches)?;
+                    self.in_segment(&state, s, fp, found, matches, limit)?;
                 }
             }
         }
         for matches in &mut answers {
             matches.sort_unstable_by_key(|m| (m.distance, m.id));
+            matches.truncate(limit);
         }
         Ok(answers)
     }
 
+    /// [`query`](Self::query), keeping only the `limit` nearest matches (by
+    /// distance, then id): the memory a query takes is bounded by `limit`,
+    /// however many documents lie within `k` (a fingerprint stored
+    /// thousands of times, say). `limit` must be at least 1.
+    pub fn query_nearest(&self, fingerprint: u64, k: u32, limit: usize) -> Result<Vec<Match>> {
+        Ok(self
+            .query_batch_nearest(&[fingerprint], k, limit)?
+            .pop()
+            .unwrap_or_default())
+    }
+
+    /// [`query_batch`](Self::query_batch), each query keeping only its
+    /// `limit` nearest matches, as [`query_nearest`](Self::query_nearest).
+    pub fn query_batch_nearest(
+        &self,
+        fingerprints: &[u64],
+        k: u32,
+        limit: usize,
+    ) -> Result<Vec<Vec<Match>>> {
+        search::check_distance(&self.core.plan, k)?;
+        if limit == 0 {
+            return Err(crate::Error::InvalidArgument(
+                "a query's limit on its matches must be at least 1".into(),
+            ));
+        }
+        if fingerprints.len() <= QUERY_RUN {
+            return self.query_together_nearest(fingerprints, k, limit);
+        }
+        let runs = fingerprints
+            .par_chunks(QUERY_RUN)
+            .map(|run| self.query_together_nearest(run, k, limit))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(runs.into_iter().flatten().collect())
+    }
+
     /// For each of `fingerprints`, the live documents of the memtables
-    /// within `k` of it.
-    fn in_memtables(&self, state: &State, fingerprints: &[u64], k: u32) -> Vec<Vec<Match>> {
+    /// within `k` of it (at most about twice `limit` of the nearest).
+    fn in_memtables(
+        &self,
+        state: &State,
+        fingerprints: &[u64],
+        k: u32,
+        limit: usize,
+    ) -> Vec<Vec<Match>> {
         let mut answers: Vec<Vec<Match>> = vec![Vec::new(); fingerprints.len()];
         let mut add = |i: usize, id: u64, doc: &super::memtable::Doc| {
             if let (Some(&fp), Some(matches)) = (fingerprints.get(i), answers.get_mut(i))
@@ -184,6 +238,7 @@ impl Index {
                     distance: (doc.fingerprint ^ fp).count_ones(),
                     name: doc.name.as_deref().map(str::to_owned),
                 });
+                keep_nearest(matches, limit);
             }
         };
         state.memtable.matching_many(fingerprints, k, &mut add);
@@ -199,7 +254,8 @@ impl Index {
 
     /// Adds to `matches` the live documents of segment `s` whose fingerprint
     /// is `found` (a fingerprint its tables hold near `fingerprint`): those
-    /// no newer source replaces or deletes.
+    /// no newer source replaces or deletes; only the nearest, about twice
+    /// `limit` at most, are kept.
     fn in_segment(
         &self,
         state: &State,
@@ -207,13 +263,24 @@ impl Index {
         fingerprint: u64,
         found: u64,
         matches: &mut Vec<Match>,
+        limit: usize,
     ) -> Result<()> {
         let Some(segment) = state.segments.get(s) else {
             return Ok(());
         };
         let distance = (found ^ fingerprint).count_ones();
+        // With `limit` matches at hand, one that is not nearer than the
+        // farthest of them (by distance, then id) is not kept: a doc map
+        // lists a fingerprint's documents by increasing id, so the walk
+        // stops at the first such one.
+        let farthest = (matches.len() >= limit && limit <= FEW)
+            .then(|| matches.iter().map(|m| (m.distance, m.id)).max())
+            .flatten();
         for entry in segment.docs.by_fingerprint(found) {
             let entry = entry.map_err(|e| corrupted(&segment.ids_path, &e))?;
+            if farthest.is_some_and(|far| (distance, entry.id) >= far) {
+                break;
+            }
             if self.core.fresh(entry.timestamp)
                 && !shadowed(state, s, entry.id)?
                 && !segment.deletes_here(&entry)?
@@ -224,9 +291,24 @@ impl Index {
                     distance,
                     name: entry.name.map(str::to_owned),
                 });
+                keep_nearest(matches, limit);
             }
         }
         Ok(())
+    }
+
+    /// `Ok` while the index accepts writes: [`Error::ReadOnly`] for an
+    /// index opened read-only, [`Error::Poisoned`] (naming the cause) once
+    /// a failed write, sync, flush or merge has poisoned it. What a service
+    /// reports as not ready; reads go on either way.
+    ///
+    /// [`Error::ReadOnly`]: crate::Error::ReadOnly
+    /// [`Error::Poisoned`]: crate::Error::Poisoned
+    pub fn writable(&self) -> Result<()> {
+        if self.read_only {
+            return Err(crate::Error::ReadOnly);
+        }
+        self.core.check_poisoned()
     }
 
     /// The number of live documents (deleted and expired ones are not
@@ -303,13 +385,34 @@ impl Index {
     /// after run: for a caller that holds the writer lock, which must not
     /// wait for rayon's pool (a task of the pool may be waiting for the
     /// lock).
-    pub(super) fn query_runs_here(&self, fingerprints: &[u64], k: u32) -> Result<Vec<Vec<Match>>> {
+    /// Each query keeps its `limit` nearest matches, as
+    /// [`query_batch_nearest`](Self::query_batch_nearest).
+    pub(super) fn query_runs_here(
+        &self,
+        fingerprints: &[u64],
+        k: u32,
+        limit: usize,
+    ) -> Result<Vec<Vec<Match>>> {
         search::check_distance(&self.core.plan, k)?;
         let mut answers = Vec::with_capacity(fingerprints.len());
         for run in fingerprints.chunks(QUERY_RUN) {
-            answers.extend(self.query_together(run, k)?);
+            answers.extend(self.query_together_nearest(run, k, limit)?);
         }
         Ok(answers)
+    }
+}
+
+/// A limit up to which a query with `limit` matches at hand skips those no
+/// nearer than its farthest (finding the farthest costs a pass over them).
+const FEW: usize = 64;
+
+/// Keeps the `limit` nearest of `matches` (by distance, then id) once it
+/// holds twice as many: amortised, a match costs O(1) and no query holds
+/// more than twice `limit` matches.
+fn keep_nearest(matches: &mut Vec<Match>, limit: usize) {
+    if matches.len() >= limit.saturating_mul(2).max(2) && limit > 0 {
+        matches.select_nth_unstable_by_key(limit - 1, |m| (m.distance, m.id));
+        matches.truncate(limit);
     }
 }
 

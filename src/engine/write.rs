@@ -32,6 +32,27 @@ pub(super) struct Writer {
 }
 
 impl Writer {
+    /// Syncs the WAL at `path`; fails if it no longer has a name (the
+    /// index's directory removed under the writer): a write logged there
+    /// would not survive the process, so it must not be acknowledged as
+    /// durable.
+    pub(super) fn sync_wal(&mut self, path: &Path) -> Result<()> {
+        self.wal.sync().map_err(io_error(path, "sync"))?;
+        match self.wal.linked() {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(Error::Io {
+                path: path.to_path_buf(),
+                op: "sync",
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "the write-ahead log has been deleted (the index's directory removed \
+                     while open?): writes logged in it will not survive the process",
+                ),
+            }),
+            Err(e) => Err(io_error(path, "sync")(e)),
+        }
+    }
+
     /// Appends `frame`, the encoding of `records`, to the WAL at `path` (and
     /// syncs it with [`Durability::Sync`]); then the next sequence number
     /// follows the records'. Refuses, writing nothing, a frame whose first
@@ -59,7 +80,7 @@ impl Writer {
         }
         self.wal.write_all(frame).map_err(io_error(path, "write"))?;
         if durability == Durability::Sync {
-            self.wal.sync().map_err(io_error(path, "sync"))?;
+            self.sync_wal(path)?;
         }
         self.next_seq = last.map_or(self.next_seq, |seq| seq + 1);
         Ok(())

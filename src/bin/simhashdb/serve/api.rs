@@ -45,6 +45,56 @@ impl<'de> Deserialize<'de> for U64 {
     }
 }
 
+/// A JSON array of at most [`parse_bounded`]'s limit of items: the limit
+/// is enforced while the body is parsed, so a body of millions of `{}`
+/// costs no more than the limit's worth of items before it is refused.
+#[derive(Debug)]
+pub struct Items<T>(pub Vec<T>);
+
+std::thread_local! {
+    /// The limit [`Items`] enforce on this thread, and whether one did.
+    static ITEM_LIMIT: std::cell::Cell<(usize, bool)> = const { std::cell::Cell::new((usize::MAX, false)) };
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Items<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Items<T>, D::Error> {
+        struct ItemsVisitor<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for ItemsVisitor<T> {
+            type Value = Items<T>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an array")
+            }
+
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Items<T>, A::Error> {
+                let (max, _) = ITEM_LIMIT.get();
+                let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(max).min(1024));
+                while let Some(item) = seq.next_element()? {
+                    if items.len() >= max {
+                        ITEM_LIMIT.set((max, true));
+                        return Err(de::Error::custom(format!("more than {max} items")));
+                    }
+                    items.push(item);
+                }
+                Ok(Items(items))
+            }
+        }
+        deserializer.deserialize_seq(ItemsVisitor(std::marker::PhantomData))
+    }
+}
+
+/// Parses `bytes`, every [`Items`] in it holding at most `max_items`; the
+/// error, and whether it is that an [`Items`] held more.
+pub fn parse_bounded<T: de::DeserializeOwned>(
+    bytes: &[u8],
+    max_items: usize,
+) -> Result<T, (serde_json::Error, bool)> {
+    ITEM_LIMIT.set((max_items, false));
+    let parsed = serde_json::from_slice(bytes);
+    let (_, over) = ITEM_LIMIT.replace((usize::MAX, false));
+    parsed.map_err(|e| (e, over))
+}
+
 /// A decimal string of digits only (no sign, no spaces) that fits in 64 bits.
 pub fn parse_decimal(s: &str) -> Option<U64> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
@@ -164,7 +214,7 @@ impl DocumentIn {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CheckRequest {
-    pub documents: Vec<DocumentIn>,
+    pub documents: Items<DocumentIn>,
     /// Sync the index before answering (survives power loss).
     #[serde(default)]
     pub sync: bool,
@@ -176,7 +226,7 @@ pub struct CheckRequest {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InsertRequest {
-    pub documents: Vec<DocumentIn>,
+    pub documents: Items<DocumentIn>,
     #[serde(default)]
     pub sync: bool,
 }
@@ -188,17 +238,20 @@ pub struct QueryIn {
     pub text: Option<String>,
     pub fingerprint: Option<U64>,
     pub k: Option<u32>,
+    /// The most matches returned, nearest first.
+    pub limit: Option<U64>,
 }
 
 /// `POST /v1/query`: one query, or `{"queries": [...]}` (with an optional
-/// `k` for those that give none).
+/// `k` and `limit` for those that give none).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct QueryRequest {
     pub text: Option<String>,
     pub fingerprint: Option<U64>,
     pub k: Option<u32>,
-    pub queries: Option<Vec<QueryIn>>,
+    pub limit: Option<U64>,
+    pub queries: Option<Items<QueryIn>>,
 }
 
 impl QueryIn {
@@ -288,13 +341,6 @@ impl<'a> From<&'a Doc> for DocOut<'a> {
     }
 }
 
-/// `GET`/`DELETE /v1/documents?name=N`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ByName {
-    pub name: String,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -363,6 +409,7 @@ mod tests {
             text: Some(" ,".into()),
             fingerprint: None,
             k: None,
+            limit: None,
         };
         let err = query
             .resolve("queries[1]", &Simhasher::default(), 3)

@@ -1,7 +1,7 @@
 //! Errors as the API reports them: an HTTP status and a JSON body
 //! `{"error": {"code": CODE, "message": MESSAGE}}` whose code is stable.
 
-use axum::http::header::CONTENT_TYPE;
+use axum::http::header::{CONNECTION, CONTENT_TYPE};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
@@ -12,6 +12,8 @@ pub struct ApiError {
     status: StatusCode,
     code: &'static str,
     message: String,
+    /// Answered with `Connection: close` (the body was not read whole).
+    close: bool,
 }
 
 impl ApiError {
@@ -20,7 +22,16 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            close: false,
         }
+    }
+
+    /// The same, answered with `Connection: close`: for a refusal before
+    /// the request's body was read whole, which leaves the connection in
+    /// the middle of a request.
+    pub fn closing(mut self) -> ApiError {
+        self.close = true;
+        self
     }
 
     /// A request that parsed as JSON but does not say something valid.
@@ -86,11 +97,17 @@ impl IntoResponse for ApiError {
             tracing::error!(code = self.code, "{}", self.message);
         }
         let body = json!({"error": {"code": self.code, "message": self.message}});
-        (
+        let mut response = (
             self.status,
             [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
             body.to_string(),
         )
-            .into_response()
+            .into_response();
+        if self.close {
+            response
+                .headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
+        }
+        response
     }
 }

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::http::StatusCode;
 use simhashdb::Match;
+use simhashdb::format::wal::MAX_FRAME_PAYLOAD;
 use tokio::sync::oneshot;
 
 use super::Server;
@@ -107,15 +108,43 @@ fn answer_round(server: &Server) -> bool {
     queue.answering
 }
 
+/// A run's documents may take this many bytes of WAL records at most
+/// (their estimate, [`record_bytes`]): a quarter of a WAL frame's limit, so
+/// that requests joined together are never refused for it.
+const RUN_BYTES: usize = MAX_FRAME_PAYLOAD / 4;
+
+/// And this many documents at most: ten requests of the default limit.
+const RUN_DOCUMENTS: usize = 100_000;
+
+/// More than the bytes the WAL record of `doc` takes (docs/FORMAT.md,
+/// "WAL file"): its fixed fields and its name.
+fn record_bytes(doc: &Doc) -> usize {
+    64 + doc.2.as_ref().map_or(0, String::len)
+}
+
 /// Answers every queued job: one library call per run of jobs at one
-/// distance.
+/// distance, a run cut before it would exceed [`RUN_BYTES`] or
+/// [`RUN_DOCUMENTS`] (a job alone over them is a run of its own, within
+/// the server's request limits).
 fn round(server: &Server) {
     let jobs = std::mem::take(&mut server.checks.lock().jobs);
     let mut jobs = jobs.into_iter().peekable();
     while let Some(first) = jobs.next() {
         let k = first.k;
+        let size = |job: &Job| -> (usize, usize) {
+            (job.docs.iter().map(record_bytes).sum(), job.docs.len())
+        };
+        let (mut bytes, mut documents) = size(&first);
         let mut run = vec![first];
-        while let Some(job) = jobs.next_if(|job| job.k == k) {
+        while let Some(job) = jobs.next_if(|job| {
+            let (b, d) = size(job);
+            job.k == k
+                && bytes.saturating_add(b) <= RUN_BYTES
+                && documents.saturating_add(d) <= RUN_DOCUMENTS
+        }) {
+            let (b, d) = size(&job);
+            bytes += b;
+            documents += d;
             run.push(job);
         }
         answer_run(server, k, run);
@@ -131,7 +160,8 @@ fn answer_run(server: &Server, k: u32, run: Vec<Job>) {
         docs.extend(job.docs);
         replies.push(job.reply);
     }
-    match server.index.insert_if_new_many(docs, k) {
+    // Only the nearest match is answered: the library keeps no more.
+    match server.index.insert_if_new_many_nearest(docs, k, 1) {
         Ok(answers) => {
             let mut answers = answers.into_iter();
             for (reply, len) in replies.into_iter().zip(lens) {
@@ -156,7 +186,7 @@ mod tests {
 
     use simhashdb::{Durability, Index, Options};
 
-    use super::super::Limits;
+    use super::super::{Hosts, Limits};
     use super::*;
 
     /// Checks queued while another is being answered are answered together,
@@ -169,9 +199,11 @@ mod tests {
         let limits = Limits {
             max_body_bytes: 1 << 20,
             max_documents: 100,
+            ..Limits::default()
         };
-        let server =
-            Arc::new(Server::new(index, Durability::Buffered, limits, None).expect("server"));
+        let server = Arc::new(
+            Server::new(index, Durability::Buffered, limits, Hosts::any(), None).expect("server"),
+        );
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -237,9 +269,10 @@ mod tests {
                         new += 1;
                     }
                     Err(matches) => {
+                        // The nearest only.
                         let found: Vec<(u32, u64)> =
                             matches.iter().map(|m| (m.distance, m.id)).collect();
-                        assert_eq!(found, within, "{id}");
+                        assert_eq!(found, within[..1], "{id}");
                         duplicate += 1;
                     }
                 }
@@ -259,5 +292,65 @@ mod tests {
         let answer = runtime.block_on(check(&server, k, docs)).expect("answer");
         assert_eq!(answer.len(), 1);
         assert!(!server.checks.lock().answering);
+    }
+    /// Requests within the server's limits whose documents together take
+    /// more than a WAL frame may hold, queued at once: every one is
+    /// answered, none is refused for what the others sent.
+    #[test]
+    fn requests_queued_together_past_a_wal_frame_are_each_answered() {
+        use simhashdb::format::MAX_NAME_LEN;
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let index = Index::open(dir.path(), Options::new()).expect("open");
+        let server = Arc::new(
+            Server::new(
+                index,
+                Durability::Buffered,
+                Limits::default(),
+                Hosts::any(),
+                None,
+            )
+            .expect("server"),
+        );
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        // 18 requests of 256 documents named with 64 KiB each: 16 MiB, the
+        // default body limit, each; 288 MiB in all, past a frame's 256.
+        let (requests, per_request) = (18u64, 256u64);
+        assert!((requests * per_request) as usize * MAX_NAME_LEN > MAX_FRAME_PAYLOAD);
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        server.checks.lock().answering = true;
+        let mut waiting = Vec::new();
+        for r in 0..requests {
+            let docs: Vec<Doc> = (0..per_request)
+                .map(|i| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    let mut name = format!("{r}/{i}/");
+                    name.extend(std::iter::repeat_n('x', MAX_NAME_LEN - name.len()));
+                    (r * per_request + i, state, Some(name))
+                })
+                .collect();
+            let s = Arc::clone(&server);
+            waiting.push(runtime.spawn(async move { check(&s, 3, docs).await }));
+            while server.checks.lock().jobs.len() < r as usize + 1 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        round(&server);
+        server.checks.lock().answering = false;
+        for (r, w) in waiting.into_iter().enumerate() {
+            let answer = runtime
+                .block_on(w)
+                .expect("task")
+                .unwrap_or_else(|e| panic!("request {r} refused: {}", e.message()));
+            assert_eq!(answer.len(), per_request as usize);
+            assert!(answer.iter().all(Result::is_ok), "request {r}");
+        }
+        assert_eq!(server.index.len().expect("len"), requests * per_request);
     }
 }

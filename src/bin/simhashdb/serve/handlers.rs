@@ -4,10 +4,9 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{FromRequest, Path, Query, Request, State};
-use axum::http::header::CONTENT_TYPE;
-use axum::http::{HeaderValue, StatusCode};
+use axum::extract::{FromRequest, Path, Request, State};
+use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use axum::http::{HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -15,8 +14,8 @@ use serde_json::json;
 
 use super::Server;
 use super::api::{
-    ByName, CheckRequest, CheckResult, DocOut, Document, DocumentIn, InsertRequest, MatchOut,
-    QueryIn, QueryRequest, Resolved, parse_decimal,
+    CheckRequest, CheckResult, DocOut, Document, DocumentIn, InsertRequest, MatchOut, QueryIn,
+    QueryRequest, Resolved, U64, parse_bounded, parse_decimal,
 };
 use super::error::ApiError;
 use super::group;
@@ -25,45 +24,99 @@ use simhashdb::doc_id;
 
 type Shared = State<Arc<Server>>;
 
-/// A JSON request body: `Content-Type: application/json` (which a browser
-/// cannot send across origins without asking first), at most the body
-/// limit, and every field known.
+/// Whether the request says its body is JSON: a type a browser cannot
+/// send across origins without asking first (a preflight this server never
+/// answers).
+fn is_json(req: &Request) -> bool {
+    req.headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+}
+
+fn not_json() -> ApiError {
+    ApiError::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported_media_type",
+        "the body must be JSON, sent with `Content-Type: application/json`",
+    )
+}
+
+fn body_too_large(limit: usize) -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "body_too_large",
+        format!("the body is larger than the server's limit of {limit} bytes (--max-body-bytes)"),
+    )
+}
+
+/// A request's body, whole. A `Content-Length` over the limit is refused
+/// before a byte is read (a client waiting for `100 Continue` gets the 413
+/// instead); a body that has not arrived within `--body-timeout` is
+/// refused with 408. Either closes the connection.
+async fn read_body(req: Request, state: &Arc<Server>) -> Result<Bytes, ApiError> {
+    let limit = state.limits.max_body_bytes;
+    let declared = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|len| len > limit as u64) {
+        return Err(body_too_large(limit).closing());
+    }
+    let timeout = state.limits.body_timeout;
+    match tokio::time::timeout(timeout, Bytes::from_request(req, state)).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(rejection)) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            Err(body_too_large(limit).closing())
+        }
+        Ok(Err(rejection)) => Err(ApiError::invalid(format!(
+            "cannot read the body: {}",
+            rejection.body_text()
+        ))
+        .closing()),
+        Err(_) => Err(ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "body_timeout",
+            format!(
+                "the body did not arrive within {} seconds (--body-timeout)",
+                timeout.as_secs()
+            ),
+        )
+        .closing()),
+    }
+}
+
+/// A JSON request body: `Content-Type: application/json`, at most the body
+/// limit, arriving within the body timeout ([`read_body`]), every field
+/// known, and at most `--max-documents` items in its array, counted as it
+/// is parsed.
 pub struct JsonBody<T>(pub T);
 
 impl<T: DeserializeOwned> FromRequest<Arc<Server>> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &Arc<Server>) -> Result<Self, ApiError> {
-        let is_json = req
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(';').next())
-            .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"));
+        let is_json = is_json(&req);
         // Read the body even to refuse it, so the connection stays usable.
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "body_too_large",
-                    format!(
-                        "the body is larger than the server's limit of {} bytes (--max-body-bytes)",
-                        state.limits.max_body_bytes
-                    ),
-                )
-            } else {
-                ApiError::invalid(format!("cannot read the body: {rejection}"))
-            }
-        })?;
+        let bytes = read_body(req, state).await?;
         if !is_json {
-            return Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                "the body must be JSON, sent with `Content-Type: application/json`",
-            ));
+            return Err(not_json());
         }
-        serde_json::from_slice(&bytes).map(JsonBody).map_err(|e| {
+        let max = state.limits.max_documents;
+        parse_bounded(&bytes, max).map(JsonBody).map_err(|(e, over)| {
             use serde_json::error::Category;
+            if over {
+                return ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "too_many_documents",
+                    format!(
+                        "more than {max} documents or queries in one request, the server's \
+                         limit (--max-documents); split the request"
+                    ),
+                );
+            }
             match e.classify() {
                 Category::Syntax | Category::Eof | Category::Io => ApiError::new(
                     StatusCode::BAD_REQUEST,
@@ -73,6 +126,36 @@ impl<T: DeserializeOwned> FromRequest<Arc<Server>> for JsonBody<T> {
                 Category::Data => ApiError::invalid(format!("the request is not valid: {e}")),
             }
         })
+    }
+}
+
+/// The body of a request that takes no arguments: none, or `{}`, sent as
+/// `application/json` either way (so a web page's form cannot send it).
+pub struct NoArguments;
+
+impl FromRequest<Arc<Server>> for NoArguments {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &Arc<Server>) -> Result<Self, ApiError> {
+        let is_json = is_json(&req);
+        let body = read_body(req, state).await?;
+        if !is_json {
+            return Err(not_json());
+        }
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(NoArguments);
+        }
+        match serde_json::from_slice::<serde_json::Value>(&body) {
+            Ok(serde_json::Value::Object(map)) if map.is_empty() => Ok(NoArguments),
+            Ok(_) => Err(ApiError::invalid(
+                "this endpoint takes no arguments: send no body or `{}`",
+            )),
+            Err(e) => Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "malformed_json",
+                format!("the body is not valid JSON: {e}"),
+            )),
+        }
     }
 }
 
@@ -221,9 +304,10 @@ fn check_documents(
     sync: bool,
 ) -> Result<Vec<u8>, ApiError> {
     let (checked, batch) = resolve_checks(s, documents)?;
+    // Only the nearest match is answered: the library keeps no more.
     let answers = s
         .index
-        .insert_if_new_many(batch, k)
+        .insert_if_new_many_nearest(batch, k, 1)
         .map_err(ApiError::from_write)?;
     let out = check_answer(s, checked, &answers)?;
     s.sync_if(sync)?;
@@ -289,9 +373,8 @@ pub async fn check(
 ) -> Result<Response, ApiError> {
     let k = req.distance.unwrap_or(server.index.plan().k());
     server.check_distance(k)?;
-    server.check_count("documents", req.documents.len())?;
     let sync = req.sync;
-    let documents = req.documents;
+    let documents = req.documents.0;
     let body = if sync || server.durability == simhashdb::Durability::Sync {
         write(&server, sync, move |s| {
             check_documents(s, documents, k, sync)
@@ -315,9 +398,8 @@ pub async fn insert(
     State(server): Shared,
     JsonBody(req): JsonBody<InsertRequest>,
 ) -> Result<Response, ApiError> {
-    server.check_count("documents", req.documents.len())?;
     let sync = req.sync;
-    let documents = req.documents;
+    let documents = req.documents.0;
     let n = write(&server, sync, move |s| {
         let docs = s.resolve_non_blank(documents)?;
         let n = docs.len();
@@ -340,16 +422,58 @@ fn id_of_path(id: &str) -> Result<u64, ApiError> {
     })
 }
 
-fn by_name(
-    query: Result<Query<ByName>, axum::extract::rejection::QueryRejection>,
-) -> Result<u64, ApiError> {
-    let Query(ByName { name }) = query.map_err(|e| {
+/// The id of `?name=NAME`: the name URL-decoded (`+` is a space, as in a
+/// form), which must then be UTF-8: a name cannot be replaced by another
+/// (`%fe` is not U+FFFD). Any other parameter, or `name` twice, is refused.
+fn by_name(uri: &Uri) -> Result<u64, ApiError> {
+    let expected = |why: String| {
         ApiError::invalid(format!(
-            "expected `?name=NAME` (URL-encoded) or the path /v1/documents/ID: {}",
-            e.body_text()
+            "{why}; expected `?name=NAME` (URL-encoded UTF-8) or the path /v1/documents/ID"
         ))
-    })?;
+    };
+    let mut name = None;
+    for pair in uri.query().unwrap_or_default().split('&') {
+        if pair.is_empty() {
+            continue;
+        }
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let key = url_decode(key).map_err(&expected)?;
+        if key != b"name" {
+            return Err(expected(format!(
+                "unknown parameter `{}`",
+                String::from_utf8_lossy(&key)
+            )));
+        }
+        if name.is_some() {
+            return Err(expected("`name` is given twice".into()));
+        }
+        let value = url_decode(value).map_err(&expected)?;
+        name = Some(String::from_utf8(value).map_err(|_| {
+            expected("the name is not valid UTF-8 once URL-decoded".into())
+        })?);
+    }
+    let name = name.ok_or_else(|| expected("no `name` parameter".into()))?;
     Ok(doc_id(&name))
+}
+
+/// `s` URL-decoded as a form field: `%XX` a byte, `+` a space.
+fn url_decode(s: &str) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(s.len());
+    let mut bytes = s.bytes();
+    while let Some(b) = bytes.next() {
+        match b {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = |b: Option<u8>| b.and_then(|b| char::from(b).to_digit(16));
+                match (hex(bytes.next()), hex(bytes.next())) {
+                    (Some(hi), Some(lo)) => out.push((hi * 16 + lo) as u8),
+                    _ => return Err(format!("`{s}` holds a `%` not followed by two hex digits")),
+                }
+            }
+            b => out.push(b),
+        }
+    }
+    Ok(out)
 }
 
 fn get_doc(server: &Server, id: u64) -> Result<Response, ApiError> {
@@ -368,11 +492,8 @@ pub async fn get_by_id(
 }
 
 /// `GET /v1/documents?name=N`.
-pub async fn get_by_name(
-    State(server): Shared,
-    query: Result<Query<ByName>, axum::extract::rejection::QueryRejection>,
-) -> Result<Response, ApiError> {
-    get_doc(&server, by_name(query)?)
+pub async fn get_by_name(State(server): Shared, uri: Uri) -> Result<Response, ApiError> {
+    get_doc(&server, by_name(&uri)?)
 }
 
 async fn delete_doc(server: &Arc<Server>, id: u64) -> Result<Response, ApiError> {
@@ -399,36 +520,97 @@ pub async fn delete_by_id(
 }
 
 /// `DELETE /v1/documents?name=N`.
-pub async fn delete_by_name(
-    State(server): Shared,
-    query: Result<Query<ByName>, axum::extract::rejection::QueryRejection>,
-) -> Result<Response, ApiError> {
-    delete_doc(&server, by_name(query)?).await
+pub async fn delete_by_name(State(server): Shared, uri: Uri) -> Result<Response, ApiError> {
+    delete_doc(&server, by_name(&uri)?).await
 }
 
 #[derive(Serialize)]
 struct Matches<'a> {
     matches: Vec<MatchOut<'a>>,
+    /// More documents lay within `k` than the query's limit.
+    truncated: bool,
 }
 
-/// `POST /v1/query`: never inserts.
+/// A query's matches within its limit: asked for one more, to tell.
+fn limited(mut found: Vec<simhashdb::Match>, limit: usize) -> (Vec<simhashdb::Match>, bool) {
+    let truncated = found.len() > limit;
+    found.truncate(limit);
+    (found, truncated)
+}
+
+/// Matches a query returns unless it gives a `limit`.
+const DEFAULT_LIMIT: usize = 100;
+
+/// `POST /v1/query`: never inserts. Each query returns at most its `limit`
+/// nearest matches (default 100, fewer in a batch so large that the batch
+/// would return more than `--max-matches`), and a request whose queries may
+/// return more than `--max-matches` in all is refused: the answer's memory
+/// is bounded whatever the index holds.
 pub async fn query(
     State(server): Shared,
     JsonBody(req): JsonBody<QueryRequest>,
 ) -> Result<Response, ApiError> {
     let default_k = req.k.unwrap_or(server.index.plan().k());
-    let lookup = |q: &QueryIn, label: &str| {
-        let (fp, k) = q.resolve(label, &server.hasher, default_k)?;
-        server.index.query(fp, k).map_err(ApiError::from_read)
-    };
-    match req.queries {
+    let queries = match req.queries {
         Some(queries) => {
             if req.text.is_some() || req.fingerprint.is_some() {
                 return Err(ApiError::invalid(
                     "give one query (\"text\" or \"fingerprint\") or \"queries\", not both",
                 ));
             }
-            server.check_count("queries", queries.len())?;
+            server.check_count("queries", queries.0.len())?;
+            Some(queries.0)
+        }
+        None => None,
+    };
+    let n = queries.as_ref().map_or(1, Vec::len);
+    let max = server.limits.max_matches;
+    let default_limit = match req.limit {
+        Some(U64(limit)) => usize::try_from(limit).unwrap_or(usize::MAX),
+        None => DEFAULT_LIMIT.min(max / n.max(1)).max(1),
+    };
+    let limit_of = |q: &QueryIn| {
+        q.limit
+            .map_or(default_limit, |U64(l)| usize::try_from(l).unwrap_or(usize::MAX))
+    };
+    let one = QueryIn {
+        text: req.text,
+        fingerprint: req.fingerprint,
+        k: req.k,
+        limit: req.limit,
+    };
+    let all: &[QueryIn] = queries.as_deref().unwrap_or(std::slice::from_ref(&one));
+    let mut total: usize = 0;
+    for (i, q) in all.iter().enumerate() {
+        let limit = limit_of(q);
+        if limit == 0 {
+            return Err(ApiError::invalid(format!(
+                "queries[{i}]: `limit` must be at least 1"
+            )));
+        }
+        total = total.saturating_add(limit);
+    }
+    if total > max {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "too_many_matches",
+            format!(
+                "the queries' limits add up to {total} matches, more than the server's limit of \
+                 {max} per request (--max-matches); lower `limit` or split the request"
+            ),
+        ));
+    }
+    let lookup = |q: &QueryIn, label: &str| {
+        let (fp, k) = q.resolve(label, &server.hasher, default_k)?;
+        let limit = limit_of(q);
+        server
+            .index
+            .query_nearest(fp, k, limit.saturating_add(1))
+            .map(|found| limited(found, limit))
+            .map_err(ApiError::from_read)
+    };
+    match queries {
+        Some(queries) => {
             let found = queries
                 .iter()
                 .enumerate()
@@ -437,8 +619,9 @@ pub async fn query(
             bump(&server.metrics.queries, found.len() as u64);
             let results: Vec<Matches> = found
                 .iter()
-                .map(|m| Matches {
+                .map(|(m, truncated)| Matches {
                     matches: m.iter().map(MatchOut::from).collect(),
+                    truncated: *truncated,
                 })
                 .collect();
             Ok(json_response(
@@ -447,17 +630,13 @@ pub async fn query(
             ))
         }
         None => {
-            let q = QueryIn {
-                text: req.text,
-                fingerprint: req.fingerprint,
-                k: req.k,
-            };
-            let found = lookup(&q, "the query")?;
+            let (found, truncated) = lookup(&one, "the query")?;
             bump(&server.metrics.queries, 1);
             Ok(json_response(
                 StatusCode::OK,
                 &Matches {
                     matches: found.iter().map(MatchOut::from).collect(),
+                    truncated,
                 },
             ))
         }
@@ -495,34 +674,8 @@ pub async fn stats(State(server): Shared) -> Response {
     )
 }
 
-/// The body of a request that takes no arguments: none, or `{}`.
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NoArguments {}
-
-/// Reads (and so consumes) a body that must be empty or `{}`.
-fn no_arguments(body: Result<Bytes, BytesRejection>) -> Result<(), ApiError> {
-    let body = body.map_err(|rejection| {
-        ApiError::new(
-            rejection.status(),
-            "invalid_request",
-            format!("cannot read the body: {}", rejection.body_text()),
-        )
-    })?;
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(());
-    }
-    serde_json::from_slice::<NoArguments>(&body)
-        .map(|_| ())
-        .map_err(|e| ApiError::invalid(format!("this endpoint takes no arguments: {e}")))
-}
-
 /// `POST /v1/compact`: merges every segment into one.
-pub async fn compact(
-    State(server): Shared,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    no_arguments(body)?;
+pub async fn compact(State(server): Shared, _: NoArguments) -> Result<Response, ApiError> {
     let _no_writes = server.compaction.write().await;
     let segments = blocking(&server, |s| {
         s.index.compact().map_err(ApiError::from_write)?;
@@ -537,18 +690,28 @@ pub async fn compact(
 }
 
 /// `POST /v1/sync`: every acknowledged write survives power loss afterwards.
-pub async fn sync(
-    State(server): Shared,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    no_arguments(body)?;
+pub async fn sync(State(server): Shared, _: NoArguments) -> Result<Response, ApiError> {
     blocking(&server, |s| s.sync_if(true)).await?;
     Ok(json_response(StatusCode::OK, &json!({ "synced": true })))
 }
 
-/// `GET /healthz`: the process answers (no index call, no token needed).
+/// `GET /healthz`: liveness: the process answers (no index call, no token
+/// needed, no turn waited for).
 pub async fn healthz() -> Response {
     json_response(StatusCode::OK, &json!({ "status": "ok" }))
+}
+
+/// `GET /readyz`: readiness: 200 while the index accepts writes, 503 once a
+/// failed write, sync, flush or merge has poisoned it (reads go on, but a
+/// load balancer should send writes elsewhere; a restart reopens it).
+pub async fn readyz(State(server): Shared) -> Response {
+    match server.index.writable() {
+        Ok(()) => json_response(StatusCode::OK, &json!({ "status": "ready" })),
+        Err(e) => json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &json!({ "status": "not_ready", "reason": e.to_string() }),
+        ),
+    }
 }
 
 /// `GET /metrics`.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use simhashdb::Stats;
 
 /// The routes, as metric labels: `(method, route)`.
-pub const ENDPOINTS: [(&str, &str); 13] = [
+pub const ENDPOINTS: [(&str, &str); 14] = [
     ("POST", "/v1/check"),
     ("POST", "/v1/documents"),
     ("GET", "/v1/documents"),
@@ -20,6 +20,7 @@ pub const ENDPOINTS: [(&str, &str); 13] = [
     ("POST", "/v1/compact"),
     ("POST", "/v1/sync"),
     ("GET", "/healthz"),
+    ("GET", "/readyz"),
     ("GET", "/metrics"),
     // Anything else: no route, or a method the route does not have.
     ("", "other"),
@@ -37,7 +38,7 @@ pub fn endpoint(method: &str, route: Option<&str>) -> usize {
 }
 
 /// Status codes counted one by one; any other goes under `other`.
-const STATUSES: [u16; 11] = [200, 400, 401, 404, 405, 408, 413, 415, 422, 500, 503];
+const STATUSES: [u16; 12] = [200, 400, 401, 403, 404, 405, 408, 413, 415, 422, 500, 503];
 
 /// Upper bounds of the latency buckets, in seconds.
 const BUCKETS: [f64; 16] = [

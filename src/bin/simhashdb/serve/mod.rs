@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
-use axum::http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
+use axum::http::header::{AUTHORIZATION, HOST, WWW_AUTHENTICATE};
 use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -50,15 +50,49 @@ pub struct Args {
     /// `/healthz`, with TOKEN the first line of this file.
     #[arg(long, value_name = "FILE")]
     token_file: Option<PathBuf>,
-    /// Largest request body, in bytes.
-    #[arg(long, default_value_t = 16 << 20, value_name = "BYTES")]
-    max_body_bytes: usize,
-    /// Most documents (or queries) in one request.
-    #[arg(long, default_value_t = 10_000, value_name = "N")]
-    max_documents: usize,
-    /// Most requests served at once; more wait for a turn.
-    #[arg(long, default_value_t = 1024, value_name = "N")]
-    max_concurrent_requests: usize,
+    /// Also accept requests whose `Host` header names NAME (repeatable;
+    /// `*`: any). By default only the address listened on, `localhost` (on
+    /// loopback) and IP addresses are accepted, so a web page reached
+    /// through a rebound DNS name cannot use the server.
+    #[arg(long, value_name = "NAME")]
+    allow_host: Vec<String>,
+    /// Largest request body, in bytes (413 past it, before the body is
+    /// read); at most 128 MiB, so that a request's documents fit one write.
+    #[arg(long, default_value_t = 16 << 20, value_name = "BYTES",
+          value_parser = clap::value_parser!(u64).range(1..=128 << 20))]
+    max_body_bytes: u64,
+    /// Most documents (or queries) in one request, counted while the body
+    /// is parsed (413 past it); at most 1,000,000.
+    #[arg(long, default_value_t = 10_000, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_documents: u64,
+    /// Most matches one `/v1/query` request may return, over all its
+    /// queries (a query returns at most its `limit`, default 100).
+    #[arg(long, default_value_t = 100_000, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_matches: u64,
+    /// Most requests served at once; more wait for a turn (`/healthz` and
+    /// `/readyz` do not).
+    #[arg(long, default_value_t = 64, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_concurrent_requests: u64,
+    /// Most connections open at once; more are answered 503 and closed.
+    /// Keep it below the open-file limit (`ulimit -n`).
+    #[arg(long, default_value_t = 512, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_connections: u64,
+    /// A connection must send a request's whole head within this many
+    /// seconds of the previous response (or of connecting): idle
+    /// connections are closed after it.
+    #[arg(long, default_value_t = 30, value_name = "SECONDS",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    header_timeout: u64,
+    /// A request's whole body must arrive within this many seconds of the
+    /// server starting to read it (408 and the connection closed past it);
+    /// a client that takes nothing of an answer for as long is let go.
+    #[arg(long, default_value_t = 60, value_name = "SECONDS",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    body_timeout: u64,
     /// Segments of one size merged together at a time. Every check searches
     /// every segment, so a low fan-in keeps checks fast; each document is
     /// then rewritten by merges more often (docs/SERVER.md, "Merges").
@@ -85,6 +119,79 @@ const SERVE_FAN_IN: u16 = 3;
 pub struct Limits {
     pub max_body_bytes: usize,
     pub max_documents: usize,
+    pub max_matches: usize,
+    pub body_timeout: Duration,
+}
+
+impl Default for Limits {
+    /// The command line's defaults.
+    fn default() -> Limits {
+        Limits {
+            max_body_bytes: 16 << 20,
+            max_documents: 10_000,
+            max_matches: 100_000,
+            body_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// The `Host` headers a request may carry (docs/SERVER.md, "Cross-site
+/// requests"): a web page that reaches the server through a DNS name it
+/// rebound to the server's address sends that name.
+pub struct Hosts {
+    /// The address listened on.
+    bound: SocketAddr,
+    /// Names allowed besides (`--allow-host`).
+    names: Vec<String>,
+    /// `--allow-host '*'`.
+    any: bool,
+}
+
+impl Hosts {
+    pub fn new(bound: SocketAddr, names: &[String]) -> Hosts {
+        Hosts {
+            bound,
+            any: names.iter().any(|n| n == "*"),
+            names: names.iter().map(|n| n.to_ascii_lowercase()).collect(),
+        }
+    }
+
+    /// Every host.
+    #[cfg(test)]
+    pub fn any() -> Hosts {
+        Hosts::new(SocketAddr::from(([127, 0, 0, 1], 0)), &["*".to_string()])
+    }
+
+    /// Whether a request with `Host: host` is served: the address listened
+    /// on, or any IP address when listening on all of them; `localhost` when
+    /// listening on loopback or all addresses; a name allowed; no `Host` at
+    /// all (HTTP/1.0; a browser always sends one). The port is not checked.
+    fn allows(&self, host: Option<&[u8]>) -> bool {
+        let Some(host) = host else { return true };
+        if self.any {
+            return true;
+        }
+        let Ok(host) = std::str::from_utf8(host) else {
+            return false;
+        };
+        let name = match host.strip_prefix('[') {
+            // An IPv6 literal: `[::1]` or `[::1]:7700`.
+            Some(rest) => match rest.split_once(']') {
+                Some((ip, port)) if port.is_empty() || port.starts_with(':') => ip,
+                _ => return false,
+            },
+            None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+        };
+        let name = name.to_ascii_lowercase();
+        let ip = self.bound.ip();
+        match name.parse::<std::net::IpAddr>() {
+            Ok(given) => ip.is_unspecified() || given == ip,
+            Err(_) => {
+                (name == "localhost" && (ip.is_loopback() || ip.is_unspecified()))
+                    || self.names.contains(&name)
+            }
+        }
+    }
 }
 
 /// What every request shares: the index and the rules to use it by.
@@ -94,11 +201,12 @@ pub struct Server {
     hasher: Simhasher,
     durability: Durability,
     limits: Limits,
+    hosts: Hosts,
     token: Option<String>,
     metrics: Metrics,
     /// Held exclusively by a compaction, shared by every other write.
     compaction: tokio::sync::RwLock<()>,
-    /// Checks waiting to be answered together.
+    /// Checks waiting to be answered.
     checks: group::CheckQueue,
 }
 
@@ -107,6 +215,7 @@ impl Server {
         index: Index,
         durability: Durability,
         limits: Limits,
+        hosts: Hosts,
         token: Option<String>,
     ) -> Result<Server, CliError> {
         let hasher = docs::hasher_for(&index)?;
@@ -115,6 +224,7 @@ impl Server {
             hasher,
             durability,
             limits,
+            hosts,
             token,
             metrics: Metrics::default(),
             compaction: tokio::sync::RwLock::new(()),
@@ -142,14 +252,30 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// The credentials of `Authorization: Bearer TOKEN`: the scheme's name in
+/// any case (RFC 7235), then spaces.
+fn bearer(value: &[u8]) -> Option<&[u8]> {
+    let (scheme, rest) = value.split_at_checked(6)?;
+    if !scheme.eq_ignore_ascii_case(b"bearer") || rest.first() != Some(&b' ') {
+        return None;
+    }
+    let start = rest.iter().position(|&b| b != b' ')?;
+    rest.get(start..)
+}
+
 fn authorized(server: &Server, req: &Request) -> bool {
     let Some(token) = &server.token else {
         return true;
     };
     req.headers()
         .get(AUTHORIZATION)
-        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
+        .and_then(|v| bearer(v.as_bytes()))
         .is_some_and(|given| same_secret(given, token.as_bytes()))
+}
+
+/// The probes, which need no token.
+fn is_probe(route: Option<&str>) -> bool {
+    matches!(route, Some("/healthz" | "/readyz"))
 }
 
 /// Around every request: the token, the request's log line and metrics.
@@ -161,7 +287,19 @@ async fn observe(State(server): State<Arc<Server>>, req: Request, next: Next) ->
         .map(MatchedPath::as_str);
     let endpoint = metrics::endpoint(req.method().as_str(), route);
     tracing::debug!(method = %req.method(), uri = %req.uri(), "request started");
-    let response = if route == Some("/healthz") || authorized(&server, &req) {
+    let host = req.headers().get(HOST).map(HeaderValue::as_bytes);
+    let response = if !server.hosts.allows(host) {
+        ApiError::new(
+            StatusCode::FORBIDDEN,
+            "host_not_allowed",
+            format!(
+                "this server does not answer requests for host {:?} (a web page reaching it \
+                 through another name?); allow a name with --allow-host",
+                String::from_utf8_lossy(host.unwrap_or_default())
+            ),
+        )
+        .into_response()
+    } else if is_probe(route) || authorized(&server, &req) {
         next.run(req).await
     } else {
         let mut response = ApiError::new(
@@ -184,6 +322,12 @@ async fn observe(State(server): State<Arc<Server>>, req: Request, next: Next) ->
 fn router(server: Arc<Server>, max_concurrent: usize) -> Router {
     use handlers as h;
     let body_limit = server.limits.max_body_bytes;
+    // The probes answer without waiting for a turn: requests that hold
+    // every turn (slow bodies, a long compaction) do not make the server
+    // look dead.
+    let probes = Router::new()
+        .route("/healthz", get(h::healthz))
+        .route("/readyz", get(h::readyz));
     Router::new()
         .route("/v1/check", post(h::check))
         .route(
@@ -200,13 +344,13 @@ fn router(server: Arc<Server>, max_concurrent: usize) -> Router {
         .route("/v1/stats", get(h::stats))
         .route("/v1/compact", post(h::compact))
         .route("/v1/sync", post(h::sync))
-        .route("/healthz", get(h::healthz))
         .route("/metrics", get(h::metrics))
+        .route_layer(GlobalConcurrencyLimitLayer::new(max_concurrent))
+        .merge(probes)
         .fallback(h::no_route)
         .method_not_allowed_fallback(h::wrong_method)
         .layer(middleware::from_fn_with_state(Arc::clone(&server), observe))
         .layer(DefaultBodyLimit::max(body_limit))
-        .layer(GlobalConcurrencyLimitLayer::new(max_concurrent))
         .with_state(server)
 }
 
@@ -224,13 +368,120 @@ fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = &'stat
     })
 }
 
-async fn serve(server: Arc<Server>, args: &Args) -> Result<(), CliError> {
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
+/// Connections refused at the limit that may be answered at once; past
+/// them a connection is closed without an answer.
+const REFUSING: usize = 64;
+
+/// Answers a connection over `--max-connections` with a 503 and closes it,
+/// within a second.
+async fn refuse(mut stream: tokio::net::TcpStream, max: usize) {
+    use tokio::io::AsyncWriteExt;
+    let body = serde_json::json!({"error": {
+        "code": "too_many_connections",
+        "message": format!(
+            "the server has {max} connections open, its limit (--max-connections); \
+             retry later, or reuse a connection"
+        ),
+    }})
+    .to_string();
+    let response = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\nretry-after: 1\r\n\r\n{body}",
+        body.len()
+    );
+    // The request the client may be sending is read and dropped after the
+    // answer, so that it does not turn the close into a reset that could
+    // discard the answer before the client reads it.
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        use tokio::io::AsyncReadExt;
+        stream.write_all(response.as_bytes()).await?;
+        stream.shutdown().await?;
+        let mut sink = [0u8; 1024];
+        while stream.read(&mut sink).await? > 0 {}
+        std::io::Result::Ok(())
+    })
+    .await;
+}
+
+/// A connection whose writes fail once the client has taken nothing of
+/// them for `stall`: a client that stops reading its answer is let go
+/// rather than hold its connection for ever.
+struct Stalling {
+    stream: tokio::net::TcpStream,
+    stall: Duration,
+    /// Since when writes wait for the client.
+    waiting: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl tokio::io::AsyncRead for Stalling {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Stalling {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        use std::task::Poll;
+        let this = self.get_mut();
+        match std::pin::Pin::new(&mut this.stream).poll_write(cx, buf) {
+            Poll::Ready(written) => {
+                this.waiting = None;
+                Poll::Ready(written)
+            }
+            Poll::Pending => {
+                let stall = this.stall;
+                let waiting = this
+                    .waiting
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(stall)));
+                match waiting.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "the client took nothing of the answer within --body-timeout",
+                    ))),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+        }
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+/// Serves connections until SIGTERM or SIGINT, then finishes the requests
+/// in flight (at most `--shutdown-timeout` seconds). Each connection has
+/// `--header-timeout` to send each request's head (so idle connections
+/// close), and at most `--max-connections` are open at once.
+async fn serve(
+    server: Arc<Server>,
+    args: &Args,
+    listener: std::net::TcpListener,
+) -> Result<(), CliError> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use hyper_util::service::TowerToHyperService;
+
+    let listener = tokio::net::TcpListener::from_std(listener)
         .map_err(|e| CliError::Failure(format!("cannot listen on {}: {e}", args.listen)))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| CliError::Failure(format!("cannot listen on {}: {e}", args.listen)))?;
+    let addr = server.hosts.bound;
     let signal =
         shutdown_signal().map_err(|e| CliError::Failure(format!("cannot handle signals: {e}")))?;
     if !addr.ip().is_loopback() && server.token.is_none() {
@@ -245,34 +496,89 @@ async fn serve(server: Arc<Server>, args: &Args) -> Result<(), CliError> {
         .map_err(|e| CliError::write("standard output", e))?;
     drop(out);
     tracing::info!(%addr, db = %args.db.db.display(), "serving");
-    let app = router(Arc::clone(&server), args.max_concurrent_requests);
-    let (signalled, mut on_signal) = tokio::sync::watch::channel(false);
-    let serving = axum::serve(listener, app).with_graceful_shutdown(async move {
-        let name = signal.await;
-        tracing::info!(
-            signal = name,
-            "shutting down: no new connections; finishing requests in flight"
+    let max_connections = usize::try_from(args.max_connections).unwrap_or(usize::MAX);
+    let max_concurrent = usize::try_from(args.max_concurrent_requests).unwrap_or(usize::MAX);
+    let app = router(Arc::clone(&server), max_concurrent);
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(args.header_timeout));
+    let connections = Arc::new(tokio::sync::Semaphore::new(max_connections));
+    let refusing = Arc::new(tokio::sync::Semaphore::new(REFUSING));
+    // Every connection's task holds a receiver: `open.closed()` resolves
+    // once they have all ended.
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    let (open, _) = tokio::sync::watch::channel(());
+    let mut signal = std::pin::pin!(signal);
+    let mut last_accept_error = None::<Instant>;
+    let name = loop {
+        let (stream, _peer) = tokio::select! {
+            name = &mut signal => break name,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of file descriptors, say: wait for connections
+                    // to close rather than spin or stop serving.
+                    if last_accept_error.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+                        tracing::warn!("cannot accept a connection: {e}");
+                        last_accept_error = Some(Instant::now());
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
+            if let Ok(refusal) = Arc::clone(&refusing).try_acquire_owned() {
+                tokio::spawn(async move {
+                    refuse(stream, max_connections).await;
+                    drop(refusal);
+                });
+            }
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let stream = Stalling {
+            stream,
+            stall: Duration::from_secs(args.body_timeout),
+            waiting: None,
+        };
+        let connection = http.serve_connection(
+            TokioIo::new(stream),
+            TowerToHyperService::new(app.clone()),
         );
-        let _ = signalled.send(true);
-    });
+        let mut stopping = stopping.clone();
+        let open = open.subscribe();
+        tokio::spawn(async move {
+            let mut connection = std::pin::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                () = async { let _ = stopping.wait_for(|&s| s).await; } => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = connection.await;
+                }
+            }
+            drop(permit);
+            drop(open);
+        });
+    };
+    drop(listener);
+    tracing::info!(
+        signal = name,
+        "shutting down: no new connections; finishing requests in flight"
+    );
+    let _ = stop.send(true);
     let grace = Duration::from_secs(args.shutdown_timeout);
-    tokio::select! {
-        served = serving => served
-            .map_err(|e| CliError::Failure(format!("server failed: {e}"))),
-        () = async {
-            let _ = on_signal.wait_for(|&s| s).await;
-            tokio::time::sleep(grace).await;
-        } => {
-            tracing::warn!(
-                seconds = args.shutdown_timeout,
-                "requests still in flight after the shutdown timeout: closing their connections"
-            );
-            Ok(())
-        }
+    if tokio::time::timeout(grace, open.closed()).await.is_err() {
+        tracing::warn!(
+            seconds = args.shutdown_timeout,
+            "requests still in flight after the shutdown timeout: closing their connections"
+        );
     }
+    Ok(())
 }
 
-/// `serve`: runs until SIGTERM or SIGINT, then finishes the requests in
+/// `serve`: binds the address (before anything is created), opens the
+/// index, runs until SIGTERM or SIGINT, then finishes the requests in
 /// flight, flushes the index and releases its lock.
 pub fn run(args: &Args) -> Result<(), CliError> {
     tracing_subscriber::fmt()
@@ -286,6 +592,13 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     } else {
         Durability::Buffered
     };
+    // Bound first: an address in use leaves no new index directory.
+    let listener = std::net::TcpListener::bind(args.listen)
+        .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        .map_err(|e| CliError::Failure(format!("cannot listen on {}: {e}", args.listen)))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| CliError::Failure(format!("cannot listen on {}: {e}", args.listen)))?;
     let index = Index::open(
         &args.db.db,
         // A write that fills the memtable hands it to the flush thread
@@ -299,15 +612,18 @@ pub fn run(args: &Args) -> Result<(), CliError> {
             }))),
     )?;
     let limits = Limits {
-        max_body_bytes: args.max_body_bytes,
-        max_documents: args.max_documents,
+        max_body_bytes: usize::try_from(args.max_body_bytes).unwrap_or(usize::MAX),
+        max_documents: usize::try_from(args.max_documents).unwrap_or(usize::MAX),
+        max_matches: usize::try_from(args.max_matches).unwrap_or(usize::MAX),
+        body_timeout: Duration::from_secs(args.body_timeout),
     };
-    let server = Arc::new(Server::new(index, durability, limits, token)?);
+    let hosts = Hosts::new(bound, &args.allow_host);
+    let server = Arc::new(Server::new(index, durability, limits, hosts, token)?);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| CliError::Failure(format!("cannot start the server's threads: {e}")))?;
-    let served = runtime.block_on(serve(Arc::clone(&server), args));
+    let served = runtime.block_on(serve(Arc::clone(&server), args, listener));
     // Waits for work on the blocking pool that outlived its request (a
     // client that went away mid-compaction).
     runtime.shutdown_timeout(Duration::from_secs(3600));
@@ -319,12 +635,18 @@ pub fn run(args: &Args) -> Result<(), CliError> {
 /// drops it, which waits for background merges and releases the lock.
 fn close(server: Arc<Server>) -> Result<(), CliError> {
     let flushed = server.index.flush();
+    let dir = server.index.dir().to_path_buf();
     drop(server);
     match flushed {
         Ok(()) => {
             tracing::info!("index flushed and closed");
             Ok(())
         }
+        Err(e) if !dir.is_dir() => Err(CliError::Failure(format!(
+            "cannot flush the index at shutdown ({e}); its directory {} no longer exists: \
+             what it held, and the writes acknowledged since it was removed, are lost",
+            dir.display()
+        ))),
         Err(e) => Err(CliError::Failure(format!(
             "cannot flush the index at shutdown ({e}); acknowledged writes are in its \
              write-ahead log and the next open replays them"

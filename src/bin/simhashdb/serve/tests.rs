@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use simhashdb::engine::fault::{Fault, FaultFs, FaultKind, Op};
 use simhashdb::{Durability, Index, Options};
 
-use super::{Limits, Server, router};
+use super::{Hosts, Limits, Server, router};
 use http::Client;
 
 fn post(client: &mut Client, path: &str, body: Value) -> (u16, Value) {
@@ -35,8 +35,11 @@ fn a_poisoned_index_answers_writes_with_503_and_reads_go_on() {
     let limits = Limits {
         max_body_bytes: 1 << 20,
         max_documents: 100,
+        ..Limits::default()
     };
-    let server = Arc::new(Server::new(index, Durability::Buffered, limits, None).expect("server"));
+    let server = Arc::new(
+        Server::new(index, Durability::Buffered, limits, Hosts::any(), None).expect("server"),
+    );
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -59,6 +62,8 @@ fn a_poisoned_index_answers_writes_with_503_and_reads_go_on() {
         (status, &body["results"][0]["status"]),
         (200, &json!("new"))
     );
+
+    assert_eq!(get(&mut client, "/readyz"), (200, json!({"status": "ready"})));
 
     // Every write to a file fails from now on.
     fs.inject(Fault::new(FaultKind::Eio).on(&[Op::Write]).sticky());
@@ -93,7 +98,14 @@ fn a_poisoned_index_answers_writes_with_503_and_reads_go_on() {
         assert_eq!(get(&mut client, &format!("/v1/documents/{id}")).0, 404);
     }
     assert_eq!(get(&mut client, "/v1/stats").0, 200);
+    // Alive, not ready: a load balancer sends writes elsewhere.
     assert_eq!(get(&mut client, "/healthz").0, 200);
+    let (status, body) = get(&mut client, "/readyz");
+    assert_eq!((status, &body["status"]), (503, &json!("not_ready")), "{body}");
+    assert!(
+        body["reason"].as_str().expect("reason").contains("refuses further writes"),
+        "{body}"
+    );
     drop(client);
     runtime.shutdown_background();
 }
