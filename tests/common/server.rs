@@ -1,6 +1,7 @@
 //! Running `simhashdb serve` as a real process on an ephemeral loopback
 //! port, for the server tests. Every wait is bounded.
 
+use std::ffi::OsString;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
@@ -27,12 +28,17 @@ impl Server {
     /// Starts `simhashdb serve --db DB --listen 127.0.0.1:0 EXTRA...` and
     /// waits for the address it prints.
     pub fn start(db: &Path, extra: &[&str]) -> Server {
+        let mut args: Vec<OsString> = vec!["serve".into(), "--db".into(), db.into()];
+        args.extend(["--listen", "127.0.0.1:0", "--log", "debug"].map(OsString::from));
+        args.extend(extra.iter().map(OsString::from));
+        Server::start_args(&args)
+    }
+
+    /// Starts `simhashdb ARGS...` (a command that serves, listening on a
+    /// loopback address it prints) and waits for the address it prints.
+    pub fn start_args(args: &[OsString]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_simhashdb"))
-            .arg("serve")
-            .arg("--db")
-            .arg(db)
-            .args(["--listen", "127.0.0.1:0", "--log", "debug"])
-            .args(extra)
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
