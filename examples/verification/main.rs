@@ -65,6 +65,7 @@ use std::time::Instant;
 
 use simhashdb::Simhasher;
 use simhashdb::recheck::ShingleSet;
+use simhashdb::sketch::Sketch;
 
 use crate::corpus::load;
 use crate::edits::{Edit, Lang, Rng, Units, apply, plausible, units_of, windows};
@@ -277,6 +278,23 @@ fn corpus_edits(docs: &[String], n: usize, copies: usize, seed: u64) -> Set {
 struct Rule {
     k: u32,
     value: Option<(usize, u32)>,
+    /// Another threshold for texts mostly of Han characters
+    /// (`Sketch::threshold_for`); the later text of a pair decides.
+    han: Option<u32>,
+}
+
+/// Token counts (default tokenizer) of the length buckets.
+const LEN_BUCKETS: [usize; 6] = [0, 50, 100, 200, 500, 1000];
+
+fn bucket(tokens: usize) -> usize {
+    LEN_BUCKETS.iter().rposition(|&b| tokens >= b).expect("0 is first")
+}
+
+fn bucket_label(b: usize) -> String {
+    match LEN_BUCKETS.get(b + 1) {
+        Some(next) => format!("{}–{} tokens", LEN_BUCKETS[b], next - 1),
+        None => format!(">= {} tokens", LEN_BUCKETS[b]),
+    }
 }
 
 #[derive(Default, Clone, Copy)]
@@ -293,6 +311,8 @@ struct Score {
     all_dups: u64,
     all_wrong: u64,
     all_found: u64,
+    /// Stream and all-inserted: found and positives by length bucket.
+    by_len: [[u64; 3]; LEN_BUCKETS.len()],
 }
 
 fn ratio(a: u64, b: u64) -> String {
@@ -330,6 +350,16 @@ fn run_set(set: &Set, kinds: &[Kind], rules: &[Rule], maker: &Maker) -> SetResul
         ),
     };
     let truth = similar_pairs(&truth_sets, PRECISION_AT);
+    let han: Vec<bool> = set
+        .texts
+        .iter()
+        .map(|t| Sketch::threshold_for(t) == Sketch::THRESHOLD_HAN)
+        .collect();
+    let tokens: Vec<usize> = set
+        .texts
+        .iter()
+        .map(|t| Simhasher::default().tokens(t).len())
+        .collect();
     let fps: Vec<u64> = set
         .texts
         .iter()
@@ -390,16 +420,24 @@ fn run_set(set: &Set, kinds: &[Kind], rules: &[Rule], maker: &Maker) -> SetResul
         .iter()
         .map(|rule| {
             let pass = |p: usize| -> bool {
+                let later = pairs[p].1 as usize;
                 pairs[p].2 <= rule.k
-                    && rule
-                        .value
-                        .is_none_or(|(ki, t)| passes(kinds[ki], sims[ki][p], t))
+                    && rule.value.is_none_or(|(ki, t)| {
+                        let t = match rule.han {
+                            Some(h) if han[later] => h,
+                            _ => t,
+                        };
+                        passes(kinds[ki], sims[ki][p], t)
+                    })
             };
             let mut s = Score {
                 pairs_true,
                 positives,
                 ..Score::default()
             };
+            for j in 0..n {
+                s.by_len[bucket(tokens[j])][2] += u64::from(positive[j]);
+            }
             for p in 0..pairs.len() {
                 if pass(p) {
                     s.pairs_reported += 1;
@@ -424,6 +462,7 @@ fn run_set(set: &Set, kinds: &[Kind], rules: &[Rule], maker: &Maker) -> SetResul
                     s.all_dups += 1;
                     s.all_wrong += u64::from(jac(i, j as u32) < PRECISION_AT);
                     s.all_found += u64::from(positive[j]);
+                    s.by_len[bucket(tokens[j])][1] += u64::from(positive[j]);
                 }
             }
             let mut inserted = vec![false; n];
@@ -451,6 +490,7 @@ fn run_set(set: &Set, kinds: &[Kind], rules: &[Rule], maker: &Maker) -> SetResul
                         s.dups += 1;
                         s.dups_wrong += u64::from(jac(i, j as u32) < PRECISION_AT);
                         s.dups_found += u64::from(positive[j]);
+                        s.by_len[bucket(tokens[j])][0] += u64::from(positive[j]);
                     }
                 }
             }
@@ -484,9 +524,11 @@ fn rule_label(rule: &Rule, kinds: &[Kind]) -> String {
     match rule.value {
         None => format!("plain, k = {}", rule.k),
         Some((ki, t)) => format!(
-            "{} {}, k = {}",
+            "{} {}{}, k = {}",
             kinds[ki].short(),
             kinds[ki].threshold_label(t),
+            rule.han
+                .map_or(String::new(), |h| format!(" (Han: {:.2})", f64::from(h) / 100.0)),
             rule.k
         ),
     }
@@ -568,13 +610,34 @@ fn main() {
     let started = Instant::now();
     let maker = Maker::new();
     let kinds = Kind::all();
-    let mut rules: Vec<Rule> = KS.iter().map(|&k| Rule { k, value: None }).collect();
+    let mut rules: Vec<Rule> = KS
+        .iter()
+        .map(|&k| Rule {
+            k,
+            value: None,
+            han: None,
+        })
+        .collect();
+    let chosen = kinds
+        .iter()
+        .position(|&k| k == Kind::BBit { bins: 128, bits: 1 })
+        .expect("measured");
+    for (t, h) in [(70, 60), (70, 50)] {
+        for &k in &KS {
+            rules.push(Rule {
+                k,
+                value: Some((chosen, t)),
+                han: Some(h),
+            });
+        }
+    }
     for (ki, kind) in kinds.iter().enumerate() {
         for &t in kind.thresholds() {
             for &k in &KS {
                 rules.push(Rule {
                     k,
                     value: Some((ki, t)),
+                    han: None,
                 });
             }
         }
@@ -692,10 +755,23 @@ fn main() {
 
     // Report.
     let mut md = String::new();
-    let cmd: Vec<String> = std::env::args().skip(1).collect();
+    // The command line, with the files named one by one counted.
+    let mut cmd: Vec<String> = Vec::new();
+    let (mut files, mut prev_option) = (0, false);
+    for a in std::env::args().skip(1) {
+        if !prev_option && !a.starts_with("--") && std::path::Path::new(&a).is_file() {
+            files += 1;
+        } else {
+            cmd.push(a.clone());
+        }
+        prev_option = a.starts_with("--");
+    }
+    if files > 0 {
+        cmd.push(format!("[{files} files]"));
+    }
     writeln!(
         md,
-        "# Verification values: full results\n\nGenerated by `cargo run --release --example verification -- {}` (files named one by one are listed as given).\n",
+        "# Verification values: full results\n\nGenerated by `cargo run --release --example verification -- {}`.\n",
         cmd.join(" ")
     )
     .unwrap();
@@ -759,6 +835,46 @@ fn main() {
         }
         writeln!(md).unwrap();
     }
+    writeln!(
+        md,
+        "## Recall by length: `mh128x1` at 0.70 (Han: 0.60), all sets pooled\n\nTexts with an earlier text at Jaccard >= 0.9 (Chinese sets: 0.75), by their number of tokens (default tokenizer); each cell: stream recall / all-inserted recall.\n"
+    )
+    .unwrap();
+    write!(md, "| k |").unwrap();
+    for b in 0..LEN_BUCKETS.len() {
+        write!(md, " {} |", bucket_label(b)).unwrap();
+    }
+    writeln!(md, "\n|---|{}", "---:|".repeat(LEN_BUCKETS.len())).unwrap();
+    for (ri, rule) in rules.iter().enumerate() {
+        if rule.value != Some((chosen, 70)) || rule.han != Some(60) {
+            continue;
+        }
+        let mut pooled = [[0u64; 3]; LEN_BUCKETS.len()];
+        for r in &results {
+            for (b, cell) in pooled.iter_mut().enumerate() {
+                for x in 0..3 {
+                    cell[x] += r.scores[ri].by_len[b][x];
+                }
+            }
+        }
+        write!(md, "| {} |", rule.k).unwrap();
+        for cell in pooled {
+            write!(md, " {} / {} |", ratio(cell[0], cell[2]), ratio(cell[1], cell[2])).unwrap();
+        }
+        writeln!(md).unwrap();
+    }
+    let mut counts = [0u64; LEN_BUCKETS.len()];
+    for r in &results {
+        for (b, c) in counts.iter_mut().enumerate() {
+            *c += r.scores[0].by_len[b][2];
+        }
+    }
+    writeln!(
+        md,
+        "\n(texts per bucket: {})\n",
+        counts.map(|c| c.to_string()).join(", ")
+    )
+    .unwrap();
     writeln!(md, "## Cost of computing the values\n").unwrap();
     writeln!(md, "On the texts of `corpus`:\n").unwrap();
     timing(&sets[0].texts, &kinds, &maker, &mut md);
