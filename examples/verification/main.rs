@@ -287,7 +287,10 @@ struct Rule {
 const LEN_BUCKETS: [usize; 6] = [0, 50, 100, 200, 500, 1000];
 
 fn bucket(tokens: usize) -> usize {
-    LEN_BUCKETS.iter().rposition(|&b| tokens >= b).expect("0 is first")
+    LEN_BUCKETS
+        .iter()
+        .rposition(|&b| tokens >= b)
+        .expect("0 is first")
 }
 
 fn bucket_label(b: usize) -> String {
@@ -438,10 +441,10 @@ fn run_set(set: &Set, kinds: &[Kind], rules: &[Rule], maker: &Maker) -> SetResul
             for j in 0..n {
                 s.by_len[bucket(tokens[j])][2] += u64::from(positive[j]);
             }
-            for p in 0..pairs.len() {
+            for (p, &(i, j, _)) in pairs.iter().enumerate() {
                 if pass(p) {
                     s.pairs_reported += 1;
-                    let x = jac(pairs[p].0, pairs[p].1);
+                    let x = jac(i, j);
                     s.pairs_right += u64::from(x >= PRECISION_AT);
                     s.pairs_found += u64::from(x >= recall_at);
                 }
@@ -527,8 +530,10 @@ fn rule_label(rule: &Rule, kinds: &[Kind]) -> String {
             "{} {}{}, k = {}",
             kinds[ki].short(),
             kinds[ki].threshold_label(t),
-            rule.han
-                .map_or(String::new(), |h| format!(" (Han: {:.2})", f64::from(h) / 100.0)),
+            rule.han.map_or(String::new(), |h| format!(
+                " (Han: {:.2})",
+                f64::from(h) / 100.0
+            )),
             rule.k
         ),
     }
@@ -852,14 +857,20 @@ fn main() {
         let mut pooled = [[0u64; 3]; LEN_BUCKETS.len()];
         for r in &results {
             for (b, cell) in pooled.iter_mut().enumerate() {
-                for x in 0..3 {
-                    cell[x] += r.scores[ri].by_len[b][x];
+                for (c, add) in cell.iter_mut().zip(r.scores[ri].by_len[b]) {
+                    *c += add;
                 }
             }
         }
         write!(md, "| {} |", rule.k).unwrap();
         for cell in pooled {
-            write!(md, " {} / {} |", ratio(cell[0], cell[2]), ratio(cell[1], cell[2])).unwrap();
+            write!(
+                md,
+                " {} / {} |",
+                ratio(cell[0], cell[2]),
+                ratio(cell[1], cell[2])
+            )
+            .unwrap();
         }
         writeln!(md).unwrap();
     }
