@@ -37,7 +37,8 @@
 //! Modules: [`fingerprint`] (text to fingerprint), [`plan`] (block splits,
 //! permutations, the cost model), [`search`] (queries over in-memory tables),
 //! [`batch`] (all pairs and clusters of a set), [`recheck`] (exact Jaccard
-//! re-checks of candidate pairs), [`engine`] (the persistent [`Index`]).
+//! re-checks of candidate pairs), [`sketch`] (a text's 16-byte verification
+//! value), [`engine`] (the persistent [`Index`]).
 
 #![warn(missing_docs)]
 
@@ -50,6 +51,7 @@ pub mod plan;
 mod radix;
 pub mod recheck;
 pub mod search;
+pub mod sketch;
 
 /// The old name of [`recheck`], kept so that code written against it still
 /// builds. (Hidden rather than `#[deprecated]`: rustc does not warn about

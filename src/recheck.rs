@@ -128,7 +128,7 @@ fn token_hash(token: &str) -> u64 {
 /// The hashes of the `width`-token shingles of a text whose token hashes
 /// are `token_hashes`, in text order, repeats included (one shingle of all
 /// the tokens when there are fewer than `width`).
-fn shingle_hashes(mut hashes: Vec<u64>, width: usize) -> Vec<u64> {
+pub(crate) fn shingle_hashes(mut hashes: Vec<u64>, width: usize) -> Vec<u64> {
     let width = width.max(1);
     if hashes.len() < width {
         if !hashes.is_empty() {
