@@ -501,11 +501,12 @@ impl Index {
         self.core.poison_on_error(result)
     }
 
-    /// Closes the index as dropping it does (the prefault thread told to
-    /// stop, a flush or merge in progress on the background threads waited
-    /// for, the threads joined, the directory lock released), and reports
-    /// what a drop cannot: whether a write, a background flush or a
-    /// background merge failed since the index was opened.
+    /// Closes the index as dropping it does (every thread the index started
+    /// told to stop, a flush or merge in progress waited for, the threads
+    /// joined, the files of segments that merges replaced removed, then the
+    /// directory lock released), and reports what a drop cannot: whether a
+    /// write, a background flush or a background merge failed since the
+    /// index was opened.
     ///
     /// Acknowledged writes are in the WAL already (synced, with
     /// [`Durability::Sync`]); `close` does not write the memtable to a
