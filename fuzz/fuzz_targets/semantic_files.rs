@@ -584,8 +584,11 @@ fuzz_target!(|data: &[u8]| {
     let fs = install(&files);
     let Ok(index) = Index::open(DIR, options(&fs)) else { return };
     check_write(&fs, index);
-    let Ok(index) = Index::open(DIR, options(&fs)) else {
-        panic!("an index that opened does not open again after a write");
+    let index = match Index::open(DIR, options(&fs)) {
+        Ok(index) => index,
+        // The open's own commit took a counter into the headroom.
+        Err(simhashdb::Error::CounterLimit { .. }) => return,
+        Err(e) => panic!("an index that opened does not open again after a write: {e}"),
     };
     if index.verify().is_err() {
         // A refusal; queries may fail but must not panic.

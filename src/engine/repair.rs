@@ -454,7 +454,7 @@ impl Index {
                     .copied()
                     .chain([old_counter(|m| m.next_segment_id)]),
             ),
-            // Both below `HANDED_OUT_BELOW` + 1.
+            // Both at most `HANDED_OUT_BELOW` + 1.
             next_wal_id: wal_id + 1,
             next_seq: max_seq + 1,
             wal_ids: vec![wal_id],
@@ -508,9 +508,12 @@ impl Index {
     }
 }
 
-/// Ids and sequence numbers from here on are never handed out: writes are
-/// refused first (`check::COUNTER_HEADROOM`).
-const HANDED_OUT_BELOW: u64 = COUNTER_LIMIT - COUNTER_HEADROOM;
+/// Ids and sequence numbers from here on are not counted: a writer's open
+/// is refused once a counter reaches the headroom below 2^63
+/// (`check::COUNTER_HEADROOM`), and a counter derived from a larger one (the
+/// new WAL's id, and the next after it) would land there, leaving the index
+/// unable to write.
+const HANDED_OUT_BELOW: u64 = COUNTER_LIMIT - COUNTER_HEADROOM - 2;
 
 /// `value`, if the index could have handed it out.
 fn handed_out(value: u64) -> Option<u64> {
