@@ -436,7 +436,7 @@ fn the_document_limit_is_enforced_while_the_body_is_parsed() {
     // Eleven documents, then a body that is not even JSON: the count is
     // past the limit before the parser reaches the end.
     let doc = r#"{"id": 1, "fingerprint": 2}"#;
-    let eleven = vec![doc; 11].join(",");
+    let eleven = [doc; 11].join(",");
     for (path, body) in [
         ("/v1/check", format!(r#"{{"documents": [{eleven}, {{"x"#)),
         (
@@ -447,7 +447,7 @@ fn the_document_limit_is_enforced_while_the_body_is_parsed() {
             "/v1/query",
             format!(
                 r#"{{"queries": [{}, ["#,
-                vec![r#"{"fingerprint": 1}"#; 11].join(",")
+                [r#"{"fingerprint": 1}"#; 11].join(",")
             ),
         ),
     ] {
@@ -462,7 +462,7 @@ fn the_document_limit_is_enforced_while_the_body_is_parsed() {
     let reply = client.post("/v1/check", huge.as_bytes()).expect("post");
     assert_eq!(error_code(&reply, 413), "too_many_documents");
     // Ten are served, and nothing of the refused ones was written.
-    let ten = vec![doc; 10].join(",");
+    let ten = [doc; 10].join(",");
     let answer = ok_json(
         client
             .post(
