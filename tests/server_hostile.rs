@@ -156,6 +156,14 @@ fn a_server_with_sync_refuses_writes_into_a_removed_directory() {
     let check = |id: u64| json!({"documents": [{"id": id, "fingerprint": id.wrapping_mul(0x9e37_79b9_7f4a_7c15)}]});
     ok_json(post(&mut client, "/v1/check", &check(1)));
     std::fs::remove_dir_all(&db).expect("rm -rf the index");
+    // Not ready even before a write finds it out.
+    let ready = client.get("/readyz").expect("readyz");
+    assert_eq!(ready.status, 503, "{}", ready.text());
+    assert!(
+        ready.text().contains("no longer exists"),
+        "{}",
+        ready.text()
+    );
     let reply = post(&mut client, "/v1/check", &check(2));
     assert_eq!(error_code(&reply, 503), "write_failed");
     assert_eq!(client.get("/readyz").expect("readyz").status, 503);
@@ -659,4 +667,24 @@ fn a_client_that_stops_reading_its_answer_is_let_go() {
     // lets the stalled one go; then a new client is served.
     healthz_until_answered(&server);
     drop(loader);
+}
+
+#[test]
+fn connections_past_the_open_file_limit_are_refused_not_left_unanswered() {
+    // 256 open files, and the default --max-connections of 512: the
+    // server lowers its limit to what the files leave, and says so.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start_with_open_files(&dir.path().join("index"), &[], 256);
+    server.wait_for_stderr("--max-connections lowered to 128");
+    let idle: Vec<TcpStream> = (0..128).map(|_| connect(&server)).collect();
+    // Past them, each connection is answered at once, however many come.
+    for _ in 0..200 {
+        let answer = answer_unasked(&server);
+        assert!(
+            answer.starts_with("HTTP/1.1 503") && answer.contains("too_many_connections"),
+            "{answer}"
+        );
+    }
+    drop(idle);
+    healthz_until_answered(&server);
 }

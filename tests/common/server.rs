@@ -27,7 +27,21 @@ impl Server {
     /// Starts `simhashdb serve --db DB --listen 127.0.0.1:0 EXTRA...` and
     /// waits for the address it prints.
     pub fn start(db: &Path, extra: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_simhashdb"))
+        Server::spawn(Command::new(env!("CARGO_BIN_EXE_simhashdb")), db, extra)
+    }
+
+    /// [`Server::start`] with a soft limit of `files` open files
+    /// (`ulimit -n`), set by sh(1).
+    pub fn start_with_open_files(db: &Path, extra: &[&str], files: u32) -> Server {
+        let mut sh = Command::new("sh");
+        sh.arg("-c")
+            .arg(format!("ulimit -n {files} && exec \"$0\" \"$@\""))
+            .arg(env!("CARGO_BIN_EXE_simhashdb"));
+        Server::spawn(sh, db, extra)
+    }
+
+    fn spawn(mut command: Command, db: &Path, extra: &[&str]) -> Server {
+        let mut child = command
             .arg("serve")
             .arg("--db")
             .arg(db)
