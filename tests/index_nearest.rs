@@ -24,10 +24,10 @@ fn crowded(dir: &std::path::Path) -> (Index, Model, Vec<u64>) {
             id += 1;
             let doc = id.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40;
             let mut fp = centres[(rng.next() % 4) as usize];
-            if rng.next() % 3 == 0 {
+            if rng.next().is_multiple_of(3) {
                 fp ^= 1 << (rng.next() % 64);
             }
-            let name = (doc % 2 == 0).then(|| format!("doc {doc}"));
+            let name = doc.is_multiple_of(2).then(|| format!("doc {doc}"));
             batch.push((doc, fp, name.clone()));
             model.insert(doc, (fp, name));
         }

@@ -605,7 +605,7 @@ fn bad_requests_get_json_errors_and_write_nothing() {
             "POST",
             "/v1/query",
             json,
-            r#"{"queries": [{"fingerprint": 1, "limit": 3}]}"#.into(),
+            r#"{"queries": [{"fingerprint": 1, "limt": 3}]}"#.into(),
             400,
             "invalid_request",
         ),

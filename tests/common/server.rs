@@ -28,16 +28,27 @@ impl Server {
     /// Starts `simhashdb serve --db DB --listen 127.0.0.1:0 EXTRA...` and
     /// waits for the address it prints.
     pub fn start(db: &Path, extra: &[&str]) -> Server {
-        let mut args: Vec<OsString> = vec!["serve".into(), "--db".into(), db.into()];
-        args.extend(["--listen", "127.0.0.1:0", "--log", "debug"].map(OsString::from));
-        args.extend(extra.iter().map(OsString::from));
-        Server::start_args(&args)
+        Server::spawn(Command::new(env!("CARGO_BIN_EXE_simhashdb")), &serve_args(db, extra))
+    }
+
+    /// [`Server::start`] with a soft limit of `files` open files
+    /// (`ulimit -n`), set by sh(1).
+    pub fn start_with_open_files(db: &Path, extra: &[&str], files: u32) -> Server {
+        let mut sh = Command::new("sh");
+        sh.arg("-c")
+            .arg(format!("ulimit -n {files} && exec \"$0\" \"$@\""))
+            .arg(env!("CARGO_BIN_EXE_simhashdb"));
+        Server::spawn(sh, &serve_args(db, extra))
     }
 
     /// Starts `simhashdb ARGS...` (a command that serves, listening on a
     /// loopback address it prints) and waits for the address it prints.
     pub fn start_args(args: &[OsString]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_simhashdb"))
+        Server::spawn(Command::new(env!("CARGO_BIN_EXE_simhashdb")), args)
+    }
+
+    fn spawn(mut command: Command, args: &[OsString]) -> Server {
+        let mut child = command
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -168,4 +179,12 @@ impl Drop for Server {
             let _ = self.child.wait();
         }
     }
+}
+
+/// `serve --db DB --listen 127.0.0.1:0 --log debug EXTRA...`.
+fn serve_args(db: &Path, extra: &[&str]) -> Vec<OsString> {
+    let mut args: Vec<OsString> = vec!["serve".into(), "--db".into(), db.into()];
+    args.extend(["--listen", "127.0.0.1:0", "--log", "debug"].map(OsString::from));
+    args.extend(extra.iter().map(OsString::from));
+    args
 }

@@ -105,27 +105,29 @@ impl<T: DeserializeOwned> FromRequest<Arc<Server>> for JsonBody<T> {
             return Err(not_json());
         }
         let max = state.limits.max_documents;
-        parse_bounded(&bytes, max).map(JsonBody).map_err(|(e, over)| {
-            use serde_json::error::Category;
-            if over {
-                return ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "too_many_documents",
-                    format!(
-                        "more than {max} documents or queries in one request, the server's \
+        parse_bounded(&bytes, max)
+            .map(JsonBody)
+            .map_err(|(e, over)| {
+                use serde_json::error::Category;
+                if over {
+                    return ApiError::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "too_many_documents",
+                        format!(
+                            "more than {max} documents or queries in one request, the server's \
                          limit (--max-documents); split the request"
+                        ),
+                    );
+                }
+                match e.classify() {
+                    Category::Syntax | Category::Eof | Category::Io => ApiError::new(
+                        StatusCode::BAD_REQUEST,
+                        "malformed_json",
+                        format!("the body is not valid JSON: {e}"),
                     ),
-                );
-            }
-            match e.classify() {
-                Category::Syntax | Category::Eof | Category::Io => ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "malformed_json",
-                    format!("the body is not valid JSON: {e}"),
-                ),
-                Category::Data => ApiError::invalid(format!("the request is not valid: {e}")),
-            }
-        })
+                    Category::Data => ApiError::invalid(format!("the request is not valid: {e}")),
+                }
+            })
     }
 }
 
@@ -448,9 +450,10 @@ fn by_name(uri: &Uri) -> Result<u64, ApiError> {
             return Err(expected("`name` is given twice".into()));
         }
         let value = url_decode(value).map_err(&expected)?;
-        name = Some(String::from_utf8(value).map_err(|_| {
-            expected("the name is not valid UTF-8 once URL-decoded".into())
-        })?);
+        name = Some(
+            String::from_utf8(value)
+                .map_err(|_| expected("the name is not valid UTF-8 once URL-decoded".into()))?,
+        );
     }
     let name = name.ok_or_else(|| expected("no `name` parameter".into()))?;
     Ok(doc_id(&name))
@@ -570,8 +573,9 @@ pub async fn query(
         None => DEFAULT_LIMIT.min(max / n.max(1)).max(1),
     };
     let limit_of = |q: &QueryIn| {
-        q.limit
-            .map_or(default_limit, |U64(l)| usize::try_from(l).unwrap_or(usize::MAX))
+        q.limit.map_or(default_limit, |U64(l)| {
+            usize::try_from(l).unwrap_or(usize::MAX)
+        })
     };
     let one = QueryIn {
         text: req.text,
@@ -704,12 +708,23 @@ pub async fn healthz() -> Response {
 /// `GET /readyz`: readiness: 200 while the index accepts writes, 503 once a
 /// failed write, sync, flush or merge has poisoned it (reads go on, but a
 /// load balancer should send writes elsewhere; a restart reopens it).
+/// The index's directory removed under the server is not ready either,
+/// even before a sync finds it out.
 pub async fn readyz(State(server): Shared) -> Response {
-    match server.index.writable() {
-        Ok(()) => json_response(StatusCode::OK, &json!({ "status": "ready" })),
-        Err(e) => json_response(
+    let dir = server.index.dir();
+    let not_ready = match server.index.writable() {
+        Err(e) => Some(e.to_string()),
+        Ok(()) if !dir.is_dir() => Some(format!(
+            "the index's directory {} no longer exists",
+            dir.display()
+        )),
+        Ok(()) => None,
+    };
+    match not_ready {
+        None => json_response(StatusCode::OK, &json!({ "status": "ready" })),
+        Some(reason) => json_response(
             StatusCode::SERVICE_UNAVAILABLE,
-            &json!({ "status": "not_ready", "reason": e.to_string() }),
+            &json!({ "status": "not_ready", "reason": reason }),
         ),
     }
 }

@@ -467,6 +467,38 @@ impl tokio::io::AsyncWrite for Stalling {
     }
 }
 
+/// File descriptors left to the index, the runtime and the refusals when
+/// connections are limited by the open-file limit.
+const OTHER_FILES: u64 = 128;
+
+/// This process's limit on open files (the soft `RLIMIT_NOFILE`, from
+/// `/proc/self/limits`); `None` where it cannot be read, or unlimited.
+fn open_file_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line.strip_prefix("Max open files")?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// `--max-connections`, lowered (with a warning) to what the open-file
+/// limit leaves: a connection accepted past it would fail to be accepted,
+/// unanswered, instead of being refused with a 503.
+fn connection_limit(asked: u64, open_files: Option<u64>) -> usize {
+    let fit = open_files.map_or(asked, |files| files.saturating_sub(OTHER_FILES).max(1));
+    if fit < asked {
+        tracing::warn!(
+            max_connections = asked,
+            open_files = open_files.unwrap_or_default(),
+            "--max-connections lowered to {fit}: the open-file limit (ulimit -n) leaves no more; \
+             raise it to serve more connections"
+        );
+    }
+    usize::try_from(fit.min(asked)).unwrap_or(usize::MAX)
+}
+
 /// Serves connections until SIGTERM or SIGINT, then finishes the requests
 /// in flight (at most `--shutdown-timeout` seconds). Each connection has
 /// `--header-timeout` to send each request's head (so idle connections
@@ -496,7 +528,7 @@ async fn serve(
         .map_err(|e| CliError::write("standard output", e))?;
     drop(out);
     tracing::info!(%addr, db = %args.db.db.display(), "serving");
-    let max_connections = usize::try_from(args.max_connections).unwrap_or(usize::MAX);
+    let max_connections = connection_limit(args.max_connections, open_file_limit());
     let max_concurrent = usize::try_from(args.max_concurrent_requests).unwrap_or(usize::MAX);
     let app = router(Arc::clone(&server), max_concurrent);
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -542,10 +574,8 @@ async fn serve(
             stall: Duration::from_secs(args.body_timeout),
             waiting: None,
         };
-        let connection = http.serve_connection(
-            TokioIo::new(stream),
-            TowerToHyperService::new(app.clone()),
-        );
+        let connection =
+            http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
         let mut stopping = stopping.clone();
         let open = open.subscribe();
         tokio::spawn(async move {
