@@ -94,7 +94,7 @@ pub(super) struct Core {
 #[derive(Debug, Default)]
 pub(super) struct Threads {
     /// Tells them to stop early.
-    pub(super) stop: Arc<AtomicBool>,
+    pub(super) stop: AtomicBool,
     handles: Mutex<Vec<JoinHandle<()>>>,
 }
 
