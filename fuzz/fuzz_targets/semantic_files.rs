@@ -444,7 +444,8 @@ fn add_stray(files: &mut Files, input: &mut Input) -> Option<()> {
         0 => u64::MAX,
         1 => (1 << 63) - 1,
         2 => (1 << 63) - 2,
-        3 => (1 << 63) - (1 << 32),
+        // Around the edge of the headroom below 2^63.
+        3 => (1u64 << 63) - (1 << 32) - u64::from(input.byte()? % 4),
         4 => m.next_segment_id.max(m.next_wal_id),
         _ => input.value()?,
     };

@@ -441,6 +441,11 @@ impl Index {
                 .copied()
                 .chain([old_counter(|m| m.next_wal_id)]),
         );
+        // Past a WAL with an id not counted, which is set aside only after
+        // the new one is written.
+        let wal_id = (wal_id..COUNTER_LIMIT - 1)
+            .find(|id| !wal_ids.contains(id))
+            .unwrap_or(wal_id);
         let manifest = Manifest {
             index_id,
             shape: plan.shape(),
@@ -454,7 +459,7 @@ impl Index {
                     .copied()
                     .chain([old_counter(|m| m.next_segment_id)]),
             ),
-            // Both at most `HANDED_OUT_BELOW` + 1.
+            // Below 2^63, as `manifest_problem` checks.
             next_wal_id: wal_id + 1,
             next_seq: max_seq + 1,
             wal_ids: vec![wal_id],
