@@ -232,10 +232,16 @@ impl Index {
             if let (Some(&fp), Some(matches)) = (fingerprints.get(i), answers.get_mut(i))
                 && self.core.fresh(doc.timestamp)
             {
+                let distance = (doc.fingerprint ^ fp).count_ones();
+                // Not nearer than the farthest of `limit` at hand: not kept,
+                // and its name not copied.
+                if farthest(matches, limit).is_some_and(|far| (distance, id) >= far) {
+                    return;
+                }
                 matches.push(Match {
                     id,
                     fingerprint: doc.fingerprint,
-                    distance: (doc.fingerprint ^ fp).count_ones(),
+                    distance,
                     name: doc.name.as_deref().map(str::to_owned),
                 });
                 keep_nearest(matches, limit);
@@ -272,13 +278,12 @@ impl Index {
         // With `limit` matches at hand, one that is not nearer than the
         // farthest of them (by distance, then id) is not kept: a doc map
         // lists a fingerprint's documents by increasing id, so the walk
-        // stops at the first such one.
-        let farthest = (matches.len() >= limit && limit <= FEW)
-            .then(|| matches.iter().map(|m| (m.distance, m.id)).max())
-            .flatten();
+        // stops at the first such one (the first live one, for a limit of
+        // 1 and no match yet).
+        let mut far = farthest(matches, limit);
         for entry in segment.docs.by_fingerprint(found) {
             let entry = entry.map_err(|e| corrupted(&segment.ids_path, &e))?;
-            if farthest.is_some_and(|far| (distance, entry.id) >= far) {
+            if far.is_some_and(|far| (distance, entry.id) >= far) {
                 break;
             }
             if self.core.fresh(entry.timestamp)
@@ -292,6 +297,7 @@ impl Index {
                     name: entry.name.map(str::to_owned),
                 });
                 keep_nearest(matches, limit);
+                far = farthest(matches, limit);
             }
         }
         Ok(())
@@ -405,6 +411,15 @@ impl Index {
 /// A limit up to which a query with `limit` matches at hand skips those no
 /// nearer than its farthest (finding the farthest costs a pass over them).
 const FEW: usize = 64;
+
+/// The farthest of `matches` (by distance, then id) when they are `limit`
+/// or more and `limit` is at most [`FEW`]: no match beyond it is kept.
+fn farthest(matches: &[Match], limit: usize) -> Option<(u32, u64)> {
+    if matches.len() < limit || limit > FEW {
+        return None;
+    }
+    matches.iter().map(|m| (m.distance, m.id)).max()
+}
 
 /// Keeps the `limit` nearest of `matches` (by distance, then id) once it
 /// holds twice as many: amortised, a match costs O(1) and no query holds

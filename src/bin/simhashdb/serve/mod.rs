@@ -46,14 +46,16 @@ pub struct Args {
     /// power loss, not only a crash of the process).
     #[arg(long)]
     sync: bool,
-    /// Require `Authorization: Bearer TOKEN` on every request but
-    /// `/healthz`, with TOKEN the first line of this file.
+    /// Require `Authorization: Bearer TOKEN` (the scheme in any case) on
+    /// every request but `/healthz` and `/readyz`, with TOKEN the first line
+    /// of this file.
     #[arg(long, value_name = "FILE")]
     token_file: Option<PathBuf>,
-    /// Also accept requests whose `Host` header names NAME (repeatable;
-    /// `*`: any). By default only the address listened on, `localhost` (on
-    /// loopback) and IP addresses are accepted, so a web page reached
-    /// through a rebound DNS name cannot use the server.
+    /// Also serve requests whose `Host` header names NAME (repeatable; `*`:
+    /// any). By default only the address listened on (any IP address when
+    /// it is 0.0.0.0 or ::) and `localhost` (on loopback) are served (403
+    /// otherwise), so a web page reached through a rebound DNS name cannot
+    /// use the server.
     #[arg(long, value_name = "NAME")]
     allow_host: Vec<String>,
     /// Largest request body, in bytes (413 past it, before the body is
@@ -77,7 +79,8 @@ pub struct Args {
           value_parser = clap::value_parser!(u64).range(1..))]
     max_concurrent_requests: u64,
     /// Most connections open at once; more are answered 503 and closed.
-    /// Keep it below the open-file limit (`ulimit -n`).
+    /// Lowered, with a warning, to the open-file limit (`ulimit -n`) less
+    /// 128.
     #[arg(long, default_value_t = 512, value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..))]
     max_connections: u64,
