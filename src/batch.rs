@@ -184,13 +184,13 @@ enum Search {
 }
 
 /// Work of placing one fingerprint in one table (permuting it, scattering
-/// it into its bucket, sorting the bucket), in pair comparisons of [`scan`].
-const TABLE_ENTRY_COST: f64 = 48.0;
+/// it into its bucket, sorting the bucket), in pair comparisons of [`scan`]
+/// (measured: about 23 ns against 0.25 ns, docs/BENCHMARKS.md).
+const TABLE_ENTRY_COST: f64 = 90.0;
 
 /// Work of one candidate pair met in a table's run, in pair comparisons of
-/// [`scan`] (a run's pairs are compared as the scan compares them, but
-/// reached through the runs' bookkeeping).
-const CANDIDATE_COST: f64 = 4.0;
+/// [`scan`] (measured: 2.4 to 9 ns, as runs are split and searched again).
+const CANDIDATE_COST: f64 = 10.0;
 
 /// The search [`find_all`] runs for `n` fingerprints: the plan's tables,
 /// unless their estimated work (each fingerprint placed in every table, and
@@ -212,9 +212,14 @@ fn choose_search(n: usize, plan: &Plan) -> Search {
     }
 }
 
-/// Rows of one block of [`scan`]: each later fingerprint is read once per
-/// block and compared with the block's rows, held in registers and L1.
+/// Rows of one block of [`scan`] (one parallel task).
 const SCAN_ROWS: usize = 64;
+
+/// Fingerprints of one tile of [`scan_block`] (32 KiB).
+const SCAN_COLUMNS: usize = 4096;
+
+/// Fingerprints tested at once by [`scan_block`].
+const SCAN_CHUNK: usize = 16;
 
 /// Every pair within `k`, by comparing all pairs: the fingerprints in
 /// blocks of [`SCAN_ROWS`], each block compared with itself and every later
@@ -222,35 +227,93 @@ const SCAN_ROWS: usize = 64;
 /// blocks in order.
 fn scan(fingerprints: &[u64], k: u32) -> Vec<Vec<Pair>> {
     let n = fingerprints.len();
+    #[cfg(target_arch = "x86_64")]
+    let compiled: Option<unsafe fn(&[u64], usize, u32) -> Vec<Pair>> =
+        if std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("popcnt")
+        {
+            Some(scan_block_avx2)
+        } else if std::arch::is_x86_feature_detected!("popcnt") {
+            Some(scan_block_popcnt)
+        } else {
+            None
+        };
+    #[cfg(not(target_arch = "x86_64"))]
+    let compiled: Option<unsafe fn(&[u64], usize, u32) -> Vec<Pair>> = None;
+    let block = |r0: usize| match compiled {
+        // SAFETY: each of these requires instructions the processor has
+        // (checked above). One of the crate's four `unsafe` blocks
+        // (docs/ARCHITECTURE.md).
+        Some(f) => unsafe { f(fingerprints, r0, k) },
+        None => scan_block(fingerprints, r0, k),
+    };
     (0..n.div_ceil(SCAN_ROWS))
         .into_par_iter()
-        .map(|block| {
-            let r0 = block * SCAN_ROWS;
-            let r1 = (r0 + SCAN_ROWS).min(n);
-            let rows = &fingerprints[r0..r1];
-            let mut pairs = Vec::new();
-            for (x, &a) in rows.iter().enumerate() {
-                for (y, &b) in rows.iter().enumerate().skip(x + 1) {
-                    if (a ^ b).count_ones() <= k {
-                        pairs.push(pair(r0 + x, r0 + y));
-                    }
+        .map(|b| block(b * SCAN_ROWS))
+        .filter(|pairs| !pairs.is_empty())
+        .collect()
+}
+
+/// [`scan_block`] compiled with the processor's population count
+/// instruction: the baseline x86-64 target has none, and counts the bits of
+/// an XOR with a dozen instructions (the scan is 3 to 5 times slower).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "popcnt")]
+fn scan_block_popcnt(fingerprints: &[u64], r0: usize, k: u32) -> Vec<Pair> {
+    scan_block(fingerprints, r0, k)
+}
+
+/// [`scan_block`] compiled for AVX2: the test of a chunk of
+/// [`SCAN_CHUNK`] fingerprints counts their bits four at a time.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,popcnt")]
+fn scan_block_avx2(fingerprints: &[u64], r0: usize, k: u32) -> Vec<Pair> {
+    scan_block(fingerprints, r0, k)
+}
+
+/// The pairs within `k` of the block of [`SCAN_ROWS`] rows from `r0`: among
+/// its rows, and between its rows and every later fingerprint, sorted. The
+/// later fingerprints are taken in tiles of [`SCAN_COLUMNS`], each compared
+/// with every row of the block while it is in L1.
+#[inline(always)]
+fn scan_block(fingerprints: &[u64], r0: usize, k: u32) -> Vec<Pair> {
+    let n = fingerprints.len();
+    let r1 = (r0 + SCAN_ROWS).min(n);
+    let mut pairs = Vec::new();
+    for c0 in (r0..n).step_by(SCAN_COLUMNS) {
+        let c1 = (c0 + SCAN_COLUMNS).min(n);
+        for (i, &a) in fingerprints.iter().enumerate().take(r1).skip(r0) {
+            let from = c0.max(i + 1);
+            let Some(tile) = fingerprints.get(from..c1) else {
+                continue;
+            };
+            // A chunk is tested as one (a reduction without branches, which
+            // vectorizes); the rare chunk with a pair is then gone through.
+            let mut chunks = tile.chunks_exact(SCAN_CHUNK);
+            let mut at = from;
+            for chunk in chunks.by_ref() {
+                let mut near = false;
+                for &b in chunk {
+                    near |= (a ^ b).count_ones() <= k;
                 }
-            }
-            for (j, &b) in fingerprints.iter().enumerate().skip(r1) {
-                let nearest = rows.iter().map(|&a| (a ^ b).count_ones()).min();
-                if nearest.is_some_and(|d| d <= k) {
-                    for (x, &a) in rows.iter().enumerate() {
+                if near {
+                    for (d, &b) in chunk.iter().enumerate() {
                         if (a ^ b).count_ones() <= k {
-                            pairs.push(pair(r0 + x, j));
+                            pairs.push(pair(i, at + d));
                         }
                     }
                 }
+                at += SCAN_CHUNK;
             }
-            pairs.sort_unstable();
-            pairs
-        })
-        .filter(|pairs| !pairs.is_empty())
-        .collect()
+            for (d, &b) in chunks.remainder().iter().enumerate() {
+                if (a ^ b).count_ones() <= k {
+                    pairs.push(pair(i, at + d));
+                }
+            }
+        }
+    }
+    pairs.sort_unstable();
+    pairs
 }
 
 /// The pair of positions `i < j`, packed.
