@@ -709,3 +709,57 @@ fn large_distances_give_the_brute_force_pairs() {
         assert_eq!(in_groups, want, "k = {k}");
     }
 }
+
+#[test]
+fn an_input_that_changes_between_passes_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let inputs = tempfile::tempdir().unwrap();
+    let input = large_input(inputs.path());
+    let out = dir.path().join("out.jsonl");
+    let mut child = simhashdb()
+        .args(["dedup", path_str(&input), "-o", path_str(&out)])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Appended once the run has begun (its output exists from the start):
+    // the passes after the first would read other records than it did.
+    while !listing(dir.path())
+        .iter()
+        .any(|n| n.starts_with(".out.jsonl.tmp-"))
+    {
+        assert!(child.try_wait().unwrap().is_none(), "dedup ended too soon");
+        std::thread::yield_now();
+    }
+    let mut f = fs::OpenOptions::new().append(true).open(&input).unwrap();
+    f.write_all(jsonl(&records(12, 10)).as_bytes()).unwrap();
+    drop(f);
+    let result = child.wait_with_output().unwrap();
+    let err = stderr(&result);
+    assert_eq!(result.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("docs.jsonl") && err.contains("changed while"),
+        "{err}"
+    );
+    assert_eq!(
+        listing(dir.path()),
+        Vec::<String>::new(),
+        "nothing is written"
+    );
+}
+
+#[test]
+fn an_output_that_is_a_directory_is_refused_before_any_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut lines: Vec<String> = jsonl(&records(13, 10)).lines().map(str::to_owned).collect();
+    lines[2] = "not json".into();
+    let input = d.join("docs.jsonl");
+    fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let out = d.join("out.jsonl");
+    fs::create_dir(&out).unwrap();
+    let before = listing(d);
+    let result = dedup(&[path_str(&input), "-o", path_str(&out)]);
+    assert_refused(&result, &["out.jsonl", "is a directory"]);
+    assert!(!stderr(&result).contains("line 3"), "{}", stderr(&result));
+    assert_eq!(listing(d), before);
+}

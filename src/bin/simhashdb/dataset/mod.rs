@@ -422,9 +422,8 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
         }
         // A pipe (`<(cat x.jsonl)`, /dev/fd/N, a FIFO), a socket or a device
         // would give its records to the first pass only.
-        if let Ok(meta) = std::fs::metadata(&f.path)
-            && !meta.is_file()
-        {
+        let meta = std::fs::metadata(&f.path).map_err(|e| CliError::read(&f.name, e))?;
+        if !meta.is_file() {
             return Err(CliError::Input(format!(
                 "{}: not a regular file (a pipe, FIFO or device); dataset mode reads its \
                  inputs more than once: write it to a file",
@@ -455,7 +454,8 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
             name: f.name,
             format,
             compression,
-            len: f.len,
+            len: meta.len(),
+            modified: meta.modified().ok(),
         });
     }
     if sources.is_empty() {

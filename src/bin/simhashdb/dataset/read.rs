@@ -110,6 +110,28 @@ pub struct Source {
     pub format: Format,
     pub compression: Compression,
     pub len: u64,
+    /// The file's modification time when the run began (with `len`, how
+    /// [`open_unchanged`] tells that it changed between passes).
+    pub modified: Option<std::time::SystemTime>,
+}
+
+/// Opens `src` for another pass, refusing a file whose size or
+/// modification time differs from when the run began: the passes must read
+/// the same records (a file still being written, or replaced meanwhile,
+/// would pair one pass's record numbers with another's records).
+fn open_unchanged(src: &Source) -> Result<File, CliError> {
+    let file = File::open(&src.path).map_err(|e| CliError::read(&src.name, e))?;
+    let meta = file.metadata().map_err(|e| CliError::read(&src.name, e))?;
+    if meta.len() != src.len || meta.modified().ok() != src.modified {
+        return Err(CliError::Failure(format!(
+            "{}: changed while dedup was reading it (dataset mode reads its inputs more than \
+             once: {} bytes at the start, {} now); nothing was written",
+            src.name,
+            src.len,
+            meta.len()
+        )));
+    }
+    Ok(file)
 }
 
 /// The fields a read extracts.
@@ -171,7 +193,7 @@ impl<R: Read> Read for Counting<R> {
 pub type Counter = std::sync::Arc<std::sync::atomic::AtomicU64>;
 
 fn open(src: &Source, counter: &Counter) -> Result<Box<dyn BufRead>, CliError> {
-    let file = File::open(&src.path).map_err(|e| CliError::read(&src.name, e))?;
+    let file = open_unchanged(src)?;
     let file = Counting {
         inner: file,
         count: counter.clone(),
@@ -731,7 +753,7 @@ pub fn for_each_batch(
     counter: &Counter,
     f: &mut dyn FnMut(&RecordBatch, u64) -> Result<(), CliError>,
 ) -> Result<(), CliError> {
-    let file = File::open(&src.path).map_err(|e| CliError::read(&src.name, e))?;
+    let file = open_unchanged(src)?;
     let builder =
         ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| parquet_error(src, e))?;
     let builder = match columns {
@@ -795,7 +817,7 @@ fn batch_rows(meta: &parquet::file::metadata::ParquetMetaData, columns: Option<&
 
 /// The Arrow schema of a Parquet file.
 pub fn parquet_schema(src: &Source) -> Result<arrow_schema::SchemaRef, CliError> {
-    let file = File::open(&src.path).map_err(|e| CliError::read(&src.name, e))?;
+    let file = open_unchanged(src)?;
     let builder =
         ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| parquet_error(src, e))?;
     Ok(builder.schema().clone())

@@ -159,6 +159,9 @@ impl Pending {
         let file_name = path
             .file_name()
             .ok_or_else(|| CliError::Input(format!("{name}: not a file name")))?;
+        if path.is_dir() {
+            return Err(CliError::Input(format!("{name}: is a directory")));
+        }
         if !dir.is_dir() {
             return Err(CliError::Input(format!(
                 "{name}: no directory {} to write it in",
