@@ -69,18 +69,24 @@ pub fn find_all(fingerprints: &[u64], plan: &Plan) -> Vec<(usize, usize)> {
     if fingerprints.len() < 2 {
         return Vec::new();
     }
-    // Each table's parallel tasks hand back their own vectors of pairs.
-    let mut found: Vec<Vec<Pair>> = Vec::new();
-    let mut entries: Vec<Entry> = vec![0; fingerprints.len()];
-    for t in 0..plan.tables().len() {
-        let search = TableSearch {
-            plan,
-            t,
-            table: &plan.tables()[t],
-            fingerprints,
-        };
-        found.extend(search.run(&mut entries));
-    }
+    let found: Vec<Vec<Pair>> = match choose_search(fingerprints.len(), plan) {
+        Search::Scan => scan(fingerprints, plan.k()),
+        Search::Tables => {
+            // Each table's parallel tasks hand back their own vectors of pairs.
+            let mut found = Vec::new();
+            let mut entries: Vec<Entry> = vec![0; fingerprints.len()];
+            for t in 0..plan.tables().len() {
+                let search = TableSearch {
+                    plan,
+                    t,
+                    table: &plan.tables()[t],
+                    fingerprints,
+                };
+                found.extend(search.run(&mut entries));
+            }
+            found
+        }
+    };
     let mut pairs: Vec<Pair> = Vec::with_capacity(found.iter().map(Vec::len).sum());
     for part in found {
         pairs.extend_from_slice(&part);
@@ -166,6 +172,153 @@ pub fn clusters(fingerprints: &[u64], plan: &Plan) -> Vec<Vec<usize>> {
         sets.union(representative[a], representative[b]);
     }
     sets.components()
+}
+
+/// How [`find_all`] searches a set of fingerprints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Search {
+    /// Through the plan's permuted tables.
+    Tables,
+    /// By comparing every pair ([`scan`]).
+    Scan,
+}
+
+/// Work of placing one fingerprint in one table (permuting it, scattering
+/// it into its bucket, sorting the bucket), in pair comparisons of [`scan`]
+/// (measured: about 23 ns against 0.25 ns, docs/BENCHMARKS.md).
+const TABLE_ENTRY_COST: f64 = 90.0;
+
+/// Work of one candidate pair met in a table's run, in pair comparisons of
+/// [`scan`] (measured: 2.4 to 9 ns, as runs are split and searched again).
+const CANDIDATE_COST: f64 = 10.0;
+
+/// The search [`find_all`] runs for `n` fingerprints: the plan's tables,
+/// unless their estimated work (each fingerprint placed in every table, and
+/// the expected candidate pairs of [`Plan::cost`] compared) exceeds that of
+/// comparing all `n (n - 1) / 2` pairs. At a large `k` the plan's prefixes
+/// are short and nearly every pair is a candidate in some table: the scan
+/// is then the faster search (docs/BENCHMARKS.md, "find_all against a
+/// scan").
+fn choose_search(n: usize, plan: &Plan) -> Search {
+    let n_f = n as f64;
+    let cost = plan.cost(n as u64);
+    let tables = cost.tables as f64 * n_f * TABLE_ENTRY_COST
+        + n_f * cost.expected_candidates / 2.0 * CANDIDATE_COST;
+    let scan = n_f * (n_f - 1.0) / 2.0;
+    if scan <= tables {
+        Search::Scan
+    } else {
+        Search::Tables
+    }
+}
+
+/// Rows of one block of [`scan`] (one parallel task).
+const SCAN_ROWS: usize = 64;
+
+/// Fingerprints of one tile of [`scan_block`] (32 KiB).
+const SCAN_COLUMNS: usize = 4096;
+
+/// Fingerprints tested at once by [`scan_block`].
+const SCAN_CHUNK: usize = 16;
+
+/// Every pair within `k`, by comparing all pairs: the fingerprints in
+/// blocks of [`SCAN_ROWS`], each block compared with itself and every later
+/// fingerprint, blocks in parallel. Each block's pairs come back sorted,
+/// blocks in order.
+fn scan(fingerprints: &[u64], k: u32) -> Vec<Vec<Pair>> {
+    let n = fingerprints.len();
+    #[cfg(target_arch = "x86_64")]
+    let compiled: Option<unsafe fn(&[u64], usize, u32) -> Vec<Pair>> =
+        if std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("popcnt")
+        {
+            Some(scan_block_avx2)
+        } else if std::arch::is_x86_feature_detected!("popcnt") {
+            Some(scan_block_popcnt)
+        } else {
+            None
+        };
+    #[cfg(not(target_arch = "x86_64"))]
+    let compiled: Option<unsafe fn(&[u64], usize, u32) -> Vec<Pair>> = None;
+    let block = |r0: usize| match compiled {
+        // SAFETY: each of these requires instructions the processor has
+        // (checked above). One of the crate's four `unsafe` blocks
+        // (docs/ARCHITECTURE.md).
+        Some(f) => unsafe { f(fingerprints, r0, k) },
+        None => scan_block(fingerprints, r0, k),
+    };
+    (0..n.div_ceil(SCAN_ROWS))
+        .into_par_iter()
+        .map(|b| block(b * SCAN_ROWS))
+        .filter(|pairs| !pairs.is_empty())
+        .collect()
+}
+
+/// [`scan_block`] compiled with the processor's population count
+/// instruction: the baseline x86-64 target has none, and counts the bits of
+/// an XOR with a dozen instructions (the scan is 3 to 5 times slower).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "popcnt")]
+fn scan_block_popcnt(fingerprints: &[u64], r0: usize, k: u32) -> Vec<Pair> {
+    scan_block(fingerprints, r0, k)
+}
+
+/// [`scan_block`] compiled for AVX2: the test of a chunk of
+/// [`SCAN_CHUNK`] fingerprints counts their bits four at a time.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,popcnt")]
+fn scan_block_avx2(fingerprints: &[u64], r0: usize, k: u32) -> Vec<Pair> {
+    scan_block(fingerprints, r0, k)
+}
+
+/// The pairs within `k` of the block of [`SCAN_ROWS`] rows from `r0`: among
+/// its rows, and between its rows and every later fingerprint, sorted. The
+/// later fingerprints are taken in tiles of [`SCAN_COLUMNS`], each compared
+/// with every row of the block while it is in L1.
+#[inline(always)]
+fn scan_block(fingerprints: &[u64], r0: usize, k: u32) -> Vec<Pair> {
+    let n = fingerprints.len();
+    let r1 = (r0 + SCAN_ROWS).min(n);
+    let mut pairs = Vec::new();
+    for c0 in (r0..n).step_by(SCAN_COLUMNS) {
+        let c1 = (c0 + SCAN_COLUMNS).min(n);
+        for (i, &a) in fingerprints.iter().enumerate().take(r1).skip(r0) {
+            let from = c0.max(i + 1);
+            let Some(tile) = fingerprints.get(from..c1) else {
+                continue;
+            };
+            // A chunk is tested as one (a reduction without branches, which
+            // vectorizes); the rare chunk with a pair is then gone through.
+            let mut chunks = tile.chunks_exact(SCAN_CHUNK);
+            let mut at = from;
+            for chunk in chunks.by_ref() {
+                let mut near = false;
+                for &b in chunk {
+                    near |= (a ^ b).count_ones() <= k;
+                }
+                if near {
+                    for (d, &b) in chunk.iter().enumerate() {
+                        if (a ^ b).count_ones() <= k {
+                            pairs.push(pair(i, at + d));
+                        }
+                    }
+                }
+                at += SCAN_CHUNK;
+            }
+            for (d, &b) in chunks.remainder().iter().enumerate() {
+                if (a ^ b).count_ones() <= k {
+                    pairs.push(pair(i, at + d));
+                }
+            }
+        }
+    }
+    pairs.sort_unstable();
+    pairs
+}
+
+/// The pair of positions `i < j`, packed.
+fn pair(i: usize, j: usize) -> Pair {
+    (i as u64) << 32 | j as u64
 }
 
 /// Refuses a probed plan, naming the way to a plan that suits.
@@ -626,6 +779,78 @@ mod tests {
             expected.sort_unstable();
             radix_sort(&mut v);
             assert_eq!(v, expected);
+        }
+    }
+
+    /// Every pair within `k`, by comparing all pairs one by one.
+    fn brute_force(fps: &[u64], k: u32) -> Vec<(usize, usize)> {
+        let mut out = Vec::new();
+        for i in 0..fps.len() {
+            for j in i + 1..fps.len() {
+                if (fps[i] ^ fps[j]).count_ones() <= k {
+                    out.push((i, j));
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_search_is_a_scan_when_the_plans_work_is_larger() {
+        // k = 16: 17 tables of 4-bit prefixes; every fingerprint meets about
+        // n candidates, more than the scan's n / 2 comparisons.
+        let wide = Plan::new(17, 16).unwrap();
+        let cost = wide.cost(10_000);
+        assert!(cost.expected_candidates * CANDIDATE_COST > 10_000.0);
+        assert_eq!(choose_search(10_000, &wide), Search::Scan);
+        // k = 3 at a million: 20 tables of 22-bit prefixes, far less work.
+        let narrow = Plan::new(6, 3).unwrap();
+        assert_eq!(choose_search(1_000_000, &narrow), Search::Tables);
+        // A handful of fingerprints is always scanned.
+        assert_eq!(choose_search(10, &narrow), Search::Scan);
+    }
+
+    #[test]
+    fn find_all_equals_brute_force_at_every_k_and_either_search() {
+        let mut state = 7u64;
+        let mut next = move || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            state ^ state >> 29
+        };
+        // Random fingerprints, with near copies (a few bits flipped) of some.
+        let mut fps: Vec<u64> = Vec::new();
+        while fps.len() < 3000 {
+            let r = next();
+            match r % 4 {
+                0 if !fps.is_empty() => {
+                    let base = fps[(r >> 8) as usize % fps.len()];
+                    let flips = (r >> 40) % 20;
+                    let mut fp = base;
+                    for f in 0..flips {
+                        fp ^= 1 << ((r >> (f % 8 * 3)) % 64);
+                    }
+                    fps.push(fp);
+                }
+                _ => fps.push(r),
+            }
+        }
+        for k in [0, 3, 6, 12, 16, 32, 63] {
+            let want = brute_force(&fps, k);
+            let plan = Plan::choose(fps.len() as u64, k, crate::plan::Budget::Unprobed)
+                .or_else(|_| Plan::new(k + 1, k))
+                .unwrap();
+            assert_eq!(find_all(&fps, &plan), want, "k = {k}, {plan}");
+            let mut scanned: Vec<Pair> = scan(&fps, k).concat();
+            let sorted = scanned.is_sorted();
+            scanned.sort_unstable();
+            assert!(sorted, "the scan's blocks come back in order");
+            let scanned: Vec<(usize, usize)> = scanned
+                .into_iter()
+                .map(|p| ((p >> 32) as usize, (p & u64::from(u32::MAX)) as usize))
+                .collect();
+            assert_eq!(scanned, want, "scan, k = {k}");
         }
     }
 

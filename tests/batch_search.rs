@@ -273,3 +273,36 @@ fn dense_low_bits_equal_brute_force() {
     );
     assert_eq!(got, brute_pairs(&fps, 3));
 }
+
+/// At large distances the plans' prefixes are a few bits and `find_all`
+/// scans all pairs instead: the answer is the same.
+#[test]
+fn find_all_at_large_distances_equals_brute_force() {
+    let mut state = 11u64;
+    let mut next = move || {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let z = (state ^ (state >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        let z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let mut fps: Vec<u64> = Vec::new();
+    while fps.len() < 4000 {
+        let r = next();
+        if fps.len() % 3 == 2 {
+            // A near copy of an earlier fingerprint, 1 to 40 bits away.
+            let base = fps[(r % fps.len() as u64) as usize];
+            fps.push(flip(base, 1 + (r >> 40) as u32 % 40, next()));
+        } else {
+            fps.push(r);
+        }
+    }
+    for k in [12u32, 16, 32, 63] {
+        let plan = Plan::choose(fps.len() as u64, k, simhashdb::plan::Budget::Unprobed).unwrap();
+        assert_eq!(
+            find_all(&fps, &plan),
+            brute_pairs(&fps, k),
+            "k = {k}, {plan}"
+        );
+        assert_eq!(clusters(&fps, &plan), brute_clusters(&fps, k), "k = {k}");
+    }
+}

@@ -213,8 +213,9 @@ impl DecodedTables {
         if std::arch::is_x86_feature_detected!("popcnt") {
             // SAFETY: `search_popcnt` requires the processor's `popcnt`
             // instruction, and it has it (checked just above). One of the
-            // crate's three `unsafe` blocks, with the memory map
-            // (`engine/fs.rs`) and the prefetch hint (`format/bytes.rs`).
+            // crate's four `unsafe` blocks, with the memory map
+            // (`engine/fs.rs`), the prefetch hint (`format/bytes.rs`) and the
+            // scan of all pairs (`batch.rs`).
             unsafe { self.search_popcnt(fps, k, found) };
             return;
         }

@@ -89,7 +89,8 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         ));
     }
     let distance = args.distance.unwrap_or(3);
-    let plan = Plan::new(distance + 1, distance).map_err(|e| CliError::Input(e.to_string()))?;
+    let plan = Plan::new(distance.saturating_add(1), distance)
+        .map_err(|e| CliError::Input(e.to_string()))?;
 
     let (files, mut skipped) = collect_inputs(&args.paths, &args.read.walk);
     let bar = progress::bytes(files.iter().map(|f| f.len).sum(), "reading");

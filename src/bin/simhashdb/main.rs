@@ -96,7 +96,11 @@ enum Command {
     /// plain simhash within -d (default 3), groups = connected components. Memory holds fingerprints and positions, not texts: the
     /// check re-reads the candidates' texts within --verify-memory. A bad
     /// record stops the command (exit code 2, naming file and line or
-    /// record) and nothing is written. Summary on standard error; --stats-json
+    /// record) and nothing is written: a record (JSONL line, CSV record,
+    /// Parquet text) over 64 MiB as decoded, a CSV quote never closed or
+    /// followed by more than a delimiter or line end, a bad id. Inputs are
+    /// read more than once, so each must be a regular file (not `-`, a pipe
+    /// or a FIFO). Summary on standard error; --stats-json
     /// writes it as JSON.
     #[command(after_help = EXIT_CODES)]
     Dedup(dedup_cmd::Args),

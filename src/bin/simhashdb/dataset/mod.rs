@@ -107,15 +107,20 @@ pub struct DatasetArgs {
     /// The field (JSON key, CSV column, Parquet column) holding the text.
     #[arg(long, default_value = "text", value_name = "F")]
     pub text_field: String,
-    /// The field holding the record's id (a string or integer). Default: the
-    /// record's position, 0-based, counted over all inputs in order.
+    /// The field holding the record's id: a string, or an integer from 0 to
+    /// 2^64 - 1 (JSON: written without a fraction or exponent; Parquet: an
+    /// integer column; a CSV field is a string). Anything else is refused,
+    /// naming the record. Default: the record's position, 0-based, counted
+    /// over all inputs in order.
     #[arg(long, value_name = "F")]
     pub id_field: Option<String>,
     /// Write the result to this file: its extension chooses the format
     /// (the input's for `--emit keep`; JSON lines otherwise) and a .gz or
-    /// .zst compression. Written to a temporary file next to it and renamed
-    /// at the end: on any failure nothing is left. Default: standard output
-    /// (JSON lines; `--emit keep` needs JSONL inputs there).
+    /// .zst compression. Created before any record is read (a missing
+    /// directory is found at once) as a temporary file next to it, renamed
+    /// at the end: on any failure, SIGINT, SIGTERM or SIGHUP nothing is
+    /// left. Default: standard output (JSON lines; `--emit keep` needs JSONL
+    /// inputs there).
     #[arg(short, long, value_name = "PATH")]
     pub output: Option<PathBuf>,
     /// keep: the surviving records, unchanged, in input order; drop: one
@@ -139,7 +144,9 @@ pub struct DatasetArgs {
     pub against: Option<PathBuf>,
     /// Append the surviving records to this index (created if missing) once
     /// the output is written: id = doc_id(id) for a string id (its name is
-    /// the id), the integer for an integer id. Needs --id-field.
+    /// the id), the integer for an integer id. Needs --id-field. An existing
+    /// index is opened (locked) before any record is read; two surviving
+    /// records with the same id are refused, naming both.
     #[arg(long, value_name = "DIR")]
     pub add_to: Option<PathBuf>,
     /// Plain simhash: every pair within `-d` (default 3) is a duplicate,
@@ -387,6 +394,9 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
             "--add-to needs --id-field: the index stores each record under its id".into(),
         ));
     }
+    if let Some(d) = common.distance {
+        Plan::new(d.saturating_add(1), d).map_err(|e| CliError::Input(format!("-d {d}: {e}")))?;
+    }
     if common.rule.is_some() && args.no_verify {
         return Err(CliError::Input(
             "--verify and --no-verify contradict each other".into(),
@@ -409,6 +419,16 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
                 "dataset mode reads its inputs more than once: write standard input to a file"
                     .into(),
             ));
+        }
+        // A pipe (`<(cat x.jsonl)`, /dev/fd/N, a FIFO), a socket or a device
+        // would give its records to the first pass only.
+        let meta = std::fs::metadata(&f.path).map_err(|e| CliError::read(&f.name, e))?;
+        if !meta.is_file() {
+            return Err(CliError::Input(format!(
+                "{}: not a regular file (a pipe, FIFO or device); dataset mode reads its \
+                 inputs more than once: write it to a file",
+                f.name
+            )));
         }
         let by_ext = by_extension(&f.path);
         let format = match (args.format, by_ext) {
@@ -434,7 +454,8 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
             name: f.name,
             format,
             compression,
-            len: f.len,
+            len: meta.len(),
+            modified: meta.modified().ok(),
         });
     }
     if sources.is_empty() {
@@ -510,7 +531,22 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
             hasher = h;
         }
     }
+    // --add-to: an existing index is opened for writing now, so that a lock
+    // held by another process (a running `serve`, another `dedup`) is found
+    // before the work; a new one is created once the output is written.
+    let add_index = match &args.add_to {
+        Some(dir) if dir.join("MANIFEST").exists() => {
+            Some(open_add_to(dir, index_config.as_deref(), &hasher)?)
+        }
+        _ => None,
+    };
+    // --against the index --add-to holds open is searched through it.
+    let against_is_add_to = matches!(
+        (&args.against, &args.add_to, &add_index),
+        (Some(a), Some(b), Some(_)) if same_file(a, b)
+    );
     let against = match &args.against {
+        Some(_) if against_is_add_to => None,
         Some(dir) => {
             if !dir.join("MANIFEST").exists() {
                 return Err(CliError::Input(format!(
@@ -520,6 +556,15 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
             }
             Some(Index::open_read_only(dir)?)
         }
+        None => None,
+    };
+
+    // The outputs, created (under temporary names) before any record is
+    // read: a missing directory, or inputs that cannot make one output, are
+    // found before the work.
+    let output = Output::open(args, &sources)?;
+    let stats_out = match &args.stats_json {
+        Some(path) => Some(write::ByteOut::open(Some(path))?),
         None => None,
     };
 
@@ -556,6 +601,8 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
     let mut lens: Vec<u32> = Vec::new();
     let mut blank: Vec<bool> = Vec::new();
     let keys: Vec<Value>;
+    // With --add-to: each record's id in the index.
+    let index_ids: Vec<u64>;
     let mut band_keys: Vec<u32> = Vec::new();
     // With the bands: each record's number of distinct shingles.
     let mut set_sizes: Vec<u32> = Vec::new();
@@ -611,13 +658,15 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
         let bar = inputs.bar("reading");
         let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<String>>(1);
         let read_inputs = &inputs;
-        let (starts, text_bytes, read_keys) = std::thread::scope(|scope| {
+        let want_index_ids = args.add_to.is_some();
+        let (starts, text_bytes, read_keys, read_ids) = std::thread::scope(|scope| {
             let reader = scope.spawn(|| {
                 let tx = tx;
                 let mut starts = Vec::new();
                 let mut total = 0u64;
                 let mut text_bytes = 0u64;
                 let mut keys = Vec::new();
+                let mut ids = Vec::new();
                 let mut chunk: Vec<String> = Vec::new();
                 let mut chunk_bytes = 0usize;
                 for src in &read_inputs.sources {
@@ -631,6 +680,9 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
                             text_bytes += rec.text.len() as u64;
                             if let Some(k) = rec.key {
                                 keys.push(k);
+                            }
+                            if want_index_ids && let Some(id) = &rec.id {
+                                ids.push(index_id(id, total));
                             }
                             chunk_bytes += rec.text.len();
                             chunk.push(rec.text.into_owned());
@@ -649,7 +701,7 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
                     )?;
                 }
                 let _ = tx.send(chunk);
-                Ok::<_, CliError>((starts, text_bytes, keys))
+                Ok::<_, CliError>((starts, text_bytes, keys, ids))
             });
             for chunk in rx {
                 flush(
@@ -666,6 +718,7 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
         })?;
         keys = read_keys;
+        index_ids = read_ids;
         bar.finish_and_clear();
         summary.text_bytes = text_bytes;
         inputs.starts = starts;
@@ -779,8 +832,12 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
 
     // ---- the survivors against an existing index (fingerprints only)
     let mut index_matches: Vec<(Value, u32)> = Vec::new();
-    let used_index = against.is_some();
-    if let Some(index) = against {
+    let used_index = args.against.is_some();
+    let against_index = match against_is_add_to {
+        true => add_index.as_ref(),
+        false => against.as_ref(),
+    };
+    if let Some(index) = against_index {
         let k = common.distance.unwrap_or(3).min(index.plan().k());
         for i in 0..n {
             if fate[i] != Fate::Kept || blank[i] {
@@ -798,8 +855,14 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
                 summary.dropped_by_index += 1;
             }
         }
-        // Closed before --add-to (possibly the same directory) opens it for writing.
-        drop(index);
+    }
+    // Closed before --add-to (possibly the same directory) opens it for writing.
+    drop(against);
+
+    // --add-to stores each survivor under its id: two survivors with one id
+    // would leave one of them out of the index, silently.
+    if args.add_to.is_some() {
+        check_unique_ids(&inputs, &index_ids, &fate, &blank)?;
     }
 
     summary.step("groups");
@@ -859,10 +922,10 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
     summary.step("report");
 
     // ---- output
-    match args.emit {
-        Emit::Keep => write_kept(&inputs, args.output.as_deref(), &fate)?,
-        Emit::Drop => {
-            let mut out = write::ByteOut::open(args.output.as_deref())?;
+    match (args.emit, output) {
+        (Emit::Keep, output) => write_kept(&inputs, output, &fate)?,
+        (_, Output::Parquet(..)) => unreachable!("Parquet is written for --emit keep only"),
+        (Emit::Drop, Output::Bytes(mut out)) => {
             for (i, f) in fate.iter().enumerate() {
                 let line = match *f {
                     Fate::Kept => continue,
@@ -887,8 +950,7 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
             }
             out.finish()?;
         }
-        Emit::Groups => {
-            let mut out = write::ByteOut::open(args.output.as_deref())?;
+        (Emit::Groups, Output::Bytes(mut out)) => {
             let mut order: Vec<usize> = (0..groups.len()).collect();
             order.sort_by(|&a, &b| groups[b].len().cmp(&groups[a].len()).then(a.cmp(&b)));
             let list: Vec<Value> = order
@@ -923,7 +985,11 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
 
     // ---- survivors into an index
     if let Some(dir) = &args.add_to {
-        summary.added = add_survivors(&inputs, dir, index_config, &hasher, &fate, &fps, &blank)?;
+        let index = match add_index {
+            Some(index) => index,
+            None => open_add_to(dir, index_config.as_deref(), &hasher)?,
+        };
+        summary.added = add_survivors(&inputs, index, &index_ids, &fate, &fps, &blank)?;
     }
 
     if args.add_to.is_some() {
@@ -966,7 +1032,7 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
         seconds,
         mb / seconds.max(1e-9),
     );
-    if let Some(path) = &args.stats_json {
+    if let Some(mut out) = stats_out {
         let stats = json!({
             "records": summary.records,
             "kept": summary.records - dropped,
@@ -988,7 +1054,6 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
             "seconds_by_step": summary.steps.iter().map(|&(name, s)| (name.to_owned(), json!(s))).collect::<serde_json::Map<_, _>>(),
             "rule": rule,
         });
-        let mut out = write::ByteOut::open(Some(path))?;
         out.write_all(format!("{stats:#}\n").as_bytes())?;
         out.finish()?;
     }
@@ -1237,13 +1302,98 @@ fn components(n: usize, pairs: &[(u32, u32)]) -> Vec<Vec<u32>> {
     groups
 }
 
+/// Where `dedup` writes: bytes (JSONL, CSV/TSV, JSON; to a file or
+/// standard output), or a Parquet file with its schema.
+enum Output {
+    Bytes(write::ByteOut),
+    Parquet(write::ParquetOut, arrow_schema::SchemaRef),
+}
+
+impl Output {
+    /// Opens the output `args` ask for. For `--emit keep`, every input
+    /// must be able to go into one file: CSV/TSV inputs need the same
+    /// header, Parquet inputs the same columns (name, type, nullability);
+    /// the output carries the first input's schema, with its key-value
+    /// metadata (what pandas and Hugging Face `datasets` record there).
+    fn open(args: &DatasetArgs, sources: &[Source]) -> Result<Output, CliError> {
+        let first = &sources[0];
+        if args.emit != Emit::Keep {
+            return Ok(Output::Bytes(write::ByteOut::open(args.output.as_deref())?));
+        }
+        let counter = Arc::new(AtomicU64::new(0));
+        match first.format {
+            Format::Jsonl => Ok(Output::Bytes(write::ByteOut::open(args.output.as_deref())?)),
+            Format::Csv | Format::Tsv => {
+                let (_, header) = read::csv_reader(first, &counter)?;
+                for src in &sources[1..] {
+                    if read::csv_reader(src, &counter)?.1 != header {
+                        return Err(CliError::Input(format!(
+                            "{}: its header differs from that of {}; --emit keep writes one {}",
+                            src.name, first.name, first.format
+                        )));
+                    }
+                }
+                Ok(Output::Bytes(write::ByteOut::open(args.output.as_deref())?))
+            }
+            Format::Parquet => {
+                let schema = read::parquet_schema(first)?;
+                for src in &sources[1..] {
+                    if read::parquet_schema(src)?.fields() != schema.fields() {
+                        return Err(CliError::Input(format!(
+                            "{}: its columns differ from those of {}; --emit keep writes one \
+                             Parquet file",
+                            src.name, first.name
+                        )));
+                    }
+                }
+                let path = args
+                    .output
+                    .as_deref()
+                    .expect("checked: Parquet keep output has a path");
+                let out = write::ParquetOut::open(path, schema.clone())?;
+                Ok(Output::Parquet(out, schema))
+            }
+        }
+    }
+}
+
 /// Writes the kept records, unchanged and in input order.
-fn write_kept(inputs: &Inputs, output: Option<&Path>, fate: &[Fate]) -> Result<(), CliError> {
+fn write_kept(inputs: &Inputs, output: Output, fate: &[Fate]) -> Result<(), CliError> {
     let format = inputs.sources[0].format;
     let keep = |g: u64| fate[g as usize] == Fate::Kept;
-    match format {
-        Format::Jsonl => {
-            let mut out = write::ByteOut::open(output)?;
+    match (format, output) {
+        (_, Output::Parquet(mut out, schema)) => {
+            for (s, src) in inputs.sources.iter().enumerate() {
+                let start = inputs.starts[s];
+                read::for_each_batch(src, None, &inputs.counter, &mut |batch, first| {
+                    if batch.schema().fields() != schema.fields() {
+                        return Err(CliError::Input(format!(
+                            "{}: its columns differ from those of {}; --emit keep writes one \
+                             Parquet file",
+                            src.name, inputs.sources[0].name
+                        )));
+                    }
+                    let mask: arrow_array::BooleanArray = (0..batch.num_rows())
+                        .map(|r| Some(keep(start + first + r as u64)))
+                        .collect();
+                    let kept =
+                        arrow_select::filter::filter_record_batch(batch, &mask).map_err(|e| {
+                            CliError::Failure(format!("cannot filter {}: {e}", src.name))
+                        })?;
+                    if kept.num_rows() > 0 {
+                        // The output's schema: the same columns, with the
+                        // first input's metadata.
+                        let kept = kept.with_schema(schema.clone()).map_err(|e| {
+                            CliError::Failure(format!("cannot filter {}: {e}", src.name))
+                        })?;
+                        out.write(&kept)?;
+                    }
+                    Ok(())
+                })?;
+            }
+            out.finish()
+        }
+        (Format::Jsonl, Output::Bytes(mut out)) => {
             let mut result = Ok(());
             inputs
                 .scan_all("writing", &mut |_| false, &mut |g, rec| {
@@ -1262,9 +1412,7 @@ fn write_kept(inputs: &Inputs, output: Option<&Path>, fate: &[Fate]) -> Result<(
             result?;
             out.finish()
         }
-        Format::Csv | Format::Tsv => {
-            let path = output.expect("checked: CSV keep output has a path");
-            let mut out = write::ByteOut::open(Some(path))?;
+        (Format::Csv | Format::Tsv, Output::Bytes(mut out)) => {
             let name = out.name().to_owned();
             let mut header: Option<csv::ByteRecord> = None;
             {
@@ -1306,53 +1454,85 @@ fn write_kept(inputs: &Inputs, output: Option<&Path>, fate: &[Fate]) -> Result<(
             }
             out.finish()
         }
-        Format::Parquet => {
-            let path = output.expect("checked: Parquet keep output has a path");
-            let schema = read::parquet_schema(&inputs.sources[0])?;
-            let mut out = write::ParquetOut::open(path, schema.clone())?;
-            for (s, src) in inputs.sources.iter().enumerate() {
-                let start = inputs.starts[s];
-                read::for_each_batch(src, None, &inputs.counter, &mut |batch, first| {
-                    if batch.schema() != schema {
-                        return Err(CliError::Input(format!(
-                            "{}: its schema differs from that of {}; --emit keep writes one Parquet file",
-                            src.name, inputs.sources[0].name
-                        )));
-                    }
-                    let mask: arrow_array::BooleanArray = (0..batch.num_rows())
-                        .map(|r| Some(keep(start + first + r as u64)))
-                        .collect();
-                    let kept =
-                        arrow_select::filter::filter_record_batch(batch, &mask).map_err(|e| {
-                            CliError::Failure(format!("cannot filter {}: {e}", src.name))
-                        })?;
-                    if kept.num_rows() > 0 {
-                        out.write(&kept)?;
-                    }
-                    Ok(())
-                })?;
-            }
-            out.finish()
+        (Format::Parquet, Output::Bytes(_)) => {
+            unreachable!("Parquet is written through Output::Parquet")
         }
     }
 }
 
-/// Appends the survivors to the index in `dir`, in batches; returns how many.
-fn add_survivors(
-    inputs: &Inputs,
-    dir: &Path,
-    config: Option<String>,
-    hasher: &Simhasher,
-    fate: &[Fate],
-    fps: &[u64],
-    blank: &[bool],
-) -> Result<u64, CliError> {
+/// Opens (or creates) the `--add-to` index in `dir` for writing, with the
+/// fingerprint configuration it records (or the hasher's, for a new one).
+fn open_add_to(dir: &Path, config: Option<&str>, hasher: &Simhasher) -> Result<Index, CliError> {
     let config = match config {
         Some(c) => c.parse().map_err(|e| CliError::Failure(format!("{e}")))?,
         None => hasher.config(),
     };
     let options = Options::default().fingerprint(config);
-    let index = Index::open(dir, options)?;
+    Ok(Index::open(dir, options)?)
+}
+
+/// The document id a record is stored under by `--add-to`: `doc_id` of a
+/// string id (the name hashed as `add` hashes names), an integer id itself
+/// (ids are checked as they are read: strings or integers in `u64`).
+fn index_id(id: &Value, record: u64) -> u64 {
+    match id {
+        Value::String(s) => doc_id(s),
+        Value::Number(x) => x.as_u64().unwrap_or(record),
+        _ => record,
+    }
+}
+
+/// Where record `g` (global number) is, for messages: `FILE, record N`.
+fn locate(inputs: &Inputs, g: u64) -> String {
+    let s = inputs.starts.partition_point(|&start| start <= g).max(1) - 1;
+    read::at(&inputs.sources[s], "record", g - inputs.starts[s] + 1)
+}
+
+/// Refuses two survivors (kept, not blank) with the same index id, naming
+/// both records and the id.
+fn check_unique_ids(
+    inputs: &Inputs,
+    index_ids: &[u64],
+    fate: &[Fate],
+    blank: &[bool],
+) -> Result<(), CliError> {
+    let mut survivors: Vec<(u64, u32)> = (0..fate.len())
+        .filter(|&g| fate[g] == Fate::Kept && !blank[g])
+        .map(|g| (index_ids[g], g as u32))
+        .collect();
+    survivors.par_sort_unstable();
+    let Some((a, b)) = survivors
+        .windows(2)
+        .filter(|w| w[0].0 == w[1].0)
+        .map(|w| (w[0].1 as u64, w[1].1 as u64))
+        .min()
+    else {
+        return Ok(());
+    };
+    let mut id = Value::Null;
+    inputs.scan_all("reading ids", &mut |g| g == a, &mut |g, rec| {
+        if g == a {
+            id = rec.id.unwrap_or(Value::Null);
+        }
+        Ok(())
+    })?;
+    Err(CliError::Input(format!(
+        "--add-to: {} and {} are both kept and have the same id {id}; the index holds one \
+         document per id: give each record its own id (or leave --add-to out)",
+        locate(inputs, a),
+        locate(inputs, b)
+    )))
+}
+
+/// Appends the survivors to `index`, in batches; returns how many.
+fn add_survivors(
+    inputs: &Inputs,
+    index: Index,
+    index_ids: &[u64],
+    fate: &[Fate],
+    fps: &[u64],
+    blank: &[bool],
+) -> Result<u64, CliError> {
     let mut batch: Vec<(u64, u64, Option<String>)> = Vec::new();
     let mut added = 0u64;
     let survivor = |g: u64| fate[g as usize] == Fate::Kept && !blank[g as usize];
@@ -1360,16 +1540,12 @@ fn add_survivors(
         if !survivor(g) {
             return Ok(());
         }
-        let (id, name) = match rec.id {
-            Some(Value::String(s)) => (doc_id(&s), Some(s)),
-            Some(Value::Number(x)) => match x.as_u64() {
-                Some(v) => (v, None),
-                None => (doc_id(&x.to_string()), Some(x.to_string())),
-            },
-            _ => (g, None),
+        let name = match rec.id {
+            Some(Value::String(s)) => Some(s),
+            _ => None,
         };
         let name = name.filter(|s| s.len() <= simhashdb::format::MAX_NAME_LEN);
-        batch.push((id, fps[g as usize], name));
+        batch.push((index_ids[g as usize], fps[g as usize], name));
         if batch.len() >= 50_000 {
             added += batch.len() as u64;
             index.insert_batch(std::mem::take(&mut batch))?;

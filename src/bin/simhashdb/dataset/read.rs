@@ -23,6 +23,12 @@ use serde_json::Value;
 
 use crate::error::CliError;
 
+/// The largest record `dedup` reads from a dataset: a JSONL line, a CSV/TSV
+/// record or a Parquet row's text, in bytes as decoded (after gzip or
+/// zstd). A longer record is refused, naming it, before it is held in
+/// memory whole: memory stays bounded whatever a compressed file expands to.
+pub const MAX_RECORD_BYTES: usize = 64 << 20;
+
 /// A dataset file format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -104,6 +110,28 @@ pub struct Source {
     pub format: Format,
     pub compression: Compression,
     pub len: u64,
+    /// The file's modification time when the run began (with `len`, how
+    /// [`open_unchanged`] tells that it changed between passes).
+    pub modified: Option<std::time::SystemTime>,
+}
+
+/// Opens `src` for another pass, refusing a file whose size or
+/// modification time differs from when the run began: the passes must read
+/// the same records (a file still being written, or replaced meanwhile,
+/// would pair one pass's record numbers with another's records).
+fn open_unchanged(src: &Source) -> Result<File, CliError> {
+    let file = File::open(&src.path).map_err(|e| CliError::read(&src.name, e))?;
+    let meta = file.metadata().map_err(|e| CliError::read(&src.name, e))?;
+    if meta.len() != src.len || meta.modified().ok() != src.modified {
+        return Err(CliError::Failure(format!(
+            "{}: changed while dedup was reading it (dataset mode reads its inputs more than \
+             once: {} bytes at the start, {} now); nothing was written",
+            src.name,
+            src.len,
+            meta.len()
+        )));
+    }
+    Ok(file)
 }
 
 /// The fields a read extracts.
@@ -165,7 +193,7 @@ impl<R: Read> Read for Counting<R> {
 pub type Counter = std::sync::Arc<std::sync::atomic::AtomicU64>;
 
 fn open(src: &Source, counter: &Counter) -> Result<Box<dyn BufRead>, CliError> {
-    let file = File::open(&src.path).map_err(|e| CliError::read(&src.name, e))?;
+    let file = open_unchanged(src)?;
     let file = Counting {
         inner: file,
         count: counter.clone(),
@@ -231,15 +259,30 @@ fn scan_jsonl(
     let (mut line_no, mut index) = (0u64, 0u64);
     loop {
         line.clear();
-        let n = reader
-            .read_until(b'\n', &mut line)
+        let complete = read_line_within(&mut reader, &mut line, MAX_RECORD_BYTES + 2)
             .map_err(|e| read_error(src, "line", line_no + 1, e))?;
-        if n == 0 {
+        if line.is_empty() {
             return Ok(());
         }
         line_no += 1;
         let mut body = line.strip_suffix(b"\n").unwrap_or(&line);
         body = body.strip_suffix(b"\r").unwrap_or(body);
+        if !complete || body.len() > MAX_RECORD_BYTES {
+            return Err(bad(
+                src,
+                "line",
+                line_no,
+                format!(
+                    "the line is longer than the limit of {} MiB per record",
+                    MAX_RECORD_BYTES >> 20
+                ),
+            ));
+        }
+        if line_no == 1 {
+            // A byte order mark, as some Windows tools write (CSV's is
+            // stripped by its reader).
+            body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
+        }
         if body.iter().all(u8::is_ascii_whitespace) {
             continue; // a blank line is no record
         }
@@ -264,6 +307,39 @@ fn scan_jsonl(
         };
         f(rec)?;
         index += 1;
+    }
+}
+
+/// Reads one line (with its `\n`, if any) into `line`, at most `limit`
+/// bytes of it: whether the line ended (or the input did) within them. A
+/// longer line is not read further, so it never costs more than `limit`.
+fn read_line_within(
+    reader: &mut dyn BufRead,
+    line: &mut Vec<u8>,
+    limit: usize,
+) -> io::Result<bool> {
+    loop {
+        let buf = match reader.fill_buf() {
+            Ok(buf) => buf,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if buf.is_empty() {
+            return Ok(true);
+        }
+        let room = limit - line.len();
+        let (take, ended) = match buf.iter().position(|&b| b == b'\n') {
+            Some(at) if at < room => (at + 1, true),
+            _ => (buf.len().min(room), false),
+        };
+        line.extend_from_slice(&buf[..take]);
+        reader.consume(take);
+        if ended {
+            return Ok(true);
+        }
+        if line.len() >= limit {
+            return Ok(false);
+        }
     }
 }
 
@@ -336,13 +412,7 @@ fn parse_json_record(
         None => return Err(format!("no field `{}` (the text field)", fields.text)),
     };
     let id = match (&fields.id, found.id) {
-        (Some(_), Some(v @ (Value::String(_) | Value::Number(_)))) => Some(v),
-        (Some(name), Some(other)) => {
-            return Err(format!(
-                "field `{name}` (the id field) is {}, not a string or number",
-                kind(&other)
-            ));
-        }
+        (Some(name), Some(v)) => Some(check_id(name, v)?),
         (Some(name), None) => return Err(format!("no field `{name}` (the id field)")),
         (None, _) => None,
     };
@@ -351,6 +421,23 @@ fn parse_json_record(
         .as_ref()
         .map(|_| found.key.unwrap_or(Value::Null));
     Ok((text, id, key))
+}
+
+/// An id as `--id-field` states the rule: a string, or an integer from 0
+/// to 2^64 - 1 (in JSON written without a fraction or an exponent).
+pub fn check_id(name: &str, v: Value) -> Result<Value, String> {
+    match v {
+        Value::String(_) => Ok(v),
+        Value::Number(ref x) if x.is_u64() => Ok(v),
+        Value::Number(x) => Err(format!(
+            "field `{name}` (the id field) is {x}: an id is a string or an integer \
+             from 0 to 2^64 - 1"
+        )),
+        other => Err(format!(
+            "field `{name}` (the id field) is {}, not a string or an integer",
+            kind(&other)
+        )),
+    }
 }
 
 fn kind(v: &Value) -> &'static str {
@@ -364,20 +451,186 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
+/// What [`CsvCheck`] found wrong in a CSV/TSV file, at a line.
+#[derive(Debug)]
+struct CsvFault {
+    line: u64,
+    what: String,
+}
+
+impl fmt::Display for CsvFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {}", self.line, self.what)
+    }
+}
+
+impl std::error::Error for CsvFault {}
+
+/// Where [`CsvCheck`] is in the CSV grammar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CsvState {
+    /// At the start of a field.
+    FieldStart,
+    /// In a field that did not start with a quote (quotes are literal).
+    Unquoted,
+    /// In a quoted field.
+    Quoted,
+    /// Just after a quote in a quoted field: it closes the field, or starts
+    /// a doubled (escaped) quote.
+    QuoteInQuoted,
+}
+
+/// The bytes of a CSV/TSV file on their way to the `csv` parser, checked
+/// with the same grammar as it reads them (RFC 4180 quoting, doubled
+/// quotes, `\n`, `\r\n` or `\r` ending a record) for what that parser lets
+/// through silently: a quoted field never closed (it would run to the end
+/// of the file, swallowing every record after it), a closing quote followed
+/// by more than a delimiter or a line end (a stray quote that swallowed
+/// records up to the next quote), and a record longer than
+/// [`MAX_RECORD_BYTES`] (checked before the parser holds it).
+pub struct CsvCheck<R> {
+    inner: R,
+    delimiter: u8,
+    state: CsvState,
+    /// The line being read (1-based) and where the open quote is.
+    line: u64,
+    quote_line: u64,
+    /// Bytes of the record being read so far, and its first line.
+    record_bytes: usize,
+    record_line: u64,
+    started: bool,
+}
+
+impl<R: Read> CsvCheck<R> {
+    fn new(inner: R, delimiter: u8) -> CsvCheck<R> {
+        CsvCheck {
+            inner,
+            delimiter,
+            state: CsvState::FieldStart,
+            line: 1,
+            quote_line: 1,
+            record_bytes: 0,
+            record_line: 1,
+            started: false,
+        }
+    }
+
+    fn fault(&self, line: u64, what: String) -> io::Error {
+        io::Error::new(io::ErrorKind::InvalidData, CsvFault { line, what })
+    }
+
+    fn check(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+        if !self.started {
+            self.started = true;
+            // The parser skips a byte order mark.
+            bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+        }
+        use CsvState::*;
+        for &b in bytes {
+            let ends_record = match (self.state, b) {
+                (Quoted, b'"') => {
+                    self.state = QuoteInQuoted;
+                    false
+                }
+                (Quoted, b'\n') => {
+                    self.line += 1;
+                    false
+                }
+                (Quoted, _) => false,
+                (QuoteInQuoted, b'"') => {
+                    self.state = Quoted;
+                    false
+                }
+                (FieldStart, b'"') => {
+                    self.state = Quoted;
+                    self.quote_line = self.line;
+                    false
+                }
+                (_, b'\n' | b'\r') => {
+                    if b == b'\n' {
+                        self.line += 1;
+                    }
+                    self.state = FieldStart;
+                    true
+                }
+                (_, d) if d == self.delimiter => {
+                    self.state = FieldStart;
+                    false
+                }
+                (QuoteInQuoted, other) => {
+                    return Err(self.fault(
+                        self.line,
+                        format!(
+                            "the quoted field opened on line {} is closed by a quote followed by \
+                             `{}`, not by a delimiter or the end of the line (a stray quote? \
+                             a quote inside a quoted field is written twice)",
+                            self.quote_line,
+                            [other].escape_ascii()
+                        ),
+                    ));
+                }
+                (FieldStart | Unquoted, _) => {
+                    self.state = Unquoted;
+                    false
+                }
+            };
+            if ends_record {
+                self.record_bytes = 0;
+                self.record_line = self.line;
+            } else {
+                self.record_bytes += 1;
+                if self.record_bytes > MAX_RECORD_BYTES {
+                    return Err(self.fault(
+                        self.record_line,
+                        format!(
+                            "the record starting on this line is longer than the limit of {} \
+                             MiB per record{}",
+                            MAX_RECORD_BYTES >> 20,
+                            if self.state == Quoted {
+                                format!(" (in a quoted field opened on line {})", self.quote_line)
+                            } else {
+                                String::new()
+                            }
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<R: Read> Read for CsvCheck<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n == 0 && self.state == CsvState::Quoted && !buf.is_empty() {
+            return Err(self.fault(
+                self.quote_line,
+                "a quoted field opened on this line is never closed: the file ends inside it \
+                 (a stray quote?)"
+                    .into(),
+            ));
+        }
+        self.check(&buf[..n])?;
+        Ok(n)
+    }
+}
+
 /// A CSV/TSV reader over `src` (decompressed), with its header.
 pub fn csv_reader(
     src: &Source,
     counter: &Counter,
-) -> Result<(csv::Reader<Box<dyn BufRead>>, csv::ByteRecord), CliError> {
+) -> Result<(csv::Reader<CsvCheck<Box<dyn BufRead>>>, csv::ByteRecord), CliError> {
     let reader = open(src, counter)?;
+    let delimiter = if src.format == Format::Tsv {
+        b'\t'
+    } else {
+        b','
+    };
     let mut csv = csv::ReaderBuilder::new()
-        .delimiter(if src.format == Format::Tsv {
-            b'\t'
-        } else {
-            b','
-        })
+        .delimiter(delimiter)
         .has_headers(true)
-        .from_reader(reader);
+        .from_reader(CsvCheck::new(reader, delimiter));
     let header = csv
         .byte_headers()
         .map_err(|e| csv_error(src, 0, e))?
@@ -391,6 +644,9 @@ fn csv_error(src: &Source, index: u64, e: csv::Error) -> CliError {
         let csv::ErrorKind::Io(io) = e.into_kind() else {
             unreachable!()
         };
+        if let Some(fault) = io.get_ref().and_then(|e| e.downcast_ref::<CsvFault>()) {
+            return CliError::Input(format!("{}, {fault}", src.name));
+        }
         return read_error(src, "record", index + 1, io);
     }
     let msg = match line {
@@ -497,7 +753,7 @@ pub fn for_each_batch(
     counter: &Counter,
     f: &mut dyn FnMut(&RecordBatch, u64) -> Result<(), CliError>,
 ) -> Result<(), CliError> {
-    let file = File::open(&src.path).map_err(|e| CliError::read(&src.name, e))?;
+    let file = open_unchanged(src)?;
     let builder =
         ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| parquet_error(src, e))?;
     let builder = match columns {
@@ -512,8 +768,9 @@ pub fn for_each_batch(
         }
         None => builder,
     };
+    let rows = batch_rows(builder.metadata(), columns);
     let reader = builder
-        .with_batch_size(4096)
+        .with_batch_size(rows)
         .build()
         .map_err(|e| parquet_error(src, e))?;
     let mut first = 0u64;
@@ -534,9 +791,33 @@ pub fn for_each_batch(
     Ok(())
 }
 
+/// Rows per record batch: 4,096, or fewer where the rows of a row group
+/// (of the columns read, as decoded) average more than 8 KiB, so that a
+/// batch holds about 32 MiB of values whatever the file's compression.
+fn batch_rows(meta: &parquet::file::metadata::ParquetMetaData, columns: Option<&[&str]>) -> usize {
+    let mut widest = 0f64;
+    for group in meta.row_groups() {
+        let bytes: i64 = group
+            .columns()
+            .iter()
+            .filter(|c| {
+                columns.is_none_or(|names| {
+                    c.column_path()
+                        .parts()
+                        .first()
+                        .is_some_and(|root| names.contains(&root.as_str()))
+                })
+            })
+            .map(|c| c.uncompressed_size())
+            .sum();
+        widest = widest.max(bytes as f64 / group.num_rows().max(1) as f64);
+    }
+    ((32u64 << 20) as f64 / widest.max(1.0)).clamp(1.0, 4096.0) as usize
+}
+
 /// The Arrow schema of a Parquet file.
 pub fn parquet_schema(src: &Source) -> Result<arrow_schema::SchemaRef, CliError> {
-    let file = File::open(&src.path).map_err(|e| CliError::read(&src.name, e))?;
+    let file = open_unchanged(src)?;
     let builder =
         ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| parquet_error(src, e))?;
     Ok(builder.schema().clone())
@@ -544,6 +825,24 @@ pub fn parquet_schema(src: &Source) -> Result<arrow_schema::SchemaRef, CliError>
 
 fn is_string(t: &DataType) -> bool {
     matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+}
+
+/// The type of a column's values: a dictionary column's (as pandas writes
+/// a `category` column) or its own.
+fn value_type(t: &DataType) -> &DataType {
+    match t {
+        DataType::Dictionary(_, values) => values,
+        t => t,
+    }
+}
+
+/// A dictionary column decoded to its values (one array of the value type,
+/// row for row); any other column as it is.
+fn plain(col: ArrayRef) -> Result<ArrayRef, arrow_schema::ArrowError> {
+    match col.as_any_dictionary_opt() {
+        Some(dict) => arrow_select::take::take(dict.values().as_ref(), dict.keys(), None),
+        None => Ok(col),
+    }
 }
 
 fn str_at(col: &ArrayRef, i: usize) -> Option<&str> {
@@ -617,7 +916,7 @@ fn check_parquet_schema(src: &Source, fields: &Fields) -> Result<(), CliError> {
                 .collect::<Vec<_>>()
                 .join(", ")
         ))),
-        Ok(f) if !ok(f.data_type()) => Err(CliError::Input(format!(
+        Ok(f) if !ok(value_type(f.data_type())) => Err(CliError::Input(format!(
             "{}, record 1: column `{name}` ({role}) is of type {}, expected {want}",
             src.name,
             f.data_type()
@@ -656,10 +955,23 @@ fn scan_parquet(
     names.extend(fields.id.as_deref());
     names.extend(fields.key.as_deref());
     for_each_batch(src, Some(&names), counter, &mut |batch, first| {
-        let col = |name: &str| batch.column_by_name(name).cloned();
-        let text = col(&fields.text);
-        let id = fields.id.as_deref().and_then(col);
-        let key = fields.key.as_deref().and_then(col);
+        let col = |name: &str| -> Result<Option<ArrayRef>, CliError> {
+            batch
+                .column_by_name(name)
+                .cloned()
+                .map(plain)
+                .transpose()
+                .map_err(|e| bad(src, "record", first + 1, format!("column `{name}`: {e}")))
+        };
+        let text = col(&fields.text)?;
+        let id = match fields.id.as_deref() {
+            Some(name) => col(name)?,
+            None => None,
+        };
+        let key = match fields.key.as_deref() {
+            Some(name) => col(name)?,
+            None => None,
+        };
         let Some(text) = text else {
             return Err(bad(src, "record", first + 1, "the text column is missing"));
         };
@@ -674,14 +986,25 @@ fn scan_parquet(
                         format!("field `{}` is null, not a string", fields.text),
                     ));
                 };
-                let id = match &id {
-                    Some(c) => match value_at(c, row) {
+                if t.len() > MAX_RECORD_BYTES {
+                    return Err(bad(
+                        src,
+                        "record",
+                        index + 1,
+                        format!(
+                            "the text is longer than the limit of {} MiB per record",
+                            MAX_RECORD_BYTES >> 20
+                        ),
+                    ));
+                }
+                let id = match (&id, &fields.id) {
+                    (Some(c), Some(name)) => match value_at(c, row) {
                         Value::Null => {
                             return Err(bad(src, "record", index + 1, "the id field is null"));
                         }
-                        v => Some(v),
+                        v => Some(check_id(name, v).map_err(|m| bad(src, "record", index + 1, m))?),
                     },
-                    None => None,
+                    _ => None,
                 };
                 Rec {
                     index,

@@ -56,13 +56,97 @@ impl Stream {
     }
 }
 
+/// Temporary files removed when the process is interrupted (SIGINT, SIGTERM
+/// or SIGHUP): a signal ends the process without unwinding, so
+/// [`Pending`]'s `Drop` does not run. The handler does only what a signal
+/// handler may: it unlinks the registered paths (C strings set up before)
+/// and ends the process by the same signal, with its default action.
+#[cfg(unix)]
+mod on_signal {
+    use std::ffi::{CString, c_char, c_int};
+    use std::os::unix::ffi::OsStrExt;
+    use std::path::Path;
+    use std::ptr;
+    use std::sync::Once;
+    use std::sync::atomic::{AtomicPtr, Ordering};
+
+    const SIGHUP: c_int = 1;
+    const SIGINT: c_int = 2;
+    const SIGTERM: c_int = 15;
+    const SIG_DFL: usize = 0;
+
+    unsafe extern "C" {
+        fn signal(signum: c_int, handler: usize) -> usize;
+        fn raise(signum: c_int) -> c_int;
+        fn unlink(path: *const c_char) -> c_int;
+    }
+
+    /// The paths to remove; a `dedup` has at most two outputs pending.
+    static PATHS: [AtomicPtr<c_char>; 4] = [const { AtomicPtr::new(ptr::null_mut()) }; 4];
+    static INSTALL: Once = Once::new();
+
+    extern "C" fn remove_and_end(signum: c_int) {
+        for slot in &PATHS {
+            let path = slot.load(Ordering::SeqCst);
+            if !path.is_null() {
+                // SAFETY: a non-null slot holds a C string leaked by
+                // `register`, never freed; `unlink`, `signal` and `raise`
+                // are async-signal-safe.
+                unsafe { unlink(path) };
+            }
+        }
+        // SAFETY: as above; restoring the default action and raising the
+        // signal again ends the process as the signal would have.
+        unsafe {
+            signal(signum, SIG_DFL);
+            raise(signum);
+        }
+    }
+
+    /// Registers `path` for removal on a signal; the slot to free with
+    /// [`unregister`], or `None` when every slot is taken (or the path has
+    /// a NUL byte).
+    pub fn register(path: &Path) -> Option<usize> {
+        INSTALL.call_once(|| {
+            for signum in [SIGHUP, SIGINT, SIGTERM] {
+                // SAFETY: installs a handler that is async-signal-safe
+                // (above) for signals whose default action ends the process.
+                unsafe { signal(signum, remove_and_end as extern "C" fn(c_int) as usize) };
+            }
+        });
+        let c = CString::new(path.as_os_str().as_bytes()).ok()?;
+        let raw = c.into_raw();
+        for (i, slot) in PATHS.iter().enumerate() {
+            if slot
+                .compare_exchange(ptr::null_mut(), raw, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+            {
+                return Some(i);
+            }
+        }
+        // SAFETY: `raw` came from `into_raw` just above and was not shared.
+        drop(unsafe { CString::from_raw(raw) });
+        None
+    }
+
+    /// Stops removing the path of `slot` on a signal. Its string is leaked
+    /// (a few bytes per output): a handler running on another thread may
+    /// still be reading it.
+    pub fn unregister(slot: usize) {
+        PATHS[slot].store(ptr::null_mut(), Ordering::SeqCst);
+    }
+}
+
 /// A file written under a temporary name in the directory of its final
-/// path; removed if dropped before [`Pending::commit`].
+/// path; removed if dropped before [`Pending::commit`], or if the process
+/// is interrupted by SIGINT, SIGTERM or SIGHUP.
 pub struct Pending {
     tmp: PathBuf,
     path: PathBuf,
     name: String,
     committed: bool,
+    #[cfg(unix)]
+    signal_slot: Option<usize>,
 }
 
 impl Pending {
@@ -74,21 +158,34 @@ impl Pending {
         };
         let file_name = path
             .file_name()
-            .ok_or_else(|| CliError::Input(format!("--output {name}: not a file name")))?;
+            .ok_or_else(|| CliError::Input(format!("{name}: not a file name")))?;
+        if path.is_dir() {
+            return Err(CliError::Input(format!("{name}: is a directory")));
+        }
+        if !dir.is_dir() {
+            return Err(CliError::Input(format!(
+                "{name}: no directory {} to write it in",
+                dir.display()
+            )));
+        }
         let mut tmp_name = std::ffi::OsString::from(".");
         tmp_name.push(file_name);
         tmp_name.push(format!(".tmp-{}", std::process::id()));
         let tmp = dir.join(tmp_name);
-        let file = File::create(&tmp).map_err(|e| CliError::write(&name, e))?;
-        Ok((
-            Pending {
-                tmp,
-                path: path.to_path_buf(),
-                name,
-                committed: false,
-            },
-            file,
-        ))
+        // Registered before it exists: a signal between the two removes
+        // nothing, where the other order could leave the file.
+        #[cfg(unix)]
+        let signal_slot = on_signal::register(&tmp);
+        let pending = Pending {
+            tmp,
+            path: path.to_path_buf(),
+            name,
+            committed: false,
+            #[cfg(unix)]
+            signal_slot,
+        };
+        let file = File::create(&pending.tmp).map_err(|e| CliError::write(&pending.name, e))?;
+        Ok((pending, file))
     }
 
     /// Syncs the finished file and renames it to its final name.
@@ -105,6 +202,10 @@ impl Drop for Pending {
     fn drop(&mut self) {
         if !self.committed {
             let _ = fs::remove_file(&self.tmp);
+        }
+        #[cfg(unix)]
+        if let Some(slot) = self.signal_slot {
+            on_signal::unregister(slot);
         }
     }
 }
