@@ -127,11 +127,12 @@ fn a_reader_creates_no_lock_file_and_still_keeps_writers_out() {
     let dir = tempfile::tempdir().expect("tempdir");
     let reader = DirLock::shared(dir.path()).expect("reader without LOCK");
     assert!(!dir.path().join(LOCK_FILE).exists());
-    assert!(is_locked(DirLock::exclusive(dir.path())));
-    // In another process too.
-    assert_eq!(child_code(dir.path(), "exclusive"), LOCKED);
     assert_eq!(child_code(dir.path(), "shared"), ACQUIRED);
     assert!(!dir.path().join(LOCK_FILE).exists());
+    // Writers, in this process and another, are kept out (a writer creates
+    // LOCK before it finds the directory locked).
+    assert!(is_locked(DirLock::exclusive(dir.path())));
+    assert_eq!(child_code(dir.path(), "exclusive"), LOCKED);
     drop(reader);
     let writer = DirLock::exclusive(dir.path()).expect("writer after the reader");
     assert!(dir.path().join(LOCK_FILE).is_file());
