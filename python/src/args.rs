@@ -395,9 +395,16 @@ pub fn retention_arg(value: &Bound<'_, PyAny>) -> PyResult<Duration> {
     }
     let seconds = if value.hasattr("total_seconds").unwrap_or(false) {
         value.call_method0("total_seconds")?.extract::<f64>()?
-    } else if value.is_instance_of::<PyFloat>() || value.is_instance_of::<PyInt>() {
-        // An int too large for a float is too long a retention too.
+    } else if value.is_instance_of::<PyFloat>()
+        || value.is_instance_of::<PyInt>()
+        || value.hasattr("__index__").unwrap_or(false)
+    {
+        // An int (or numpy integer) too large for a float is too long a
+        // retention too.
         value.extract::<f64>().map_err(|_| too_long())?
+    } else if value.hasattr("__float__").unwrap_or(false) {
+        // numpy floating scalars of other widths than float64.
+        value.call_method0("__float__")?.extract::<f64>()?
     } else {
         return Err(PyTypeError::new_err(format!(
             "{what} must be seconds (int or float) or a datetime.timedelta, got {} {}",

@@ -344,6 +344,12 @@ def test_the_longest_retention_is_accepted_and_read_back_at_every_open(index_dir
         assert index.retention == datetime.timedelta(seconds=seconds)
 
 
+@pytest.mark.parametrize("given", [np.int64(3600), np.uint32(3600), np.float32(3600.0), np.float64(3600.0)])
+def test_a_numpy_scalar_retention_is_accepted(tmp_path, given):
+    with Index.open(tmp_path / "index", retention=given) as index:
+        assert index.retention == datetime.timedelta(hours=1)
+
+
 def test_a_retention_longer_than_a_timedelta_recorded_by_the_cli_reads_as_timedelta_max(tmp_path):
     cli = cli_binary()
     if cli is None:
