@@ -45,7 +45,22 @@ pub fn u64_arg(value: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
             show(value)
         )));
     }
-    value.extract::<u64>().map_err(|_| u64_error(value, what))
+    value.extract::<u64>().map_err(|e| {
+        if conversion_error(value.py(), &e) {
+            u64_error(value, what)
+        } else {
+            e
+        }
+    })
+}
+
+/// Whether `e`, raised while converting a value to an integer, says the
+/// value is not one (or out of range), rather than something that must go
+/// on up: a `KeyboardInterrupt` or `MemoryError` raised in its `__index__`.
+fn conversion_error(py: Python<'_>, e: &PyErr) -> bool {
+    e.is_instance_of::<pyo3::exceptions::PyTypeError>(py)
+        || e.is_instance_of::<PyValueError>(py)
+        || e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py)
 }
 
 fn u64_error(value: &Bound<'_, PyAny>, what: &str) -> PyErr {
@@ -69,6 +84,7 @@ pub fn u32_arg(value: &Bound<'_, PyAny>, what: &str) -> PyResult<u32> {
         )));
     }
     match value.extract::<i64>() {
+        Err(e) if !conversion_error(value.py(), &e) => Err(e),
         Ok(n) => u32::try_from(n).map_err(|_| {
             PyValueError::new_err(format!(
                 "{what} must be a non-negative int below 2**32, got {n}"

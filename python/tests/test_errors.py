@@ -230,3 +230,21 @@ def test_no_argument_makes_a_rust_panic_reach_python(index_dir):
                 pytest.fail(f"{name}({a!r:.40}, {b!r:.40}) raised {type(e).__module__}.{type(e).__name__}: {e}")
         assert {"ok", "TypeError", "ValueError"} <= outcomes
         index.verify()
+
+
+class _Interrupting:
+    """An int-like whose conversion is interrupted (Ctrl-C in its __index__)."""
+
+    def __index__(self):
+        raise KeyboardInterrupt
+
+
+def test_an_interrupt_while_an_argument_converts_goes_up_unchanged(index_dir):
+    with Index.open(index_dir) as index:
+        with pytest.raises(KeyboardInterrupt):
+            index.insert(_Interrupting(), 1)
+        with pytest.raises(KeyboardInterrupt):
+            index.insert_many([1, _Interrupting()], [1, 2])
+        with pytest.raises(KeyboardInterrupt):
+            index.query(1, k=_Interrupting())
+        assert len(index) == 0
