@@ -33,6 +33,9 @@ pub enum Error {
     Locked {
         /// The index directory.
         dir: PathBuf,
+        /// Whether the holder is another `Index` (or lock) of this process;
+        /// the message says which.
+        in_this_process: bool,
     },
     /// A query asked for a distance the index's plan cannot answer exactly.
     DistanceTooLarge {
@@ -133,9 +136,10 @@ impl fmt::Display for Error {
                 }
                 Ok(())
             }
-            Error::Locked { dir } => {
-                write!(f, "index at {} is locked by another process", dir.display())
-            }
+            Error::Locked {
+                dir,
+                in_this_process,
+            } => f.write_str(&crate::engine::lock::locked_message(dir, *in_this_process)),
             Error::DistanceTooLarge { requested, plan_k } => write!(
                 f,
                 "distance {requested} exceeds the index's k = {plan_k}: the answer could be \

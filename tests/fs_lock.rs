@@ -78,7 +78,11 @@ fn conflict_message_names_the_directory_as_given() {
     let err = DirLock::exclusive(&given).expect_err("second writer");
     assert_eq!(
         err.to_string(),
-        format!("index at {} is locked by another process", given.display())
+        format!(
+            "index at {} is already open in this process (another open index holds its \
+             lock): close that one first, or use it",
+            given.display()
+        )
     );
 }
 
@@ -115,6 +119,25 @@ fn readers_need_no_write_permission_once_the_lock_file_exists() {
     }
     let reader = DirLock::shared(dir.path()).expect("reader on a read-only LOCK");
     assert!(!reader.is_exclusive());
+}
+
+#[cfg(unix)]
+#[test]
+fn a_reader_creates_no_lock_file_and_still_keeps_writers_out() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let reader = DirLock::shared(dir.path()).expect("reader without LOCK");
+    assert!(!dir.path().join(LOCK_FILE).exists());
+    assert_eq!(child_code(dir.path(), "shared"), ACQUIRED);
+    assert!(!dir.path().join(LOCK_FILE).exists());
+    // Writers, in this process and another, are kept out (a writer creates
+    // LOCK before it finds the directory locked).
+    assert!(is_locked(DirLock::exclusive(dir.path())));
+    assert_eq!(child_code(dir.path(), "exclusive"), LOCKED);
+    drop(reader);
+    let writer = DirLock::exclusive(dir.path()).expect("writer after the reader");
+    assert!(dir.path().join(LOCK_FILE).is_file());
+    assert!(is_locked(DirLock::shared(dir.path())));
+    drop(writer);
 }
 
 /// Runs this test binary again as a child that tries to lock `dir`.

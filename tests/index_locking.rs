@@ -25,12 +25,26 @@ fn locked_message(dir: &Path) -> String {
     format!("index at {} is locked by another process", dir.display())
 }
 
+/// The message of a conflict with another `Index` of the same process.
+fn locked_here_message(dir: &Path) -> String {
+    format!(
+        "index at {} is already open in this process (another open index holds its lock): \
+         close that one first, or use it",
+        dir.display()
+    )
+}
+
+/// Every conflict these tests cause in one process is with an index of
+/// this process, and the message says so (not "another process").
 #[track_caller]
 fn assert_locked(result: simhashdb::Result<Index>, dir: &Path) {
     match result {
         Err(e @ Error::Locked { .. }) => {
-            assert!(matches!(&e, Error::Locked { dir: locked } if locked == dir));
-            assert_eq!(e.to_string(), locked_message(dir));
+            assert!(matches!(
+                &e,
+                Error::Locked { dir: locked, in_this_process: true } if locked == dir
+            ));
+            assert_eq!(e.to_string(), locked_here_message(dir));
         }
         Err(e) => panic!("expected Error::Locked, got {e:?}"),
         Ok(_) => panic!("expected Error::Locked, but the index opened"),

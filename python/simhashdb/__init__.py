@@ -20,6 +20,7 @@ from ._errors import (
     DistanceError,
     Error,
     FileSystemError,
+    ForkedError,
     InvalidArgumentError,
     LockedError,
     MismatchError,
@@ -60,4 +61,5 @@ __all__ = [
     "ReadOnlyError",
     "ClosedError",
     "FileSystemError",
+    "ForkedError",
 ]

@@ -19,6 +19,7 @@ __all__ = [
     "ReadOnlyError",
     "ClosedError",
     "FileSystemError",
+    "ForkedError",
 ]
 
 
@@ -27,8 +28,9 @@ class Error(Exception):
 
 
 class LockedError(Error):
-    """Another process (or another open ``Index`` in this one) holds the
-    index's lock: one writer at a time, or readers only while no writer has it.
+    """Another process, or another open ``Index`` in this one (the message
+    says which), holds the index's lock: one writer at a time, or readers
+    only while no writer has it.
 
     Attributes: ``path``, the index directory.
     """
@@ -125,6 +127,25 @@ class FileSystemError(Error, OSError):
     op: Optional[str]
 
 
+class ForkedError(Error):
+    """The ``Index`` was opened by another process, of which this one is a
+    fork (``os.fork()``, or ``multiprocessing``'s "fork" start method). An
+    ``Index`` works only in the process that opened it; nothing was done.
+    Open the index in this process (``Index.open_read_only`` while no process
+    writes it), or send the work to the process that opened it.
+
+    Attributes: ``path`` (the index directory) and ``pid`` (the process that
+    opened it).
+    """
+
+    def __init__(
+        self, message: str, path: Optional[str] = None, pid: Optional[int] = None
+    ) -> None:
+        super().__init__(message)
+        self.path = path
+        self.pid = pid
+
+
 # Shown as simhashdb.LockedError (and so on) in tracebacks and reprs.
 for _class in (
     Error,
@@ -137,6 +158,7 @@ for _class in (
     ReadOnlyError,
     ClosedError,
     FileSystemError,
+    ForkedError,
 ):
     _class.__module__ = "simhashdb"
 del _class

@@ -80,6 +80,7 @@ class Simhasher:
 
     tokenizer: "words" (default), "letters", "chinese", "chars" or "chars:N";
     shingle: tokens per feature (default 1); weighting: "tf" (default) or "binary".
+    Pickles (as its configuration line), so it can be sent to other processes.
     """
 
     def __init__(self, tokenizer: str = "words", shingle: int = 1, weighting: str = "tf") -> None: ...
@@ -148,6 +149,12 @@ class Index:
 
     Open with ``Index.open`` or ``Index.open_read_only``; close with ``close()``
     or a ``with`` block. Thread-safe; long calls release the GIL.
+
+    Works only in the process that opened it: in a forked process (``os.fork``,
+    ``multiprocessing``'s "fork" start method) every method raises
+    ``ForkedError`` and writes nothing. With ``multiprocessing``, one process
+    writes; workers open the index read-only while none writes; or run
+    ``simhashdb serve``. Cannot be pickled.
     """
 
     @staticmethod
@@ -165,15 +172,18 @@ class Index:
         merge_fan_in: Optional[int] = None,
     ) -> "Index":
         """Opens the index in ``path``, creating it if needed. k, expected_n,
-        blocks, retention and the fingerprint configuration are recorded by a
-        new index; durability ("buffered" or "sync"), memtable_bytes and
+        blocks, retention (positive, at most ``datetime.timedelta.max``) and
+        the fingerprint configuration are recorded by a new index; durability ("buffered" or "sync"), memtable_bytes and
         merge_fan_in (2 to 64, default 16; 3 for an index that mostly
         checks) apply to this open."""
     @staticmethod
     def open_read_only(path: Union[str, "os.PathLike[str]"]) -> "Index":
         """Opens an existing index for queries only (a shared lock)."""
     def close(self) -> None:
-        """Closes the index (waits for calls in progress); idempotent."""
+        """Closes the index (waits for calls in progress); idempotent. Raises
+        PoisonedError (closed all the same) if a write, sync, flush or merge
+        failed since the open. In a forked process, leaves the index to the
+        process that opened it."""
     def __enter__(self) -> "Index": ...
     def __exit__(self, *exc: object) -> bool: ...
     def insert(self, id: _Int, fingerprint: _Int, name: Optional[str] = None) -> None:
@@ -184,7 +194,8 @@ class Index:
         fingerprints: _U64Array,
         names: Optional[Sequence[Optional[str]]] = None,
     ) -> None:
-        """Inserts many documents as one atomic write."""
+        """Inserts many documents as one atomic write. KeyboardInterrupt
+        while the arguments are read: nothing written."""
     def delete(self, id: _Int) -> None:
         """Deletes document ``id`` (nothing happens if there is none)."""
     def get(self, id: _Int) -> Optional[int]:
@@ -195,7 +206,8 @@ class Index:
     def query(self, fingerprint: _Int, k: Optional[int] = None) -> list[Match]:
         """Every live document within distance k, nearest first."""
     def query_many(self, fingerprints: _U64Array, k: Optional[int] = None) -> list[list[Match]]:
-        """``query`` for each fingerprint, in parallel without the GIL."""
+        """``query`` for each fingerprint, in parallel without the GIL
+        (KeyboardInterrupt between chunks of a few thousand)."""
     def insert_if_new(
         self,
         id: _Int,
@@ -217,7 +229,8 @@ class Index:
     def add(self, name: str, text: str) -> int:
         """Inserts ``text`` as the document ``name`` (id ``doc_id(name)``); returns the id."""
     def add_many(self, names: Sequence[str], texts: Sequence[str]) -> npt.NDArray[np.uint64]:
-        """``add`` for many documents as one write; returns their ids."""
+        """``add`` for many documents as one write; returns their ids.
+        KeyboardInterrupt while fingerprinting: nothing written."""
     def check(self, name: str, text: str, k: Optional[int] = None) -> Optional[Match]:
         """Check-and-insert by name and text: None if inserted, else the nearest match."""
     def flush(self) -> None:
@@ -241,7 +254,8 @@ class Index:
         """The largest distance queries may ask for."""
     @property
     def retention(self) -> Optional[datetime.timedelta]:
-        """How long documents are kept, as recorded in the index (None: forever)."""
+        """How long documents are kept, as recorded in the index (None:
+        forever; longer than a timedelta holds: ``timedelta.max``)."""
     @property
     def plan(self) -> str:
         """The table plan."""

@@ -7,8 +7,9 @@ use numpy::{PyUntypedArrayMethods, dtype};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
-use pyo3::types::{PyBool, PyBytes, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyDelta, PyFloat, PyInt, PyList, PyString, PyTuple};
 use rayon::prelude::*;
+use std::time::Duration;
 
 /// At most this many characters of a value's `repr` go into a message.
 const MAX_REPR: usize = 80;
@@ -44,7 +45,22 @@ pub fn u64_arg(value: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
             show(value)
         )));
     }
-    value.extract::<u64>().map_err(|_| u64_error(value, what))
+    value.extract::<u64>().map_err(|e| {
+        if conversion_error(value.py(), &e) {
+            u64_error(value, what)
+        } else {
+            e
+        }
+    })
+}
+
+/// Whether `e`, raised while converting a value to an integer, says the
+/// value is not one (or out of range), rather than something that must go
+/// on up: a `KeyboardInterrupt` or `MemoryError` raised in its `__index__`.
+fn conversion_error(py: Python<'_>, e: &PyErr) -> bool {
+    e.is_instance_of::<pyo3::exceptions::PyTypeError>(py)
+        || e.is_instance_of::<PyValueError>(py)
+        || e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py)
 }
 
 fn u64_error(value: &Bound<'_, PyAny>, what: &str) -> PyErr {
@@ -68,6 +84,7 @@ pub fn u32_arg(value: &Bound<'_, PyAny>, what: &str) -> PyResult<u32> {
         )));
     }
     match value.extract::<i64>() {
+        Err(e) if !conversion_error(value.py(), &e) => Err(e),
         Ok(n) => u32::try_from(n).map_err(|_| {
             PyValueError::new_err(format!(
                 "{what} must be a non-negative int below 2**32, got {n}"
@@ -178,7 +195,15 @@ impl Texts {
 
     /// Every text, in order.
     pub fn iter(&self) -> impl IndexedParallelIterator<Item = &str> + '_ {
-        (0..self.len()).into_par_iter().map(|i| self.get(i))
+        self.slice(0..self.len())
+    }
+
+    /// The texts of positions `range`, in order.
+    pub fn slice(
+        &self,
+        range: std::ops::Range<usize>,
+    ) -> impl IndexedParallelIterator<Item = &str> + '_ {
+        range.into_par_iter().map(|i| self.get(i))
     }
 }
 
@@ -200,6 +225,7 @@ pub fn texts_arg(value: &Bound<'_, PyAny>, what: &str) -> PyResult<Texts> {
     let mut owners = Vec::with_capacity(items.len());
     let mut spans = Vec::with_capacity(items.len());
     for (i, item) in items.into_iter().enumerate() {
+        crate::interrupt::check_every(value.py(), i)?;
         let text = item
             .cast_into::<PyString>()
             .map_err(|e| not_a_str(e.into_inner().as_any(), &format!("{what}[{i}]")))?;
@@ -233,7 +259,10 @@ pub fn names_arg(value: &Bound<'_, PyAny>, len: usize) -> PyResult<Vec<Option<St
     items
         .iter()
         .enumerate()
-        .map(|(i, item)| name_arg(Some(item), &format!("names[{i}]")))
+        .map(|(i, item)| {
+            crate::interrupt::check_every(value.py(), i)?;
+            name_arg(Some(item), &format!("names[{i}]"))
+        })
         .collect()
 }
 
@@ -285,6 +314,7 @@ pub fn u64s_arg<'py>(value: &Bound<'py, PyAny>, what: &str) -> PyResult<U64s<'py
     let mut values = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
         values.push(u64_arg(item, &format!("{what}[{i}]"))?);
+        crate::interrupt::check_every(py, i)?;
     }
     Ok(U64s::Owned(values))
 }
@@ -321,6 +351,7 @@ fn array_u64s<'py>(array: &Bound<'py, PyUntypedArray>, what: &str) -> PyResult<U
             let mut values = Vec::with_capacity(array.len());
             for (i, item) in array.try_iter()?.enumerate() {
                 values.push(u64_arg(&item?, &format!("{what}[{i}]"))?);
+                crate::interrupt::check_every(py, i)?;
             }
             Ok(U64s::Owned(values))
         }
@@ -333,12 +364,63 @@ fn array_u64s<'py>(array: &Bound<'py, PyUntypedArray>, what: &str) -> PyResult<U
     }
 }
 
-/// A float argument that must be positive and finite (seconds).
-pub fn positive_seconds(value: &Bound<'_, PyAny>, what: &str) -> PyResult<f64> {
+/// The longest retention, in days: `datetime.timedelta.max`'s (999,999,999
+/// days and a fraction, about 2.7 million years), so that `Index.retention`
+/// can return it as a `timedelta`.
+pub const MAX_RETENTION_DAYS: u64 = 999_999_999;
+
+/// A retention window: positive seconds (int or float) or a
+/// `datetime.timedelta` (read exactly, from its days, seconds and
+/// microseconds), at most [`MAX_RETENTION_DAYS`].
+pub fn retention_arg(value: &Bound<'_, PyAny>) -> PyResult<Duration> {
+    let what = "retention";
+    let too_long = || {
+        PyValueError::new_err(format!(
+            "{what} must be at most {MAX_RETENTION_DAYS} days (datetime.timedelta.max, about \
+             2.7 million years), got {}",
+            show(value)
+        ))
+    };
+    let not_positive = || {
+        PyValueError::new_err(format!(
+            "{what} must be a positive duration, got {}",
+            show(value)
+        ))
+    };
+    if value.is_instance_of::<PyBool>() {
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be seconds (int or float) or a datetime.timedelta, got bool {}",
+            show(value)
+        )));
+    }
+    if value.is_instance_of::<PyDelta>() {
+        // Exact: days in [-999999999, 999999999], seconds in [0, 86400),
+        // microseconds in [0, 10**6).
+        let days: i64 = value.getattr("days")?.extract()?;
+        let seconds: u64 = value.getattr("seconds")?.extract()?;
+        let micros: u32 = value.getattr("microseconds")?.extract()?;
+        let days = u64::try_from(days).map_err(|_| not_positive())?;
+        if days > MAX_RETENTION_DAYS {
+            return Err(too_long());
+        }
+        let duration = Duration::new(days * 86_400 + seconds, micros * 1_000);
+        if duration.is_zero() {
+            return Err(not_positive());
+        }
+        return Ok(duration);
+    }
     let seconds = if value.hasattr("total_seconds").unwrap_or(false) {
         value.call_method0("total_seconds")?.extract::<f64>()?
-    } else if value.is_instance_of::<PyFloat>() || value.is_instance_of::<PyInt>() {
-        value.extract::<f64>()?
+    } else if value.is_instance_of::<PyFloat>()
+        || value.is_instance_of::<PyInt>()
+        || value.hasattr("__index__").unwrap_or(false)
+    {
+        // An int (or numpy integer) too large for a float is too long a
+        // retention too.
+        value.extract::<f64>().map_err(|_| too_long())?
+    } else if value.hasattr("__float__").unwrap_or(false) {
+        // numpy floating scalars of other widths than float64.
+        value.call_method0("__float__")?.extract::<f64>()?
     } else {
         return Err(PyTypeError::new_err(format!(
             "{what} must be seconds (int or float) or a datetime.timedelta, got {} {}",
@@ -346,12 +428,13 @@ pub fn positive_seconds(value: &Bound<'_, PyAny>, what: &str) -> PyResult<f64> {
             show(value)
         )));
     };
-    if seconds > 0.0 && seconds.is_finite() {
-        Ok(seconds)
-    } else {
-        Err(PyValueError::new_err(format!(
-            "{what} must be a positive duration, got {}",
-            show(value)
-        )))
+    if seconds.is_nan() || seconds <= 0.0 {
+        return Err(not_positive());
     }
+    // Below MAX_RETENTION_DAYS + 1 days: at most timedelta.max, once
+    // recorded in whole milliseconds.
+    if seconds >= ((MAX_RETENTION_DAYS + 1) * 86_400) as f64 {
+        return Err(too_long());
+    }
+    Ok(Duration::from_secs_f64(seconds))
 }

@@ -3,6 +3,7 @@
 use numpy::{PyArray1, PyArray2, PyArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use rayon::prelude::*;
 use simhashdb::plan::{Budget, Plan};
 
 use crate::args::{U64s, u32_arg, u64_arg, u64s_arg};
@@ -46,7 +47,8 @@ pub fn batch_input<'py>(fingerprints: &Bound<'py, PyAny>) -> PyResult<U64s<'py>>
 /// read in place). k: the largest distance (0 finds exact duplicates).
 /// blocks: how many blocks the 64 bits are split into (more blocks: more
 /// tables, fewer candidates); by default the cost model chooses. Runs
-/// without the GIL.
+/// without the GIL, one table of the plan at a time: Ctrl-C raises
+/// KeyboardInterrupt between two of them.
 #[pyfunction]
 #[pyo3(
     signature = (fingerprints, k = None, blocks = None),
@@ -62,19 +64,33 @@ pub fn find_all<'py>(
     let k = crate::args::k_arg(k, 3)?;
     let plan = plan_for(fps.as_slice().len(), k, blocks)?;
     let slice = fps.as_slice();
-    let flat = py
-        .detach(|| {
-            guard(|| {
-                let pairs = simhashdb::batch::find_all(slice, &plan);
-                let mut flat = Vec::with_capacity(pairs.len() * 2);
-                for (i, j) in pairs {
-                    flat.push(i as i64);
-                    flat.push(j as i64);
-                }
-                Ok(flat)
+    // find_all's answer is the union of the tables' answers, without
+    // overlap (`find_all_in_table`): one table at a time, then sorted.
+    let mut pairs: Vec<(usize, usize)> = Vec::new();
+    for t in 0..plan.tables().len() {
+        let part = py
+            .detach(|| {
+                crate::fork::install(|| {
+                    guard(|| Ok(simhashdb::batch::find_all_in_table(slice, &plan, t)))
+                })
             })
-        })
-        .map_err(|f| f.into_py(py, ""))?;
+            .map_err(|f| f.into_py(py, ""))?;
+        if pairs.is_empty() {
+            pairs = part;
+        } else {
+            pairs.extend_from_slice(&part);
+        }
+        crate::interrupt::check(py)?;
+    }
+    let flat = py.detach(|| {
+        crate::fork::install(|| pairs.par_sort_unstable());
+        let mut flat = Vec::with_capacity(pairs.len() * 2);
+        for (i, j) in pairs {
+            flat.push(i as i64);
+            flat.push(j as i64);
+        }
+        flat
+    });
     let m = flat.len() / 2;
     PyArray1::from_vec(py, flat).reshape([m, 2])
 }
@@ -103,15 +119,17 @@ pub fn clusters<'py>(
     let slice = fps.as_slice();
     let labels = py
         .detach(|| {
-            guard(|| {
-                let mut labels: Vec<i64> = (0..slice.len() as i64).collect();
-                for cluster in simhashdb::batch::clusters(slice, &plan) {
-                    let first = cluster[0] as i64;
-                    for member in cluster {
-                        labels[member] = first;
+            crate::fork::install(|| {
+                guard(|| {
+                    let mut labels: Vec<i64> = (0..slice.len() as i64).collect();
+                    for cluster in simhashdb::batch::clusters(slice, &plan) {
+                        let first = cluster[0] as i64;
+                        for member in cluster {
+                            labels[member] = first;
+                        }
                     }
-                }
-                Ok(labels)
+                    Ok(labels)
+                })
             })
         })
         .map_err(|f| f.into_py(py, ""))?;

@@ -12,7 +12,7 @@ use simhashdb::Error;
 
 /// The exception classes, by name, from `simhashdb._errors`.
 fn class<'py>(py: Python<'py>, name: &'static str) -> PyResult<Bound<'py, PyType>> {
-    static CLASSES: [(&str, PyOnceLock<Py<PyType>>); 10] = [
+    static CLASSES: [(&str, PyOnceLock<Py<PyType>>); 11] = [
         ("Error", PyOnceLock::new()),
         ("LockedError", PyOnceLock::new()),
         ("CorruptedError", PyOnceLock::new()),
@@ -23,6 +23,7 @@ fn class<'py>(py: Python<'py>, name: &'static str) -> PyResult<Bound<'py, PyType
         ("ReadOnlyError", PyOnceLock::new()),
         ("ClosedError", PyOnceLock::new()),
         ("FileSystemError", PyOnceLock::new()),
+        ("ForkedError", PyOnceLock::new()),
     ];
     let (_, cell) = CLASSES
         .iter()
@@ -56,6 +57,26 @@ pub fn closed(py: Python<'_>, path: &str) -> PyErr {
     )
 }
 
+/// `simhashdb.ForkedError`: the index at `path`, opened by process
+/// `opener`, used in process `current`, a fork of it.
+pub fn forked(py: Python<'_>, path: &str, opener: u32, current: u32) -> PyErr {
+    raise(
+        py,
+        "ForkedError",
+        (
+            format!(
+                "the index at {path} was opened by process {opener}, and this process \
+                 ({current}) is a fork of it (os.fork(), or multiprocessing's \"fork\" start \
+                 method): an Index works only in the process that opened it, and nothing was \
+                 done. Open the index in this process (Index.open_read_only while no process \
+                 writes it), or send the work to the process that opened it"
+            ),
+            path.to_string(),
+            opener,
+        ),
+    )
+}
+
 /// The exception for an error of the library.
 pub fn to_py(py: Python<'_>, failure: Error) -> PyErr {
     let message = failure.to_string();
@@ -85,7 +106,7 @@ pub fn to_py(py: Python<'_>, failure: Error) -> PyErr {
             "CorruptedError",
             (message, path.display().to_string(), offset, reason),
         ),
-        Error::Locked { dir } => raise(py, "LockedError", (message, dir.display().to_string())),
+        Error::Locked { dir, .. } => raise(py, "LockedError", (message, dir.display().to_string())),
         Error::DistanceTooLarge { requested, plan_k } => {
             raise(py, "DistanceError", (message, requested, plan_k))
         }

@@ -3,12 +3,13 @@
 use numpy::PyArray1;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyString;
+use pyo3::types::{PyString, PyTuple};
 use rayon::prelude::*;
 use simhashdb::{FingerprintConfig, Simhasher, Tokenizer, Weighting};
 
-use crate::args::{show, str_arg, texts_arg, type_name};
+use crate::args::{Texts, show, str_arg, texts_arg, type_name};
 use crate::errors::guard;
+use crate::interrupt;
 
 /// Texts at least this long are fingerprinted without the GIL, so that other
 /// Python threads run meanwhile (a shorter one takes about a microsecond).
@@ -53,17 +54,26 @@ impl PySimhasher {
         what: &str,
     ) -> PyResult<Vec<u64>> {
         let texts = texts_arg(texts, what)?;
-        let hasher = &self.hasher;
+        fingerprint_texts(py, &self.hasher, &texts)
+    }
+}
+
+/// The fingerprints of `texts` under `hasher`, in parallel without the GIL,
+/// a chunk at a time (Ctrl-C stops it between chunks).
+pub fn fingerprint_texts(py: Python<'_>, hasher: &Simhasher, texts: &Texts) -> PyResult<Vec<u64>> {
+    interrupt::in_chunks(py, texts.len(), interrupt::TEXT_CHUNK, |range| {
         py.detach(|| {
-            guard(|| {
-                Ok(texts
-                    .iter()
-                    .map(|text| hasher.fingerprint(text))
-                    .collect::<Vec<u64>>())
+            crate::fork::install(|| {
+                guard(|| {
+                    Ok(texts
+                        .slice(range)
+                        .map(|text| hasher.fingerprint(text))
+                        .collect::<Vec<u64>>())
+                })
             })
         })
         .map_err(|f| f.into_py(py, ""))
-    }
+    })
 }
 
 fn parse_setting<T: std::str::FromStr<Err = simhashdb::FingerprintError>>(
@@ -163,7 +173,8 @@ impl PySimhasher {
 
     /// The fingerprints of `texts` (a list, tuple or other iterable of
     /// `str`), as a `numpy.ndarray` of `uint64` in the same order. Runs in
-    /// parallel on all cores, without the GIL.
+    /// parallel on all cores, without the GIL, a few thousand texts at a
+    /// time: Ctrl-C raises KeyboardInterrupt between two of them.
     fn fingerprint_many<'py>(
         &self,
         py: Python<'py>,
@@ -171,6 +182,13 @@ impl PySimhasher {
     ) -> PyResult<Bound<'py, PyArray1<u64>>> {
         let fps = self.fingerprints(py, texts, "texts")?;
         Ok(PyArray1::from_vec(py, fps))
+    }
+
+    /// Pickles as its configuration line (`Simhasher.from_config(config)`),
+    /// so it can be sent to other processes (multiprocessing).
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let from_config = py.get_type::<PySimhasher>().getattr("from_config")?;
+        (from_config, (self.hasher.config().to_string(),)).into_pyobject(py)
     }
 
     /// The tokens of `text` before shingling and hashing (for looking into

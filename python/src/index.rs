@@ -14,11 +14,12 @@ use simhashdb::plan::Plan;
 use simhashdb::{Durability, Index, Options, Simhasher, doc_id};
 
 use crate::args::{
-    k_arg, name_arg, names_arg, positive_seconds, show, str_arg, texts_arg, type_name, u32_arg,
-    u64_arg, u64s_arg,
+    MAX_RETENTION_DAYS, k_arg, name_arg, names_arg, retention_arg, show, str_arg, texts_arg,
+    type_name, u32_arg, u64_arg, u64s_arg,
 };
 use crate::errors::{Failure, guard, mismatch};
 use crate::hasher::{PySimhasher, hasher_from_args};
+use crate::interrupt;
 use crate::records::{PyDoc, PyMatch};
 
 /// A persistent, exact near-duplicate index of 64-bit fingerprints.
@@ -36,6 +37,19 @@ use crate::records::{PyDoc, PyMatch};
 /// durability="buffered" (the default) it survives the process being killed,
 /// with "sync" also a power loss. One process may open an index for writing
 /// at a time (LockedError otherwise).
+///
+/// An Index belongs to the process that opened it. In a process forked from
+/// it (os.fork(), multiprocessing's "fork" start method) every method raises
+/// ForkedError and writes nothing, and close() or garbage collection there
+/// leaves the files and the lock to the process that opened it. With
+/// multiprocessing: one process writes (send it the documents, or their
+/// fingerprints computed in the workers); workers may each open the index
+/// with Index.open_read_only while no process writes it; for many writers and
+/// readers at once, run `simhashdb serve` and call it over HTTP. An Index
+/// cannot be pickled: open it by path in each process.
+///
+/// Ctrl-C (KeyboardInterrupt) stops a long call between chunks of its work;
+/// see each method for what is then written.
 #[pyclass(module = "simhashdb", name = "Index", frozen)]
 pub struct PyIndex {
     /// `None` once closed. Calls hold the read lock (taken without waiting,
@@ -52,6 +66,21 @@ pub struct PyIndex {
     retention: Option<Duration>,
     /// The recorded configuration's hasher, or why it cannot be built.
     hasher: Result<Simhasher, String>,
+    /// The process that opened the index: the only one that may use it.
+    pid: u32,
+}
+
+impl Drop for PyIndex {
+    fn drop(&mut self) {
+        if self.forked() {
+            // A copy of the opener's index in a forked process: dropping it
+            // would release the opener's lock (the two share the lock's open
+            // file) and could write or wait for threads the fork did not
+            // copy. It is left alone; the process's exit frees it.
+            let slot = self.inner.get_mut().unwrap_or_else(PoisonError::into_inner);
+            std::mem::forget(slot.take());
+        }
+    }
 }
 
 fn path_arg(path: &Bound<'_, PyAny>) -> PyResult<PathBuf> {
@@ -132,7 +161,26 @@ impl PyIndex {
                 )
             }),
             inner: RwLock::new(Some(index)),
+            pid: std::process::id(),
         })
+    }
+
+    /// Whether this is a process forked from the one that opened the index.
+    fn forked(&self) -> bool {
+        std::process::id() != self.pid
+    }
+
+    /// `ForkedError` in a process forked from the one that opened the index.
+    fn check_process(&self, py: Python<'_>) -> PyResult<()> {
+        if self.forked() {
+            return Err(crate::errors::forked(
+                py,
+                &self.path,
+                self.pid,
+                std::process::id(),
+            ));
+        }
+        Ok(())
     }
 
     /// Runs `f` on the open index without the GIL.
@@ -141,6 +189,7 @@ impl PyIndex {
         T: Send,
         F: FnOnce(&Index) -> Result<T, Failure> + Send,
     {
+        self.check_process(py)?;
         let result = {
             let state = match self.inner.try_read() {
                 Ok(state) => state,
@@ -153,7 +202,7 @@ impl PyIndex {
             let Some(index) = state.as_ref() else {
                 return Err(Failure::Closed.into_py(py, &self.path));
             };
-            py.detach(|| guard(|| f(index)))
+            py.detach(|| crate::fork::install(|| guard(|| f(index))))
         };
         result.map_err(|f| f.into_py(py, &self.path))
     }
@@ -232,7 +281,7 @@ impl PyIndex {
         Plan::auto(options.expected_n, options.k)
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
         if let Some(r) = retention.filter(|v| !v.is_none()) {
-            options.retention = Some(Duration::from_secs_f64(positive_seconds(r, "retention")?));
+            options.retention = Some(retention_arg(r)?);
         }
         if let Some(b) = blocks.filter(|v| !v.is_none()) {
             let plan = Plan::new(u32_arg(b, "blocks")?, options.k)
@@ -265,7 +314,7 @@ impl PyIndex {
             && k != opened.k
         {
             let recorded = opened.k.to_string();
-            opened.close(py);
+            opened.close(py)?;
             return Err(mismatch(py, "k", recorded, k.to_string()));
         }
         Ok(opened)
@@ -285,15 +334,37 @@ impl PyIndex {
     /// finishes a background flush or merge, and releases the lock. Every
     /// acknowledged write is already in the write-ahead log. Later calls
     /// raise ClosedError; closing again does nothing.
-    fn close(&self, py: Python<'_>) {
-        py.detach(|| {
-            let index = self
-                .inner
+    ///
+    /// Raises PoisonedError (after closing all the same) if a write, a sync
+    /// or a background flush or merge failed since the index was opened
+    /// (a full disk, say): what was acknowledged is in the write-ahead log,
+    /// and the next open recovers it. In a process forked from the one that
+    /// opened the index, closes nothing: the files and the lock stay with
+    /// that process.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        if self.forked() {
+            let state = match self.inner.try_write() {
+                Ok(state) => Some(state),
+                Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+                Err(TryLockError::WouldBlock) => None,
+            };
+            if let Some(mut state) = state {
+                std::mem::forget(state.take());
+            }
+            return Ok(());
+        }
+        let index = py.detach(|| {
+            self.inner
                 .write()
                 .unwrap_or_else(PoisonError::into_inner)
-                .take();
-            drop(index);
+                .take()
         });
+        match index {
+            None => Ok(()),
+            Some(index) => py
+                .detach(|| guard(|| Ok(index.close()?)))
+                .map_err(|f| f.into_py(py, &self.path)),
+        }
     }
 
     fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
@@ -301,9 +372,20 @@ impl PyIndex {
     }
 
     #[pyo3(signature = (*_exc))]
-    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> bool {
-        self.close(py);
-        false
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+
+    /// An Index cannot be pickled (it holds the index's lock and open
+    /// files): open it by path in each process.
+    fn __reduce__(&self) -> PyResult<()> {
+        Err(PyTypeError::new_err(format!(
+            "an Index cannot be pickled (it holds the lock and open files of {}): pass the \
+             path and open the index in each process (Index.open_read_only while no process \
+             writes it), or send the work to the process that opened it",
+            self.path
+        )))
     }
 
     /// Inserts document `id` with `fingerprint` (and `name`, a str of at most
@@ -330,7 +412,9 @@ impl PyIndex {
     /// in place); names: None, or a sequence of str or None of that length.
     /// A batch must fit one write-ahead log frame (256 MiB: about 8 million
     /// documents without names); InvalidArgumentError otherwise, and nothing
-    /// is written.
+    /// is written. Ctrl-C while the arguments are read raises
+    /// KeyboardInterrupt and writes nothing; once the write has started, it
+    /// completes (the whole batch) and KeyboardInterrupt follows.
     #[pyo3(signature = (ids, fingerprints, names = None))]
     fn insert_many(
         &self,
@@ -410,7 +494,9 @@ impl PyIndex {
     }
 
     /// `query` for each of `fingerprints` (a 1-D array-like of uint64), in
-    /// parallel without the GIL: a list of lists of Match.
+    /// parallel without the GIL: a list of lists of Match. Runs a few
+    /// thousand queries at a time: Ctrl-C raises KeyboardInterrupt between
+    /// two of them (a query writes nothing).
     #[pyo3(signature = (fingerprints, k = None))]
     fn query_many<'py>(
         &self,
@@ -421,11 +507,9 @@ impl PyIndex {
         let fps = u64s_arg(fingerprints, "fingerprints")?;
         let k = k_arg(k, self.k)?;
         let slice = fps.as_slice();
-        let all = self.run(py, |index| {
-            Ok(slice
-                .iter()
-                .map(|&fp| index.query(fp, k))
-                .collect::<Result<Vec<_>, _>>()?)
+        let all = interrupt::in_chunks(py, slice.len(), interrupt::QUERY_CHUNK, |range| {
+            let chunk = &slice[range];
+            self.run(py, |index| Ok(index.query_batch(chunk, k)?))
         })?;
         let lists = all
             .into_iter()
@@ -463,7 +547,11 @@ impl PyIndex {
     /// inserted before it, exactly as the same insert_if_new calls one after
     /// another would be; the documents inserted are one atomic write (all or
     /// none survive a crash). Returns one list per document: empty if it was
-    /// inserted, else its near-duplicates, nearest first.
+    /// inserted, else its near-duplicates, nearest first. Ctrl-C while the
+    /// arguments are read raises KeyboardInterrupt and writes nothing; once
+    /// the search has started, the call completes (its answers are then
+    /// lost, but the documents it inserted are written) and
+    /// KeyboardInterrupt follows.
     #[pyo3(signature = (ids, fingerprints, names = None, k = None))]
     fn insert_if_new_many<'py>(
         &self,
@@ -525,7 +613,10 @@ impl PyIndex {
 
     /// `add` for many documents as one write (names and texts: sequences of
     /// str of one length), fingerprinted in parallel without the GIL.
-    /// Returns their ids as a numpy uint64 array.
+    /// Returns their ids as a numpy uint64 array. Ctrl-C while the texts are
+    /// fingerprinted (a few thousand at a time) raises KeyboardInterrupt and
+    /// writes nothing; once the write has started, it completes (all the
+    /// documents) and KeyboardInterrupt follows.
     fn add_many<'py>(
         &self,
         py: Python<'py>,
@@ -542,17 +633,13 @@ impl PyIndex {
             )));
         }
         let hasher = self.hasher(py)?;
+        self.check_process(py)?;
+        let fingerprints = crate::hasher::fingerprint_texts(py, hasher, &texts)?;
         let ids = self.run(py, |index| {
             let docs: Vec<(u64, u64, Option<String>)> = names
                 .iter()
-                .zip(texts.iter())
-                .map(|(name, text)| {
-                    (
-                        doc_id(name),
-                        hasher.fingerprint(text),
-                        Some(name.to_string()),
-                    )
-                })
+                .zip(fingerprints)
+                .map(|(name, fingerprint)| (doc_id(name), fingerprint, Some(name.to_string())))
                 .collect();
             let ids = docs.iter().map(|d| d.0).collect();
             index.insert_batch(docs)?;
@@ -637,7 +724,9 @@ impl PyIndex {
 
     /// Shape and size: the plan, k, fingerprint configuration, segments,
     /// entries in segments and in memory, tombstones, bytes on disk and of
-    /// the small segments' decoded tables in memory.
+    /// the small segments' decoded tables in memory; and the background
+    /// flushes and merges since the open ("flushes", "flush_failures",
+    /// "merges", "merge_failures": a failure poisons the index, see close).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = self.run(py, |index| Ok(index.stats()))?;
         let dict = PyDict::new(py);
@@ -657,6 +746,10 @@ impl PyIndex {
         dict.set_item("memtable_docs", s.memtable_docs)?;
         dict.set_item("memtable_bytes", s.memtable_bytes)?;
         dict.set_item("flushing_docs", s.flushing_docs)?;
+        dict.set_item("flushes", s.flushes)?;
+        dict.set_item("flush_failures", s.flush_failures)?;
+        dict.set_item("merges", s.merges)?;
+        dict.set_item("merge_failures", s.merge_failures)?;
         Ok(dict)
     }
 
@@ -702,14 +795,19 @@ impl PyIndex {
     }
 
     /// How long documents are kept (a datetime.timedelta), as recorded in
-    /// the index when it was created; None: forever.
+    /// the index when it was created; None: forever. A longer retention than
+    /// a timedelta holds (the command line accepts one) is returned as
+    /// datetime.timedelta.max.
     #[getter]
     fn retention<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDelta>>> {
         self.retention
             .map(|r| {
-                let days = i32::try_from(r.as_secs() / 86_400).unwrap_or(i32::MAX);
+                let days = r.as_secs() / 86_400;
+                if days > MAX_RETENTION_DAYS {
+                    return PyDelta::new(py, MAX_RETENTION_DAYS as i32, 86_399, 999_999, true);
+                }
                 let seconds = (r.as_secs() % 86_400) as i32;
-                PyDelta::new(py, days, seconds, r.subsec_micros() as i32, true)
+                PyDelta::new(py, days as i32, seconds, r.subsec_micros() as i32, true)
             })
             .transpose()
     }

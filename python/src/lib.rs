@@ -7,8 +7,10 @@ mod args;
 mod baselines;
 mod batch;
 mod errors;
+mod fork;
 mod hasher;
 mod index;
+mod interrupt;
 mod plan;
 mod records;
 
@@ -42,6 +44,7 @@ mod _simhashdb {
 
     #[pymodule_init]
     fn init(module: &Bound<'_, PyModule>) -> PyResult<()> {
+        crate::fork::record_home();
         module.add("MAX_NAME_BYTES", simhashdb::format::MAX_NAME_LEN)?;
         #[cfg(feature = "rust-baselines")]
         crate::baselines::register(module)?;

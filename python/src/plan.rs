@@ -173,14 +173,16 @@ impl PyPlan {
         let plan = &self.plan;
         let flat = py
             .detach(|| {
-                guard(|| {
-                    let pairs = simhashdb::batch::find_all_in_table(slice, plan, t);
-                    let mut flat = Vec::with_capacity(pairs.len() * 2);
-                    for (i, j) in pairs {
-                        flat.push(i as i64);
-                        flat.push(j as i64);
-                    }
-                    Ok(flat)
+                crate::fork::install(|| {
+                    guard(|| {
+                        let pairs = simhashdb::batch::find_all_in_table(slice, plan, t);
+                        let mut flat = Vec::with_capacity(pairs.len() * 2);
+                        for (i, j) in pairs {
+                            flat.push(i as i64);
+                            flat.push(j as i64);
+                        }
+                        Ok(flat)
+                    })
                 })
             })
             .map_err(|f| f.into_py(py, ""))?;

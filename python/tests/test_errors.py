@@ -1,6 +1,7 @@
 """Bad arguments, a closed index, and exceptions: TypeError or ValueError
 naming the value, simhashdb.Error for the rest, never a Rust panic."""
 
+import datetime
 import itertools
 import os
 
@@ -75,6 +76,15 @@ def test_bad_arguments_raise_naming_the_value_and_write_nothing(index, call, err
         ({"retention": 0}, ValueError, "retention must be a positive duration, got 0"),
         ({"retention": -2.5}, ValueError, "got -2.5"),
         ({"retention": "48h"}, TypeError, "retention must be seconds (int or float) or a datetime.timedelta, got str '48h'"),
+        ({"retention": True}, TypeError, "got bool True"),
+        ({"retention": float("nan")}, ValueError, "retention must be a positive duration, got nan"),
+        ({"retention": -datetime.timedelta(days=1)}, ValueError, "retention must be a positive duration"),
+        ({"retention": datetime.timedelta(0)}, ValueError, "retention must be a positive duration"),
+        ({"retention": 1e20}, ValueError, "retention must be at most 999999999 days (datetime.timedelta.max"),
+        ({"retention": float("inf")}, ValueError, "retention must be at most 999999999 days"),
+        ({"retention": 10**30}, ValueError, "retention must be at most 999999999 days"),
+        ({"retention": 10**400}, ValueError, "retention must be at most 999999999 days"),
+        ({"retention": 86_400 * 10**9}, ValueError, "retention must be at most 999999999 days"),
         ({"expected_n": -5}, ValueError, "expected_n must be in [0, 2**64), got -5"),
         ({"blocks": 2}, ValueError, "2"),
         ({"tokenizer": "klingon"}, ValueError, "klingon"),
@@ -165,7 +175,7 @@ def test_damage_is_reported_as_corrupted_error_naming_the_file(index_dir):
 def test_exceptions_form_one_hierarchy():
     for name in [
         "LockedError", "CorruptedError", "MismatchError", "DistanceError", "InvalidArgumentError",
-        "PoisonedError", "ReadOnlyError", "ClosedError", "FileSystemError",
+        "PoisonedError", "ReadOnlyError", "ClosedError", "FileSystemError", "ForkedError",
     ]:
         cls = getattr(simhashdb, name)
         assert issubclass(cls, simhashdb.Error) and cls.__module__ == "simhashdb", name
@@ -220,3 +230,21 @@ def test_no_argument_makes_a_rust_panic_reach_python(index_dir):
                 pytest.fail(f"{name}({a!r:.40}, {b!r:.40}) raised {type(e).__module__}.{type(e).__name__}: {e}")
         assert {"ok", "TypeError", "ValueError"} <= outcomes
         index.verify()
+
+
+class _Interrupting:
+    """An int-like whose conversion is interrupted (Ctrl-C in its __index__)."""
+
+    def __index__(self):
+        raise KeyboardInterrupt
+
+
+def test_an_interrupt_while_an_argument_converts_goes_up_unchanged(index_dir):
+    with Index.open(index_dir) as index:
+        with pytest.raises(KeyboardInterrupt):
+            index.insert(_Interrupting(), 1)
+        with pytest.raises(KeyboardInterrupt):
+            index.insert_many([1, _Interrupting()], [1, 2])
+        with pytest.raises(KeyboardInterrupt):
+            index.query(1, k=_Interrupting())
+        assert len(index) == 0

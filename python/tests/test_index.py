@@ -328,6 +328,43 @@ def test_retention_is_read_back_from_the_index(index_dir, tmp_path):
         assert index.retention == datetime.timedelta(days=3)
 
 
+def test_the_longest_retention_is_accepted_and_read_back_at_every_open(index_dir, tmp_path):
+    longest = datetime.timedelta.max
+    # Recorded in whole milliseconds.
+    expected = longest - datetime.timedelta(microseconds=longest.microseconds % 1000)
+    with Index.open(index_dir, retention=longest) as index:
+        assert index.retention == expected
+    with Index.open(index_dir) as index:
+        assert index.retention == expected
+    with Index.open_read_only(index_dir) as index:
+        assert index.retention == expected
+    # Just below the limit in seconds, too.
+    seconds = 86_400 * 10**9 - 1
+    with Index.open(tmp_path / "seconds", retention=seconds) as index:
+        assert index.retention == datetime.timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize("given", [np.int64(3600), np.uint32(3600), np.float32(3600.0), np.float64(3600.0)])
+def test_a_numpy_scalar_retention_is_accepted(tmp_path, given):
+    with Index.open(tmp_path / "index", retention=given) as index:
+        assert index.retention == datetime.timedelta(hours=1)
+
+
+def test_a_retention_longer_than_a_timedelta_recorded_by_the_cli_reads_as_timedelta_max(tmp_path):
+    cli = cli_binary()
+    if cli is None:
+        pytest.skip("the command-line tool is not built (cargo build --release)")
+    path = tmp_path / "long"
+    subprocess.run(
+        [cli, "create", "--db", str(path), "--retention", f"{2**64 // 86_400 - 1}d"],
+        check=True,
+        capture_output=True,
+    )
+    for _ in range(2):
+        with Index.open(path) as index:
+            assert index.retention == datetime.timedelta.max
+
+
 def test_retention_hides_old_documents(index_dir):
     with Index.open(index_dir, retention=datetime.timedelta(seconds=1)) as index:
         index.insert(1, 42)

@@ -61,7 +61,13 @@ pub(super) fn corrupted(path: &Path, e: &FormatError) -> Error {
 
 pub(super) fn lock_error(e: LockError) -> Error {
     match e {
-        LockError::Locked { dir } => Error::Locked { dir },
+        LockError::Locked {
+            dir,
+            in_this_process,
+        } => Error::Locked {
+            dir,
+            in_this_process,
+        },
         LockError::Io { path, source } => Error::Io {
             path,
             op: "lock",

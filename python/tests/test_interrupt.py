@@ -1,0 +1,118 @@
+"""Ctrl-C: a real SIGINT sent to an interpreter while a long call runs
+raises KeyboardInterrupt from that call, and a write it interrupts has
+written nothing (a batch is one atomic write, cut only before it starts).
+
+Each case runs in a child interpreter, which says "go" just before the call;
+the test then sends it SIGINT, as a terminal's Ctrl-C does, a moment later
+(a signal that arrives before the call starts is Python's to handle, at the
+next bytecode, and would prove nothing). Each call takes seconds here, and
+the outcome says where the signal landed: a batch write that completed
+before it would be all there."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="sends SIGINT to a child process")
+
+CHILD = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    import simhashdb
+    from simhashdb import Index, Simhasher
+
+    case, path = sys.argv[1], sys.argv[2]
+    rng = np.random.default_rng(22)
+    index = Index.open(path)
+    index.insert_many([1, 2], [10, 20])
+    n = 3_000_000
+    if case == "insert_many":
+        # Python ints, converted one by one.
+        ids = list(range(100, 100 + n))
+        fps = rng.integers(0, 2**64, size=n, dtype=np.uint64).tolist()
+        call = lambda: index.insert_many(ids, fps)
+    elif case == "insert_many_names":
+        ids = np.arange(100, 100 + n, dtype=np.uint64)
+        fps = rng.integers(0, 2**64, size=n, dtype=np.uint64)
+        names = [f"doc/{i}" for i in range(n)]
+        call = lambda: index.insert_many(ids, fps, names)
+    elif case == "insert_if_new_many":
+        ids = list(range(100, 100 + n))
+        fps = rng.integers(0, 2**64, size=n, dtype=np.uint64).tolist()
+        call = lambda: index.insert_if_new_many(ids, fps)
+    elif case == "add_many":
+        text = " ".join(f"word{i}" for i in range(3000))
+        names, texts = [f"page/{i}" for i in range(20_000)], [text] * 20_000
+        call = lambda: index.add_many(names, texts)
+    elif case == "fingerprint_many":
+        text = " ".join(f"word{i}" for i in range(3000))
+        texts, hasher = [text] * 40_000, Simhasher()
+        call = lambda: hasher.fingerprint_many(texts)
+    elif case == "query_many":
+        index.insert_many(np.arange(1000, 201_000, dtype=np.uint64),
+                          rng.integers(0, 2**64, size=200_000, dtype=np.uint64))
+        queries = rng.integers(0, 2**64, size=n, dtype=np.uint64)
+        call = lambda: index.query_many(queries)
+    elif case == "find_all":
+        fps = rng.integers(0, 2**64, size=8_000_000, dtype=np.uint64)
+        call = lambda: simhashdb.find_all(fps, k=3)
+    before = len(index)
+    print("go", flush=True)
+    try:
+        call()
+        print("finished", flush=True)
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+    # The interpreter and the index go on: a write and a query work.
+    index.insert(5, 50)
+    assert index.get(5) == 50 and index.query(50, 0)[0].id == 5
+    print("written", len(index) - 1 - before, flush=True)
+    index.close()
+    with Index.open(path) as again:
+        print("reopened", len(again), again.verify()["files"] > 0, flush=True)
+    """
+)
+
+
+def interrupt(case: str, path) -> list:
+    """Runs ``case`` in a child, sends it SIGINT once it says "go", and
+    returns the lines it printed afterwards."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, case, str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "go", child.stderr.read()
+        time.sleep(0.3)
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=600)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 0, err
+    return out.split("\n")
+
+
+@pytest.mark.parametrize("case", ["insert_many", "insert_many_names", "insert_if_new_many", "add_many"])
+def test_ctrl_c_during_a_batch_write_raises_keyboard_interrupt_and_writes_nothing(index_dir, case):
+    lines = interrupt(case, index_dir)
+    assert lines[0] == "interrupted", lines
+    # Nothing of the batch: only the insert made afterwards.
+    assert lines[1] == "written 0", lines
+    assert lines[2] == "reopened 3 True", lines
+
+
+@pytest.mark.parametrize("case", ["fingerprint_many", "query_many", "find_all"])
+def test_ctrl_c_during_a_long_read_raises_keyboard_interrupt_and_the_index_goes_on(index_dir, case):
+    lines = interrupt(case, index_dir)
+    assert lines[0] == "interrupted", lines
+    assert lines[1] == "written 0", lines
