@@ -160,7 +160,7 @@ fn a_server_with_sync_refuses_writes_into_a_removed_directory() {
     let ready = client.get("/readyz").expect("readyz");
     assert_eq!(ready.status, 503, "{}", ready.text());
     assert!(
-        ready.text().contains("no longer exists"),
+        ready.text().contains("has been deleted"),
         "{}",
         ready.text()
     );

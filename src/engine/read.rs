@@ -305,16 +305,35 @@ impl Index {
 
     /// `Ok` while the index accepts writes: [`Error::ReadOnly`] for an
     /// index opened read-only, [`Error::Poisoned`] (naming the cause) once
-    /// a failed write, sync, flush or merge has poisoned it. What a service
-    /// reports as not ready; reads go on either way.
+    /// a failed write, sync, flush or merge has poisoned it, and
+    /// [`Error::Io`] if its write-ahead log no longer has a name (the
+    /// directory removed under it; checked when no write is under way, and
+    /// a sync then fails). What a service reports as not ready; reads go on
+    /// either way. Never waits for a write.
     ///
     /// [`Error::ReadOnly`]: crate::Error::ReadOnly
     /// [`Error::Poisoned`]: crate::Error::Poisoned
+    /// [`Error::Io`]: crate::Error::Io
     pub fn writable(&self) -> Result<()> {
         if self.read_only {
             return Err(crate::Error::ReadOnly);
         }
-        self.core.check_poisoned()
+        self.core.check_poisoned()?;
+        if let Ok(writer) = self.writer.try_lock()
+            && let Some(w) = writer.as_ref()
+            && matches!(w.wal.linked(), Ok(false))
+        {
+            return Err(crate::Error::Io {
+                path: self.wal_path(w),
+                op: "stat",
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "the write-ahead log has been deleted (the index's directory removed \
+                     while open?)",
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// The number of live documents (deleted and expired ones are not

@@ -709,22 +709,13 @@ pub async fn healthz() -> Response {
 /// failed write, sync, flush or merge has poisoned it (reads go on, but a
 /// load balancer should send writes elsewhere; a restart reopens it).
 /// The index's directory removed under the server is not ready either,
-/// even before a sync finds it out.
+/// even before a sync finds it out (`Index::writable`).
 pub async fn readyz(State(server): Shared) -> Response {
-    let dir = server.index.dir();
-    let not_ready = match server.index.writable() {
-        Err(e) => Some(e.to_string()),
-        Ok(()) if !dir.is_dir() => Some(format!(
-            "the index's directory {} no longer exists",
-            dir.display()
-        )),
-        Ok(()) => None,
-    };
-    match not_ready {
-        None => json_response(StatusCode::OK, &json!({ "status": "ready" })),
-        Some(reason) => json_response(
+    match server.index.writable() {
+        Ok(()) => json_response(StatusCode::OK, &json!({ "status": "ready" })),
+        Err(e) => json_response(
             StatusCode::SERVICE_UNAVAILABLE,
-            &json!({ "status": "not_ready", "reason": reason }),
+            &json!({ "status": "not_ready", "reason": e.to_string() }),
         ),
     }
 }
