@@ -228,18 +228,17 @@ const SCAN_CHUNK: usize = 16;
 fn scan(fingerprints: &[u64], k: u32) -> Vec<Vec<Pair>> {
     let n = fingerprints.len();
     #[cfg(target_arch = "x86_64")]
-    let compiled: Option<unsafe fn(&[u64], usize, u32) -> Vec<Pair>> =
-        if std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("popcnt")
-        {
-            Some(scan_block_avx2)
-        } else if std::arch::is_x86_feature_detected!("popcnt") {
-            Some(scan_block_popcnt)
-        } else {
-            None
-        };
+    let compiled: Option<CompiledBlock> = if std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("popcnt")
+    {
+        Some(scan_block_avx2)
+    } else if std::arch::is_x86_feature_detected!("popcnt") {
+        Some(scan_block_popcnt)
+    } else {
+        None
+    };
     #[cfg(not(target_arch = "x86_64"))]
-    let compiled: Option<unsafe fn(&[u64], usize, u32) -> Vec<Pair>> = None;
+    let compiled: Option<CompiledBlock> = None;
     let block = |r0: usize| match compiled {
         // SAFETY: each of these requires instructions the processor has
         // (checked above). One of the crate's four `unsafe` blocks
@@ -253,6 +252,9 @@ fn scan(fingerprints: &[u64], k: u32) -> Vec<Vec<Pair>> {
         .filter(|pairs| !pairs.is_empty())
         .collect()
 }
+
+/// [`scan_block`] compiled for instructions the processor may lack.
+type CompiledBlock = unsafe fn(&[u64], usize, u32) -> Vec<Pair>;
 
 /// [`scan_block`] compiled with the processor's population count
 /// instruction: the baseline x86-64 target has none, and counts the bits of

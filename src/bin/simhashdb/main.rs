@@ -100,7 +100,7 @@ enum Command {
     /// Parquet text) over 64 MiB as decoded, a CSV quote never closed or
     /// followed by more than a delimiter or line end, a bad id. Inputs are
     /// read more than once, so each must be a regular file (not `-`, a pipe
-    /// or a FIFO). Summary on standard error; --stats-json
+    /// or a FIFO) that does not change while the command runs. Summary on standard error; --stats-json
     /// writes it as JSON.
     #[command(after_help = EXIT_CODES)]
     Dedup(dedup_cmd::Args),

@@ -1306,7 +1306,7 @@ fn components(n: usize, pairs: &[(u32, u32)]) -> Vec<Vec<u32>> {
 /// standard output), or a Parquet file with its schema.
 enum Output {
     Bytes(write::ByteOut),
-    Parquet(write::ParquetOut, arrow_schema::SchemaRef),
+    Parquet(Box<write::ParquetOut>, arrow_schema::SchemaRef),
 }
 
 impl Output {
@@ -1351,7 +1351,7 @@ impl Output {
                     .as_deref()
                     .expect("checked: Parquet keep output has a path");
                 let out = write::ParquetOut::open(path, schema.clone())?;
-                Ok(Output::Parquet(out, schema))
+                Ok(Output::Parquet(Box::new(out), schema))
             }
         }
     }

@@ -616,11 +616,14 @@ impl<R: Read> Read for CsvCheck<R> {
     }
 }
 
+/// A CSV/TSV parser over a decompressed, checked file.
+pub type CsvReader = csv::Reader<CsvCheck<Box<dyn BufRead>>>;
+
 /// A CSV/TSV reader over `src` (decompressed), with its header.
 pub fn csv_reader(
     src: &Source,
     counter: &Counter,
-) -> Result<(csv::Reader<CsvCheck<Box<dyn BufRead>>>, csv::ByteRecord), CliError> {
+) -> Result<(CsvReader, csv::ByteRecord), CliError> {
     let reader = open(src, counter)?;
     let delimiter = if src.format == Format::Tsv {
         b'\t'

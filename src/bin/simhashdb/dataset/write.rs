@@ -219,7 +219,7 @@ pub struct ByteOut {
 
 enum ByteInner {
     Stdout(BufWriter<io::Stdout>),
-    File(Pending, Stream),
+    File(Pending, Box<Stream>),
 }
 
 impl ByteOut {
@@ -245,7 +245,7 @@ impl ByteOut {
         };
         Ok(ByteOut {
             name,
-            inner: ByteInner::File(pending, stream),
+            inner: ByteInner::File(pending, Box::new(stream)),
         })
     }
 
@@ -265,7 +265,7 @@ impl ByteOut {
     pub fn writer(&mut self) -> &mut dyn Write {
         match &mut self.inner {
             ByteInner::Stdout(w) => w,
-            ByteInner::File(_, s) => s,
+            ByteInner::File(_, s) => s.as_mut(),
         }
     }
 
