@@ -8,6 +8,7 @@
 //! query; `recovery.rs` the open; `check.rs` `verify`; `segment.rs` and
 //! `files.rs` the files.
 
+mod backup;
 mod check;
 mod compaction;
 mod core;
@@ -31,6 +32,7 @@ mod segment;
 mod types;
 mod write;
 
+pub use backup::BackupReport;
 pub use compaction::policy;
 pub use index::Index;
 pub use options::{Durability, Options};

@@ -14,8 +14,8 @@ use serde_json::json;
 
 use super::Server;
 use super::api::{
-    CheckRequest, CheckResult, DocOut, Document, DocumentIn, InsertRequest, MatchOut, QueryIn,
-    QueryRequest, Resolved, U64, parse_bounded, parse_decimal,
+    BackupRequest, CheckRequest, CheckResult, DocOut, Document, DocumentIn, InsertRequest,
+    MatchOut, QueryIn, QueryRequest, Resolved, U64, parse_bounded, parse_decimal,
 };
 use super::error::ApiError;
 use super::group;
@@ -105,27 +105,29 @@ impl<T: DeserializeOwned> FromRequest<Arc<Server>> for JsonBody<T> {
             return Err(not_json());
         }
         let max = state.limits.max_documents;
-        parse_bounded(&bytes, max).map(JsonBody).map_err(|(e, over)| {
-            use serde_json::error::Category;
-            if over {
-                return ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "too_many_documents",
-                    format!(
-                        "more than {max} documents or queries in one request, the server's \
+        parse_bounded(&bytes, max)
+            .map(JsonBody)
+            .map_err(|(e, over)| {
+                use serde_json::error::Category;
+                if over {
+                    return ApiError::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "too_many_documents",
+                        format!(
+                            "more than {max} documents or queries in one request, the server's \
                          limit (--max-documents); split the request"
+                        ),
+                    );
+                }
+                match e.classify() {
+                    Category::Syntax | Category::Eof | Category::Io => ApiError::new(
+                        StatusCode::BAD_REQUEST,
+                        "malformed_json",
+                        format!("the body is not valid JSON: {e}"),
                     ),
-                );
-            }
-            match e.classify() {
-                Category::Syntax | Category::Eof | Category::Io => ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "malformed_json",
-                    format!("the body is not valid JSON: {e}"),
-                ),
-                Category::Data => ApiError::invalid(format!("the request is not valid: {e}")),
-            }
-        })
+                    Category::Data => ApiError::invalid(format!("the request is not valid: {e}")),
+                }
+            })
     }
 }
 
@@ -448,9 +450,10 @@ fn by_name(uri: &Uri) -> Result<u64, ApiError> {
             return Err(expected("`name` is given twice".into()));
         }
         let value = url_decode(value).map_err(&expected)?;
-        name = Some(String::from_utf8(value).map_err(|_| {
-            expected("the name is not valid UTF-8 once URL-decoded".into())
-        })?);
+        name = Some(
+            String::from_utf8(value)
+                .map_err(|_| expected("the name is not valid UTF-8 once URL-decoded".into()))?,
+        );
     }
     let name = name.ok_or_else(|| expected("no `name` parameter".into()))?;
     Ok(doc_id(&name))
@@ -570,8 +573,9 @@ pub async fn query(
         None => DEFAULT_LIMIT.min(max / n.max(1)).max(1),
     };
     let limit_of = |q: &QueryIn| {
-        q.limit
-            .map_or(default_limit, |U64(l)| usize::try_from(l).unwrap_or(usize::MAX))
+        q.limit.map_or(default_limit, |U64(l)| {
+            usize::try_from(l).unwrap_or(usize::MAX)
+        })
     };
     let one = QueryIn {
         text: req.text,
@@ -686,6 +690,40 @@ pub async fn compact(State(server): Shared, _: NoArguments) -> Result<Response, 
     Ok(json_response(
         StatusCode::OK,
         &json!({ "compacted": true, "segments": segments }),
+    ))
+}
+
+/// `POST /v1/backup`: a consistent copy of the index into `path`, on the
+/// server's machine ([`simhashdb::Index::backup`]). Writes wait only while
+/// the backup takes its list of files.
+pub async fn backup(
+    State(server): Shared,
+    JsonBody(req): JsonBody<BackupRequest>,
+) -> Result<Response, ApiError> {
+    if !req.path.is_absolute() {
+        return Err(ApiError::invalid(format!(
+            "\"path\" must be absolute (a path on the server's machine); got {}",
+            req.path.display()
+        )));
+    }
+    let report = blocking(&server, move |s| {
+        s.index.backup(&req.path).map_err(|e| match e {
+            e @ simhashdb::Error::Poisoned { .. } => ApiError::from_write(e),
+            e => ApiError::from_read(e),
+        })
+    })
+    .await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({
+            "path": report.dest.display().to_string(),
+            "linked": report.linked,
+            "copied": report.copied,
+            "bytes": report.bytes,
+            "copied_bytes": report.copied_bytes,
+            "next_seq": report.next_seq,
+            "generation": report.generation,
+        }),
     ))
 }
 

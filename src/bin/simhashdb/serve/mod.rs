@@ -344,6 +344,7 @@ fn router(server: Arc<Server>, max_concurrent: usize) -> Router {
         .route("/v1/stats", get(h::stats))
         .route("/v1/compact", post(h::compact))
         .route("/v1/sync", post(h::sync))
+        .route("/v1/backup", post(h::backup))
         .route("/metrics", get(h::metrics))
         .route_layer(GlobalConcurrencyLimitLayer::new(max_concurrent))
         .merge(probes)
@@ -542,10 +543,8 @@ async fn serve(
             stall: Duration::from_secs(args.body_timeout),
             waiting: None,
         };
-        let connection = http.serve_connection(
-            TokioIo::new(stream),
-            TowerToHyperService::new(app.clone()),
-        );
+        let connection =
+            http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
         let mut stopping = stopping.clone();
         let open = open.subscribe();
         tokio::spawn(async move {
