@@ -338,7 +338,8 @@ fn backup_killed_at_random_points_leaves_no_destination_or_a_complete_backup() {
             .stderr(std::process::Stdio::null())
             .spawn()
             .expect("spawn");
-        let delay = full.mul_f64(rng.below(1000) as f64 / 1000.0);
+        // From the start of the process to past its usual end.
+        let delay = full.mul_f64(rng.below(1200) as f64 / 1000.0);
         std::thread::sleep(delay);
         let _ = child.kill();
         let _ = child.wait();
