@@ -77,7 +77,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Ok(calls)
         })
     };
+    let flushes = index.stats().flushes;
     std::thread::sleep(Duration::from_secs(1));
+    println!(
+        "flushes by the writer in the second before: {}",
+        index.stats().flushes - flushes
+    );
     let mut windows = vec![("before (1 s)", Duration::ZERO, origin.elapsed())];
     for (name, lock_free) in [("Index::backup", false), ("Index::backup_dir", true)] {
         let dest = root.join(format!(
@@ -88,6 +93,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             std::fs::remove_dir_all(&dest)?;
         }
         let from = origin.elapsed();
+        let flushes = index.stats().flushes;
         let started = Instant::now();
         let report = if lock_free {
             Index::backup_dir(&db, &dest)?
@@ -96,6 +102,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         };
         let took = started.elapsed();
         windows.push((name, from, origin.elapsed()));
+        println!(
+            "flushes by the writer during {name}: {}",
+            index.stats().flushes - flushes
+        );
         println!(
             "{name}: {:.1} ms; {} linked, {} copied ({:.1} MiB written), {:.1} MiB in all",
             took.as_secs_f64() * 1e3,
