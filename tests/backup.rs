@@ -226,6 +226,14 @@ fn backup_refuses_an_existing_destination_that_is_not_an_empty_directory() {
         index.backup(db.join("copy")),
         Err(Error::InvalidArgument(_))
     ));
+    assert!(matches!(
+        index.backup(db.join("a/b/copy")),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(
+        !db.join("a").exists(),
+        "a parent was created inside the index"
+    );
     // An empty directory is taken, and a new path with missing parents.
     let empty = tmp.path().join("empty");
     std::fs::create_dir(&empty).expect("mkdir");

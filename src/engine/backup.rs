@@ -293,15 +293,22 @@ impl Target {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        fs::create_dir_all(&parent).map_err(io_error(&parent, "create directory"))?;
         let index_dir = dir.canonicalize().map_err(io_error(dir, "read"))?;
-        let parent_real = parent.canonicalize().map_err(io_error(&parent, "read"))?;
-        if parent_real.starts_with(&index_dir) {
+        // Checked before any missing parent is created.
+        let existing = parent
+            .ancestors()
+            .find(|a| a.exists())
+            .unwrap_or(Path::new("."));
+        let existing_real = existing
+            .canonicalize()
+            .map_err(io_error(existing, "read"))?;
+        if existing_real.starts_with(&index_dir) {
             return Err(refuse(format!(
                 "it lies inside the index's directory {}",
                 dir.display()
             )));
         }
+        fs::create_dir_all(&parent).map_err(io_error(&parent, "create directory"))?;
         let target = Target {
             dest: dest.to_path_buf(),
             parent,
