@@ -122,10 +122,7 @@ fn durable_writes_into_a_removed_directory_fail_and_readiness_says_so() {
     let mut client = server.client();
     let doc = |id: u64| json!({"documents": [{"id": id, "fingerprint": id * 977}], "sync": true});
     ok_json(post(&mut client, "/v1/documents", &doc(1)));
-    assert_eq!(
-        ok_json(client.get("/readyz").expect("readyz"))["status"],
-        "ready"
-    );
+    assert_eq!(ok_json(client.get("/readyz").expect("readyz"))["status"], "ready");
 
     std::fs::remove_dir_all(&db).expect("rm -rf the index");
     let reply = post(&mut client, "/v1/documents", &doc(2));
@@ -153,7 +150,9 @@ fn durable_writes_into_a_removed_directory_fail_and_readiness_says_so() {
 fn a_server_with_sync_refuses_writes_into_a_removed_directory() {
     let (_dir, db, server) = start(&["--sync"]);
     let mut client = server.client();
-    let check = |id: u64| json!({"documents": [{"id": id, "fingerprint": id.wrapping_mul(0x9e37_79b9_7f4a_7c15)}]});
+    let check = |id: u64| {
+        json!({"documents": [{"id": id, "fingerprint": id.wrapping_mul(0x9e37_79b9_7f4a_7c15)}]})
+    };
     ok_json(post(&mut client, "/v1/check", &check(1)));
     std::fs::remove_dir_all(&db).expect("rm -rf the index");
     let reply = post(&mut client, "/v1/check", &check(2));
@@ -253,10 +252,7 @@ fn idle_connections_and_slow_heads_are_closed_by_the_server() {
         assert!(closed_by_server(stream), "an idle connection stayed open");
     }
     assert!(closed_by_server(&mut partial), "a partial head stayed open");
-    assert!(
-        closed_by_server(kept.stream()),
-        "a kept-alive connection stayed open"
-    );
+    assert!(closed_by_server(kept.stream()), "a kept-alive connection stayed open");
     // Their places are free again.
     healthz_until_answered(&server);
 }
@@ -279,11 +275,7 @@ fn a_check_answers_the_nearest_of_thousands_of_copies() {
                 json!({"id": id, "fingerprint": f, "name": format!("copy {id}")})
             })
             .collect();
-        ok_json(post(
-            &mut client,
-            "/v1/documents",
-            &json!({ "documents": docs }),
-        ));
+        ok_json(post(&mut client, "/v1/documents", &json!({ "documents": docs })));
         if chunk < 2 {
             ok_json(post(&mut client, "/v1/compact", &json!({})));
         }
@@ -293,11 +285,7 @@ fn a_check_answers_the_nearest_of_thousands_of_copies() {
     let checks: Vec<Value> = (0..2000u64)
         .map(|i| json!({"id": 1_000_000 + i, "fingerprint": fp ^ (1 << (i % 64))}))
         .collect();
-    let answer = ok_json(post(
-        &mut client,
-        "/v1/check",
-        &json!({ "documents": checks }),
-    ));
+    let answer = ok_json(post(&mut client, "/v1/check", &json!({ "documents": checks })));
     let results = answer["results"].as_array().expect("results");
     assert_eq!(results.len(), 2000);
     for (i, result) in results.iter().enumerate() {
@@ -316,12 +304,7 @@ fn a_check_answers_the_nearest_of_thousands_of_copies() {
         "/v1/check",
         &json!({ "documents": checks, "sync": true }),
     ));
-    for (i, result) in answer["results"]
-        .as_array()
-        .expect("results")
-        .iter()
-        .enumerate()
-    {
+    for (i, result) in answer["results"].as_array().expect("results").iter().enumerate() {
         let checked = fp ^ (0b11 << (i as u64).min(62));
         let nearest = &brute_force(&model, checked, 3)[0];
         assert_eq!(result["match"]["id"], nearest.id, "{result}");
@@ -334,12 +317,7 @@ fn found(value: &Value) -> Vec<(u64, u64)> {
         .as_array()
         .expect("matches")
         .iter()
-        .map(|m| {
-            (
-                m["id"].as_u64().expect("id"),
-                m["distance"].as_u64().expect("distance"),
-            )
-        })
+        .map(|m| (m["id"].as_u64().expect("id"), m["distance"].as_u64().expect("distance")))
         .collect()
 }
 
@@ -367,11 +345,7 @@ fn queries_return_at_most_their_limit_nearest_first() {
             json!({"id": id, "fingerprint": f})
         })
         .collect();
-    ok_json(post(
-        &mut client,
-        "/v1/documents",
-        &json!({ "documents": docs }),
-    ));
+    ok_json(post(&mut client, "/v1/documents", &json!({ "documents": docs })));
 
     for (limit, k) in [(1, 3), (5, 3), (37, 2), (500, 3), (500, 0)] {
         let answer = ok_json(post(
@@ -394,17 +368,8 @@ fn queries_return_at_most_their_limit_nearest_first() {
             _ => json!({"fingerprint": fp ^ i}),
         })
         .collect();
-    let answer = ok_json(post(
-        &mut client,
-        "/v1/query",
-        &json!({ "queries": queries }),
-    ));
-    for (i, result) in answer["results"]
-        .as_array()
-        .expect("results")
-        .iter()
-        .enumerate()
-    {
+    let answer = ok_json(post(&mut client, "/v1/query", &json!({ "queries": queries })));
+    for (i, result) in answer["results"].as_array().expect("results").iter().enumerate() {
         let limit = if i == 0 { 3 } else { 50 };
         let (want, truncated) = nearest(&model, fp ^ i as u64, 3, limit);
         assert_eq!(found(result), want, "query {i}");
@@ -421,11 +386,7 @@ fn queries_return_at_most_their_limit_nearest_first() {
         assert_eq!(error_code(&reply, 400), "too_many_matches", "{body}");
         assert!(reply.text().contains("--max-matches"), "{}", reply.text());
     }
-    let reply = post(
-        &mut client,
-        "/v1/query",
-        &json!({"fingerprint": fp, "limit": 0}),
-    );
+    let reply = post(&mut client, "/v1/query", &json!({"fingerprint": fp, "limit": 0}));
     assert_eq!(error_code(&reply, 400), "invalid_request");
 }
 
@@ -439,17 +400,8 @@ fn the_document_limit_is_enforced_while_the_body_is_parsed() {
     let eleven = vec![doc; 11].join(",");
     for (path, body) in [
         ("/v1/check", format!(r#"{{"documents": [{eleven}, {{"x"#)),
-        (
-            "/v1/documents",
-            format!(r#"{{"documents": [{eleven}, nonsense"#),
-        ),
-        (
-            "/v1/query",
-            format!(
-                r#"{{"queries": [{}, ["#,
-                vec![r#"{"fingerprint": 1}"#; 11].join(",")
-            ),
-        ),
+        ("/v1/documents", format!(r#"{{"documents": [{eleven}, nonsense"#)),
+        ("/v1/query", format!(r#"{{"queries": [{}, ["#, vec![r#"{"fingerprint": 1}"#; 11].join(","))),
     ] {
         let reply = client.post(path, body.as_bytes()).expect("post");
         assert_eq!(error_code(&reply, 413), "too_many_documents", "{path}");
@@ -465,10 +417,7 @@ fn the_document_limit_is_enforced_while_the_body_is_parsed() {
     let ten = vec![doc; 10].join(",");
     let answer = ok_json(
         client
-            .post(
-                "/v1/check",
-                format!(r#"{{"documents": [{ten}]}}"#).as_bytes(),
-            )
+            .post("/v1/check", format!(r#"{{"documents": [{ten}]}}"#).as_bytes())
             .expect("post"),
     );
     assert_eq!(answer["results"][0]["status"], "new");
@@ -489,23 +438,14 @@ fn cross_site_requests_are_refused() {
             .client()
             .request("POST", path, content_type, body.as_bytes())
             .expect("post");
-        assert_eq!(
-            error_code(&reply, 415),
-            "unsupported_media_type",
-            "{path} {content_type:?}"
-        );
+        assert_eq!(error_code(&reply, 415), "unsupported_media_type", "{path} {content_type:?}");
     }
     assert_eq!(
         ok_json(server.client().post("/v1/compact", b"").expect("post"))["compacted"],
         true
     );
     // A page of a rebound DNS name sends that name as the Host.
-    for host in [
-        "attacker.example",
-        "attacker.example:7700",
-        "127.0.0.2",
-        "[::1]",
-    ] {
+    for host in ["attacker.example", "attacker.example:7700", "127.0.0.2", "[::1]"] {
         let reply = raw(
             &server,
             format!("GET /v1/stats HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes(),
@@ -527,10 +467,7 @@ fn cross_site_requests_are_refused() {
     }
     // Any host, when asked.
     let (_dir, _db, any) = start(&["--allow-host", "*"]);
-    let reply = raw(
-        &any,
-        b"GET /v1/stats HTTP/1.1\r\nHost: attacker.example\r\n\r\n",
-    );
+    let reply = raw(&any, b"GET /v1/stats HTTP/1.1\r\nHost: attacker.example\r\n\r\n");
     assert_eq!(reply.status, 200, "{}", reply.text());
 }
 
@@ -601,11 +538,7 @@ fn endpoints_without_arguments_take_no_body_or_an_empty_object_only() {
         let reply = client.post(path, b"{").expect("post");
         assert_eq!(error_code(&reply, 400), "malformed_json", "{path}");
         for body in ["", " \n", "{}", " { } "] {
-            assert_eq!(
-                client.post(path, body.as_bytes()).expect("post").status,
-                200,
-                "{path} {body:?}"
-            );
+            assert_eq!(client.post(path, body.as_bytes()).expect("post").status, 200, "{path} {body:?}");
         }
     }
 }
@@ -641,11 +574,7 @@ fn a_client_that_stops_reading_its_answer_is_let_go() {
                 json!({"id": part * 100 + i, "fingerprint": 42, "name": name})
             })
             .collect();
-        ok_json(post(
-            &mut loader,
-            "/v1/documents",
-            &json!({ "documents": docs }),
-        ));
+        ok_json(post(&mut loader, "/v1/documents", &json!({ "documents": docs })));
     }
     // A client asks for them all and reads nothing.
     let mut stalled = server.client();

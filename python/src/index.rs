@@ -609,9 +609,8 @@ impl PyIndex {
 
     /// Writes a consistent copy of the index into `path` (a new path, or an
     /// empty directory; anything else raises InvalidArgumentError and writes
-    /// nothing):
-    /// every write acknowledged before the call is in it, and it opens and
-    /// verifies on its own. Segment files are hard-linked where the file
+    /// nothing): every write acknowledged before the call is in it, and it
+    /// opens and verifies on its own. Segment files are hard-linked where the file
     /// system allows. Returns {"path", "linked", "copied", "bytes",
     /// "copied_bytes", "next_seq", "generation"}.
     fn backup<'py>(&self, py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDict>> {

@@ -411,10 +411,7 @@ impl Index {
                 // The limit left out matches that may now count: this one
                 // is searched again, here (the writer lock is held, so the
                 // search sees every write).
-                *matches = self
-                    .query_runs_here(&[fp], k, limit)?
-                    .pop()
-                    .unwrap_or_default();
+                *matches = self.query_runs_here(&[fp], k, limit)?.pop().unwrap_or_default();
                 continue;
             }
             for j in near.matching(fp) {

@@ -105,29 +105,27 @@ impl<T: DeserializeOwned> FromRequest<Arc<Server>> for JsonBody<T> {
             return Err(not_json());
         }
         let max = state.limits.max_documents;
-        parse_bounded(&bytes, max)
-            .map(JsonBody)
-            .map_err(|(e, over)| {
-                use serde_json::error::Category;
-                if over {
-                    return ApiError::new(
-                        StatusCode::PAYLOAD_TOO_LARGE,
-                        "too_many_documents",
-                        format!(
-                            "more than {max} documents or queries in one request, the server's \
+        parse_bounded(&bytes, max).map(JsonBody).map_err(|(e, over)| {
+            use serde_json::error::Category;
+            if over {
+                return ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "too_many_documents",
+                    format!(
+                        "more than {max} documents or queries in one request, the server's \
                          limit (--max-documents); split the request"
-                        ),
-                    );
-                }
-                match e.classify() {
-                    Category::Syntax | Category::Eof | Category::Io => ApiError::new(
-                        StatusCode::BAD_REQUEST,
-                        "malformed_json",
-                        format!("the body is not valid JSON: {e}"),
                     ),
-                    Category::Data => ApiError::invalid(format!("the request is not valid: {e}")),
-                }
-            })
+                );
+            }
+            match e.classify() {
+                Category::Syntax | Category::Eof | Category::Io => ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "malformed_json",
+                    format!("the body is not valid JSON: {e}"),
+                ),
+                Category::Data => ApiError::invalid(format!("the request is not valid: {e}")),
+            }
+        })
     }
 }
 
@@ -450,10 +448,9 @@ fn by_name(uri: &Uri) -> Result<u64, ApiError> {
             return Err(expected("`name` is given twice".into()));
         }
         let value = url_decode(value).map_err(&expected)?;
-        name = Some(
-            String::from_utf8(value)
-                .map_err(|_| expected("the name is not valid UTF-8 once URL-decoded".into()))?,
-        );
+        name = Some(String::from_utf8(value).map_err(|_| {
+            expected("the name is not valid UTF-8 once URL-decoded".into())
+        })?);
     }
     let name = name.ok_or_else(|| expected("no `name` parameter".into()))?;
     Ok(doc_id(&name))
@@ -573,9 +570,8 @@ pub async fn query(
         None => DEFAULT_LIMIT.min(max / n.max(1)).max(1),
     };
     let limit_of = |q: &QueryIn| {
-        q.limit.map_or(default_limit, |U64(l)| {
-            usize::try_from(l).unwrap_or(usize::MAX)
-        })
+        q.limit
+            .map_or(default_limit, |U64(l)| usize::try_from(l).unwrap_or(usize::MAX))
     };
     let one = QueryIn {
         text: req.text,

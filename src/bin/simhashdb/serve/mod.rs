@@ -543,8 +543,10 @@ async fn serve(
             stall: Duration::from_secs(args.body_timeout),
             waiting: None,
         };
-        let connection =
-            http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
+        let connection = http.serve_connection(
+            TokioIo::new(stream),
+            TowerToHyperService::new(app.clone()),
+        );
         let mut stopping = stopping.clone();
         let open = open.subscribe();
         tokio::spawn(async move {

@@ -63,10 +63,7 @@ fn a_poisoned_index_answers_writes_with_503_and_reads_go_on() {
         (200, &json!("new"))
     );
 
-    assert_eq!(
-        get(&mut client, "/readyz"),
-        (200, json!({"status": "ready"}))
-    );
+    assert_eq!(get(&mut client, "/readyz"), (200, json!({"status": "ready"})));
 
     // Every write to a file fails from now on.
     fs.inject(Fault::new(FaultKind::Eio).on(&[Op::Write]).sticky());
@@ -104,16 +101,9 @@ fn a_poisoned_index_answers_writes_with_503_and_reads_go_on() {
     // Alive, not ready: a load balancer sends writes elsewhere.
     assert_eq!(get(&mut client, "/healthz").0, 200);
     let (status, body) = get(&mut client, "/readyz");
-    assert_eq!(
-        (status, &body["status"]),
-        (503, &json!("not_ready")),
-        "{body}"
-    );
+    assert_eq!((status, &body["status"]), (503, &json!("not_ready")), "{body}");
     assert!(
-        body["reason"]
-            .as_str()
-            .expect("reason")
-            .contains("refuses further writes"),
+        body["reason"].as_str().expect("reason").contains("refuses further writes"),
         "{body}"
     );
     drop(client);
