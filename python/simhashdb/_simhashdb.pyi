@@ -239,6 +239,10 @@ class Index:
         """Syncs the write-ahead log to the device."""
     def compact(self) -> None:
         """Merges every segment into one."""
+    def backup(self, path: Union[str, "os.PathLike[str]"]) -> dict[str, Any]:
+        """Writes a consistent copy of the index into `path` (a new path or
+        an empty directory); returns {"path", "linked", "copied", "bytes",
+        "copied_bytes", "next_seq", "generation"}."""
     def verify(self) -> dict[str, Any]:
         """Checks every checksum; returns {"files": n, "bytes": n,
         "wal_tails": [{"path", "offset", "bytes", "unsynced_appends",

@@ -694,6 +694,25 @@ impl PyIndex {
         self.run(py, |index| Ok(index.compact()?))
     }
 
+    /// Writes a consistent copy of the index into `path` (a new path, or an
+    /// empty directory; anything else raises InvalidArgumentError and writes
+    /// nothing): every write acknowledged before the call is in it, and it
+    /// opens and verifies on its own. Segment files are hard-linked where the file
+    /// system allows. Returns {"path", "linked", "copied", "bytes",
+    /// "copied_bytes", "next_seq", "generation"}.
+    fn backup<'py>(&self, py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDict>> {
+        let report = self.run(py, |index| Ok(index.backup(&path)?))?;
+        let dict = PyDict::new(py);
+        dict.set_item("path", report.dest.to_string_lossy())?;
+        dict.set_item("linked", report.linked)?;
+        dict.set_item("copied", report.copied)?;
+        dict.set_item("bytes", report.bytes)?;
+        dict.set_item("copied_bytes", report.copied_bytes)?;
+        dict.set_item("next_seq", report.next_seq)?;
+        dict.set_item("generation", report.generation)?;
+        Ok(dict)
+    }
+
     /// Reads every file of the index and checks every checksum; raises
     /// CorruptedError (with the file and offset) at the first damage.
     /// Returns {"files": n, "bytes": n, "wal_tails": [...]}: what was

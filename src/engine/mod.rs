@@ -5,9 +5,10 @@
 //! [`Index`] in `index.rs` is the façade; `options.rs` and `types.rs` hold
 //! what it takes and answers; `core.rs` what its threads share; `write.rs`,
 //! `flush.rs`, `compaction/` the path of a write; `read.rs` the path of a
-//! query; `recovery.rs` the open; `check.rs` `verify`; `segment.rs` and
-//! `files.rs` the files.
+//! query; `recovery.rs` the open; `check.rs` `verify`; `backup.rs`
+//! backups; `segment.rs` and `files.rs` the files.
 
+mod backup;
 mod check;
 mod compaction;
 mod core;
@@ -31,6 +32,7 @@ mod segment;
 mod types;
 mod write;
 
+pub use backup::BackupReport;
 pub use compaction::policy;
 pub use index::Index;
 pub use options::{Durability, Options};

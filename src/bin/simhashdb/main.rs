@@ -183,6 +183,28 @@ enum Command {
     /// Show an index's plan, fingerprint configuration, segments and sizes.
     #[command(after_help = EXIT_CODES)]
     Stats(index_cmd::StatsArgs),
+    /// Write a consistent copy of an index into DEST (a new path or an empty directory).
+    ///
+    /// Works whether or not another process has the index open. Segment
+    /// files are hard-linked where the file system allows, else copied; the
+    /// write-ahead logs are copied up to the last complete write, and a
+    /// manifest naming them is written. Every write acknowledged before the
+    /// command started is in the copy, which opens and verifies on its own.
+    /// The index is not opened and none of its files is changed: the
+    /// manifest is read, the files it names linked and copied, and the copy
+    /// starts over if a flush or merge removed one meanwhile. A reader's lock
+    /// is held while no other process has the index open for writing; a
+    /// writer that holds it (a `simhashdb serve`) goes on writing
+    /// meanwhile, and the copy holds every write it acknowledged before the
+    /// command started (`POST /v1/backup` does the same inside the server).
+    /// The copy is built in DEST's parent directory under
+    /// `.NAME.backup-tmp.*` and renamed to DEST when complete: a killed
+    /// backup leaves no DEST, and the next backup to DEST removes what it
+    /// left. An existing DEST that is not an empty directory is refused
+    /// (exit code 2). Restore: stop the writer, move the backup into place,
+    /// start it (docs/RELIABILITY.md, "Backups").
+    #[command(after_help = EXIT_CODES)]
+    Backup(index_cmd::BackupArgs),
     /// Serve the index over HTTP: check-and-insert, documents, queries (docs/SERVER.md).
     ///
     /// One process owns the index; crawlers in any language call JSON over
@@ -206,6 +228,7 @@ fn main() -> ExitCode {
         Command::Get(args) => index_cmd::get(&args),
         Command::Verify(args) => index_cmd::verify(&args),
         Command::Stats(args) => index_cmd::stats(&args),
+        Command::Backup(args) => index_cmd::backup(&args),
         Command::Fingerprint(args) => fingerprint_cmd::run(&args),
         Command::FindAll(args) => batch_cmd::run(&args, batch_cmd::Mode::Pairs),
         Command::Clusters(args) => batch_cmd::run(&args, batch_cmd::Mode::Clusters),

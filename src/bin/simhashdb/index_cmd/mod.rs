@@ -3,6 +3,7 @@
 //! output, documents named on the command line, sizes).
 
 mod add;
+mod backup;
 mod check;
 mod compact;
 mod create;
@@ -14,6 +15,7 @@ mod stats;
 mod verify;
 
 pub use add::{AddArgs, add};
+pub use backup::{BackupArgs, backup};
 pub use check::{CheckArgs, check};
 pub use compact::{CompactArgs, compact};
 pub use create::{CreateArgs, create};

@@ -242,6 +242,14 @@ pub struct QueryIn {
     pub limit: Option<U64>,
 }
 
+/// `POST /v1/backup`: where to write the backup, on the server's machine.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackupRequest {
+    /// An absolute path that does not exist or is an empty directory.
+    pub path: std::path::PathBuf,
+}
+
 /// `POST /v1/query`: one query, or `{"queries": [...]}` (with an optional
 /// `k` and `limit` for those that give none).
 #[derive(Debug, Deserialize)]

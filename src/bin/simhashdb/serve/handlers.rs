@@ -14,8 +14,8 @@ use serde_json::json;
 
 use super::Server;
 use super::api::{
-    CheckRequest, CheckResult, DocOut, Document, DocumentIn, InsertRequest, MatchOut, QueryIn,
-    QueryRequest, Resolved, U64, parse_bounded, parse_decimal,
+    BackupRequest, CheckRequest, CheckResult, DocOut, Document, DocumentIn, InsertRequest,
+    MatchOut, QueryIn, QueryRequest, Resolved, U64, parse_bounded, parse_decimal,
 };
 use super::error::ApiError;
 use super::group;
@@ -690,6 +690,40 @@ pub async fn compact(State(server): Shared, _: NoArguments) -> Result<Response, 
     Ok(json_response(
         StatusCode::OK,
         &json!({ "compacted": true, "segments": segments }),
+    ))
+}
+
+/// `POST /v1/backup`: a consistent copy of the index into `path`, on the
+/// server's machine ([`simhashdb::Index::backup`]). Writes wait only while
+/// the backup takes its list of files.
+pub async fn backup(
+    State(server): Shared,
+    JsonBody(req): JsonBody<BackupRequest>,
+) -> Result<Response, ApiError> {
+    if !req.path.is_absolute() {
+        return Err(ApiError::invalid(format!(
+            "\"path\" must be absolute (a path on the server's machine); got {}",
+            req.path.display()
+        )));
+    }
+    let report = blocking(&server, move |s| {
+        s.index.backup(&req.path).map_err(|e| match e {
+            e @ simhashdb::Error::Poisoned { .. } => ApiError::from_write(e),
+            e => ApiError::from_read(e),
+        })
+    })
+    .await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({
+            "path": report.dest.display().to_string(),
+            "linked": report.linked,
+            "copied": report.copied,
+            "bytes": report.bytes,
+            "copied_bytes": report.copied_bytes,
+            "next_seq": report.next_seq,
+            "generation": report.generation,
+        }),
     ))
 }
 

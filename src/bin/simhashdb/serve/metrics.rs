@@ -8,7 +8,7 @@ use std::time::Duration;
 use simhashdb::Stats;
 
 /// The routes, as metric labels: `(method, route)`.
-pub const ENDPOINTS: [(&str, &str); 14] = [
+pub const ENDPOINTS: [(&str, &str); 15] = [
     ("POST", "/v1/check"),
     ("POST", "/v1/documents"),
     ("GET", "/v1/documents"),
@@ -19,6 +19,7 @@ pub const ENDPOINTS: [(&str, &str); 14] = [
     ("GET", "/v1/stats"),
     ("POST", "/v1/compact"),
     ("POST", "/v1/sync"),
+    ("POST", "/v1/backup"),
     ("GET", "/healthz"),
     ("GET", "/readyz"),
     ("GET", "/metrics"),

@@ -347,6 +347,7 @@ fn router(server: Arc<Server>, max_concurrent: usize) -> Router {
         .route("/v1/stats", get(h::stats))
         .route("/v1/compact", post(h::compact))
         .route("/v1/sync", post(h::sync))
+        .route("/v1/backup", post(h::backup))
         .route("/metrics", get(h::metrics))
         .route_layer(GlobalConcurrencyLimitLayer::new(max_concurrent))
         .merge(probes)
