@@ -51,6 +51,20 @@ use crate::recheck::{ShingleSet, shingle_hashes};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Sketch([u8; Sketch::BYTES]);
 
+/// A sketch serializes as its 16 bytes in 32 lower-case hexadecimal
+/// digits, in [`to_bytes`](Sketch::to_bytes) order.
+#[cfg(feature = "serde")]
+impl serde::Serialize for Sketch {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use std::fmt::Write as _;
+        let mut hex = String::with_capacity(2 * Sketch::BYTES);
+        for byte in self.0 {
+            let _ = write!(hex, "{byte:02x}");
+        }
+        serializer.serialize_str(&hex)
+    }
+}
+
 impl Sketch {
     /// Size in bytes.
     pub const BYTES: usize = 16;

@@ -15,6 +15,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use simhashdb::format::FORMAT_VERSION;
+use simhashdb::sketch::Sketch;
 use simhashdb::{Doc, Index, Options, hamming};
 
 /// Every file of `dir` but the lock file, with its bytes.
@@ -63,6 +64,8 @@ fn listing(version: u32) -> Vec<Doc> {
                 fingerprint: u64::from_str_radix(fields[1], 16).unwrap(),
                 timestamp_ms: fields[2].parse().unwrap(),
                 name,
+                // Version 3 has no sketches.
+                sketch: None,
             }
         })
         .collect()
@@ -178,9 +181,10 @@ fn a_version_3_index_opens_compacts_to_the_current_version_and_answers_the_same(
     let index = Index::open(&dir, Options::default()).unwrap();
     check_answers(&index, &docs, "reopened");
     index.verify().unwrap();
-    // New writes go on top of the converted index.
+    // New writes go on top of the converted index, with a sketch too.
+    let sketch = Sketch::from_bytes([0x5a; Sketch::BYTES]);
     index
-        .insert_named(1000, docs[0].fingerprint, "new")
+        .insert_sketched(1000, docs[0].fingerprint, sketch, Some("new".into()))
         .unwrap();
     index.delete(docs[1].id).unwrap();
     index.flush().unwrap();
@@ -198,6 +202,8 @@ fn a_version_3_index_opens_compacts_to_the_current_version_and_answers_the_same(
             }
         })
         .unwrap();
-    after.push(written.expect("document 1000"));
+    let written = written.expect("document 1000");
+    assert_eq!(written.sketch, Some(sketch));
+    after.push(written);
     check_answers(&index, &after, "written after");
 }

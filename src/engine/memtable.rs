@@ -39,12 +39,14 @@ pub(crate) struct Doc {
     /// Insert time, milliseconds since the Unix epoch.
     pub timestamp: u64,
     pub name: Option<Arc<str>>,
+    /// The verification value, if it was inserted with one.
+    pub sketch: Option<crate::sketch::Sketch>,
 }
 
 /// Approximate heap bytes per version written (its slot), per id (its
 /// entry of the id map, with the map's spare capacity), and per chain
 /// link, used for the flush budget.
-const SLOT_BYTES: usize = 56;
+const SLOT_BYTES: usize = std::mem::size_of::<Option<(u64, Version)>>();
 const ID_BYTES: usize = 24;
 const LINK_BYTES: usize = std::mem::size_of::<Link>();
 
@@ -360,6 +362,7 @@ mod tests {
             fingerprint,
             timestamp: 0,
             name: None,
+            sketch: None,
         }
     }
 

@@ -40,6 +40,7 @@ impl Index {
                         fingerprint: doc.fingerprint,
                         name: doc.name.as_deref().map(str::to_owned),
                         timestamp_ms: doc.timestamp,
+                        sketch: doc.sketch,
                     }));
                 }
                 Some(Version::Deleted { .. }) => return Ok(None),
@@ -105,6 +106,7 @@ impl Index {
                     fingerprint: doc.fingerprint,
                     name: doc.name.as_deref().map(str::to_owned),
                     timestamp_ms: doc.timestamp,
+                    sketch: doc.sketch,
                 });
             }
         }
@@ -237,6 +239,7 @@ impl Index {
                     fingerprint: doc.fingerprint,
                     distance: (doc.fingerprint ^ fp).count_ones(),
                     name: doc.name.as_deref().map(str::to_owned),
+                    sketch: doc.sketch,
                 });
                 keep_nearest(matches, limit);
             }
@@ -290,6 +293,7 @@ impl Index {
                     fingerprint: found,
                     distance,
                     name: entry.name.map(str::to_owned),
+                    sketch: entry.sketch,
                 });
                 keep_nearest(matches, limit);
             }
@@ -427,6 +431,7 @@ fn public_doc(entry: &DocEntry<'_>) -> Doc {
         fingerprint: entry.fingerprint,
         name: entry.name.map(str::to_owned),
         timestamp_ms: entry.timestamp,
+        sketch: entry.sketch,
     }
 }
 
