@@ -60,7 +60,8 @@ pub mod sketch;
 pub use recheck as verify;
 
 pub use engine::{
-    Doc, Docs, Durability, Index, Match, Options, RepairReport, Stats, VerifyReport, WalTail,
+    Doc, Docs, Durability, Index, Match, Options, RepairReport, Rule, Stats, VerifiedMatch,
+    VerifyReport, WalTail,
 };
 pub use error::{Error, Result};
 pub use fingerprint::{FingerprintConfig, FingerprintError, Simhasher, Tokenizer, Weighting};
