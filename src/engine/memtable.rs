@@ -39,14 +39,16 @@ pub(crate) struct Doc {
     /// Insert time, milliseconds since the Unix epoch.
     pub timestamp: u64,
     pub name: Option<Arc<str>>,
-    /// The verification value, if it was inserted with one.
-    pub sketch: Option<crate::sketch::Sketch>,
+    /// The verification value, if it was inserted with one: boxed, so that
+    /// a slot is no larger than without it (a document without a sketch
+    /// costs what it did before sketches existed).
+    pub sketch: Option<Box<crate::sketch::Sketch>>,
 }
 
 /// Approximate heap bytes per version written (its slot), per id (its
 /// entry of the id map, with the map's spare capacity), and per chain
 /// link, used for the flush budget.
-const SLOT_BYTES: usize = std::mem::size_of::<Option<(u64, Version)>>();
+const SLOT_BYTES: usize = 56;
 const ID_BYTES: usize = 24;
 const LINK_BYTES: usize = std::mem::size_of::<Link>();
 
@@ -345,9 +347,17 @@ impl Memtable {
     }
 }
 
+/// Heap bytes a version holds beside its slot: its name and its boxed
+/// sketch.
 fn name_len(version: &Version) -> usize {
     match version {
-        Version::Live(doc) => doc.name.as_ref().map_or(0, |n| n.len()),
+        Version::Live(doc) => {
+            doc.name.as_ref().map_or(0, |n| n.len())
+                + doc
+                    .sketch
+                    .as_ref()
+                    .map_or(0, |_| crate::sketch::Sketch::BYTES)
+        }
         Version::Deleted { .. } => 0,
     }
 }

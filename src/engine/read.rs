@@ -40,7 +40,7 @@ impl Index {
                         fingerprint: doc.fingerprint,
                         name: doc.name.as_deref().map(str::to_owned),
                         timestamp_ms: doc.timestamp,
-                        sketch: doc.sketch,
+                        sketch: doc.sketch.as_deref().copied(),
                     }));
                 }
                 Some(Version::Deleted { .. }) => return Ok(None),
@@ -106,7 +106,7 @@ impl Index {
                     fingerprint: doc.fingerprint,
                     name: doc.name.as_deref().map(str::to_owned),
                     timestamp_ms: doc.timestamp,
-                    sketch: doc.sketch,
+                    sketch: doc.sketch.as_deref().copied(),
                 });
             }
         }
@@ -239,7 +239,7 @@ impl Index {
                     fingerprint: doc.fingerprint,
                     distance: (doc.fingerprint ^ fp).count_ones(),
                     name: doc.name.as_deref().map(str::to_owned),
-                    sketch: doc.sketch,
+                    sketch: doc.sketch.as_deref().copied(),
                 });
                 keep_nearest(matches, limit);
             }

@@ -180,7 +180,7 @@ pub(super) fn apply(memtable: &mut Memtable, record: Record) -> u64 {
                     fingerprint,
                     timestamp,
                     name: name.map(Arc::from),
-                    sketch,
+                    sketch: sketch.map(Box::new),
                 },
             );
             seq
