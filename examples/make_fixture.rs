@@ -42,7 +42,7 @@ fn flip(state: &mut u64, fingerprint: u64, bits: u32) -> u64 {
 fn name(id: u64) -> Option<String> {
     match id {
         7 => Some(String::new()),
-        _ if id % 3 == 0 => Some(format!("https://example.org/page/{id}?lang=en")),
+        _ if id.is_multiple_of(3) => Some(format!("https://example.org/page/{id}?lang=en")),
         _ => None,
     }
 }
