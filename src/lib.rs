@@ -60,8 +60,8 @@ pub mod sketch;
 pub use recheck as verify;
 
 pub use engine::{
-    BackupReport, Doc, Docs, Durability, Index, Match, Options, RepairReport, Stats, VerifyReport,
-    WalTail,
+    BackupReport, Doc, Docs, Durability, Index, Match, Options, RepairReport, Rule, Stats,
+    VerifiedMatch, VerifyReport, WalTail,
 };
 pub use error::{Error, Result};
 pub use fingerprint::{FingerprintConfig, FingerprintError, Simhasher, Tokenizer, Weighting};

@@ -51,6 +51,20 @@ use crate::recheck::{ShingleSet, shingle_hashes};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Sketch([u8; Sketch::BYTES]);
 
+/// A sketch serializes as its 16 bytes in 32 lower-case hexadecimal
+/// digits, in [`to_bytes`](Sketch::to_bytes) order.
+#[cfg(feature = "serde")]
+impl serde::Serialize for Sketch {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use std::fmt::Write as _;
+        let mut hex = String::with_capacity(2 * Sketch::BYTES);
+        for byte in self.0 {
+            let _ = write!(hex, "{byte:02x}");
+        }
+        serializer.serialize_str(&hex)
+    }
+}
+
 impl Sketch {
     /// Size in bytes.
     pub const BYTES: usize = 16;
@@ -166,6 +180,54 @@ impl Sketch {
             out[i / 8] |= (bit as u8) << (i % 8);
         }
         Sketch(out)
+    }
+}
+
+/// A text prepared for a verified check or query
+/// ([`Index::query_verified`](crate::Index::query_verified)): its
+/// fingerprint, its sketch, its number of tokens and the threshold for it,
+/// computed in one tokenization.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TextValues {
+    /// The text's fingerprint (`None` for a text without tokens).
+    pub fingerprint: Option<u64>,
+    /// The text's sketch.
+    pub sketch: Sketch,
+    /// The number of its tokens.
+    pub tokens: usize,
+    /// [`Sketch::threshold_for`] the text.
+    pub threshold: f64,
+}
+
+impl TextValues {
+    /// Candidates are searched at [`K_SHORT`](Self::K_SHORT) for texts of
+    /// fewer than 50 tokens (docs/QUALITY.md, "The decision").
+    pub const K_SHORT: u32 = 8;
+    /// ... at `K_MEDIUM` for texts of 50–499 tokens.
+    pub const K_MEDIUM: u32 = 6;
+    /// ... at `K_LONG` from 500 tokens on.
+    pub const K_LONG: u32 = 4;
+
+    /// The values of `text`, tokenized as `hasher` tokenizes.
+    pub fn of(hasher: &Simhasher, text: &str) -> TextValues {
+        let (fingerprint, tokens) = hasher.fingerprint_and_token_hashes(text);
+        let count = tokens.len();
+        TextValues {
+            fingerprint,
+            sketch: Sketch::of_hashes(&shingle_hashes(tokens, Sketch::SHINGLE)),
+            tokens: count,
+            threshold: Sketch::threshold_for(text),
+        }
+    }
+
+    /// The distance at which candidates are searched for this text: the
+    /// smallest that reached recall 0.98 for its length in docs/QUALITY.md.
+    pub fn candidate_k(&self) -> u32 {
+        match self.tokens {
+            0..50 => TextValues::K_SHORT,
+            50..500 => TextValues::K_MEDIUM,
+            _ => TextValues::K_LONG,
+        }
     }
 }
 

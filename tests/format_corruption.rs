@@ -130,6 +130,7 @@ fn docs() -> (Vec<DocEntry<'static>>, Vec<Tombstone>) {
             seq: 100 + id,
             timestamp: 1_700_000_000_000 + id,
             name: (id % 4 != 0).then(|| names[(id % 3) as usize]),
+            sketch: None,
         })
         .collect();
     let tombs = (0..5u64)
@@ -259,6 +260,7 @@ fn wal() -> (Vec<u8>, Vec<usize>, Vec<Vec<Record>>) {
             fingerprint: 0x1234,
             timestamp: 9,
             name: Some("a".to_owned()),
+            sketch: None,
         }],
         vec![
             Record::Delete {
@@ -272,6 +274,7 @@ fn wal() -> (Vec<u8>, Vec<usize>, Vec<Vec<Record>>) {
                 fingerprint: 0,
                 timestamp: 11,
                 name: None,
+                sketch: None,
             },
         ],
         vec![Record::Insert {
@@ -280,6 +283,7 @@ fn wal() -> (Vec<u8>, Vec<usize>, Vec<Vec<Record>>) {
             fingerprint: u64::MAX,
             timestamp: 12,
             name: Some("https://example.org/".to_owned()),
+            sketch: None,
         }],
     ];
     let mut bytes = encode_wal_header(0, 7);

@@ -169,6 +169,7 @@ proptest! {
                 seq: *seq,
                 timestamp: *ts,
                 name: name.as_deref(),
+                sketch: None,
             })
             .collect();
         let mut writer = DocMapWriter::new(0, 5);
@@ -259,6 +260,7 @@ fn record_strategy() -> impl Strategy<Value = Record> {
                 fingerprint,
                 timestamp,
                 name,
+                sketch: None,
             }),
         (any::<u64>(), any::<u64>(), any::<u64>())
             .prop_map(|(seq, id, timestamp)| Record::Delete { seq, id, timestamp }),

@@ -38,6 +38,7 @@ fn m(id: u64, fingerprint: u64, distance: u32, name: Option<&str>) -> Match {
         fingerprint,
         distance,
         name: name.map(str::to_owned),
+        sketch: None,
     }
 }
 

@@ -183,6 +183,7 @@ fn brute_force(fp_query: u64, k: u32) -> Vec<Match> {
             fingerprint: fp(id),
             distance: hamming(fp(id), fp_query),
             name: name(id),
+            sketch: None,
         })
         .collect();
     for (t, f) in short_lived() {
@@ -192,6 +193,7 @@ fn brute_force(fp_query: u64, k: u32) -> Vec<Match> {
                 fingerprint: f,
                 distance: hamming(f, fp_query),
                 name: None,
+                sketch: None,
             });
         }
     }

@@ -159,6 +159,7 @@ fn documents_of_one_batch_see_each_other_in_order() {
         fingerprint,
         distance: (fingerprint ^ of).count_ones(),
         name: name.map(str::to_owned),
+        sketch: None,
     };
     assert_eq!(
         answers,

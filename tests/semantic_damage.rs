@@ -173,6 +173,7 @@ fn rewrite_doc_map(dir: &Path, id: u64, entries: &Entries, tombstones: &[Tombsto
                 seq: *seq,
                 timestamp: *timestamp,
                 name: name.as_deref(),
+                sketch: None,
             })
             .unwrap();
     }
@@ -696,6 +697,7 @@ fn with_seq(record: Record, seq: u64) -> Record {
             fingerprint,
             timestamp,
             name,
+            sketch,
             ..
         } => Record::Insert {
             seq,
@@ -703,6 +705,7 @@ fn with_seq(record: Record, seq: u64) -> Record {
             fingerprint,
             timestamp,
             name,
+            sketch,
         },
         Record::Delete { id, timestamp, .. } => Record::Delete { seq, id, timestamp },
     }
@@ -843,6 +846,7 @@ fn a_wal_record_not_newer_than_the_segments_is_refused_and_repair_drops_it() {
                 fingerprint: stale,
                 timestamp,
                 name: None,
+                sketch: None,
             }],
         );
         write_wal(dir, &frames);

@@ -35,6 +35,7 @@ fn matches(value: &Value) -> Vec<simhashdb::Match> {
             fingerprint: m["fingerprint"].as_u64().expect("fingerprint"),
             distance: m["distance"].as_u64().expect("distance") as u32,
             name: m["name"].as_str().map(str::to_owned),
+            sketch: None,
         })
         .collect()
 }

@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 
 use libfuzzer_sys::fuzz_target;
 use simhashdb::format::{DocEntry, DocMapReader, DocMapWriter, Tombstone};
+use simhashdb::sketch::Sketch;
 
 fn raw(probe: u64, rest: &[u8]) {
     let Ok(docs) = DocMapReader::new(rest) else {
@@ -75,7 +76,7 @@ fn round_trip(probe: u64, damage: (u16, u8), rest: &[u8]) {
     }
     let mut sorted: Vec<DocEntry<'_>> = docs
         .iter()
-        .map(|(&id, (fp, seq, name))| DocEntry { fingerprint: *fp, id, seq: *seq, timestamp: seq * 10, name: name.as_deref() })
+        .map(|(&id, (fp, seq, name))| DocEntry { fingerprint: *fp, id, seq: *seq, timestamp: seq * 10, name: name.as_deref(), sketch: (seq % 3 != 0).then(|| Sketch::from_bytes([*seq as u8; Sketch::BYTES])) })
         .collect();
     sorted.sort_by_key(|e| (e.fingerprint, e.id));
     let mut writer = DocMapWriter::new(0, 3);

@@ -48,7 +48,7 @@ fn brute_force(model: &Model, fp: u64, k: u32) -> Vec<Match> {
     let mut out: Vec<Match> = model
         .iter()
         .filter(|(_, (f, _))| hamming(*f, fp) <= k)
-        .map(|(&id, (f, n))| Match { id, fingerprint: *f, distance: hamming(*f, fp), name: n.clone() })
+        .map(|(&id, (f, n))| Match { id, fingerprint: *f, distance: hamming(*f, fp), name: n.clone(), sketch: None })
         .collect();
     out.sort_by_key(|m| (m.distance, m.id));
     out

@@ -337,7 +337,7 @@ fn mutate_doc_map(files: &mut Files, input: &mut Input) -> Option<()> {
     }
     let mut writer = DocMapWriter::new(index_id, segment_id);
     for (fingerprint, id, seq, timestamp, name) in &entries {
-        let entry = DocEntry { fingerprint: *fingerprint, id: *id, seq: *seq, timestamp: *timestamp, name: name.as_deref() };
+        let entry = DocEntry { fingerprint: *fingerprint, id: *id, seq: *seq, timestamp: *timestamp, name: name.as_deref(), sketch: None };
         writer.push(entry).ok()?;
     }
     for t in tombstones {
@@ -368,7 +368,7 @@ fn mutate_wal(files: &mut Files, input: &mut Input) -> Option<()> {
                 let record = if input.byte()? % 3 == 0 {
                     Record::Delete { seq, id, timestamp: 1 }
                 } else {
-                    Record::Insert { seq, id, fingerprint: input.fingerprint()?, timestamp: 1, name: None }
+                    Record::Insert { seq, id, fingerprint: input.fingerprint()?, timestamp: 1, name: None, sketch: None }
                 };
                 frames.insert(0, vec![record]);
             }
@@ -415,6 +415,7 @@ fn mutate_wal(files: &mut Files, input: &mut Input) -> Option<()> {
                 fingerprint: input.fingerprint()?,
                 timestamp: input.value()?,
                 name: None,
+                sketch: None,
             }]),
             6 => frames.push(vec![Record::Delete { seq: input.value()?, id: input.value()?, timestamp: input.value()? }]),
             7 => header_id = input.value()?,

@@ -14,6 +14,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use simhashdb::format::{Record, WalEnd, WalReader, encode_frame, encode_wal_header};
+use simhashdb::sketch::Sketch;
 
 fn raw(data: &[u8]) {
     let Ok(reader) = WalReader::new(data) else {
@@ -66,6 +67,8 @@ fn records(data: &[u8]) -> Vec<Vec<Record>> {
                 fingerprint: word.wrapping_mul(0x9e37_79b9_7f4a_7c15),
                 timestamp: 1_700_000_000_000 + word,
                 name: Some(String::from_utf8_lossy(chunk).into_owned()),
+                // Every other named insert with a sketch (record type 5).
+                sketch: (b & 0x10 != 0).then(|| Sketch::from_bytes([b; Sketch::BYTES])),
             },
             _ => Record::Insert {
                 seq,
@@ -73,6 +76,8 @@ fn records(data: &[u8]) -> Vec<Vec<Record>> {
                 fingerprint: word.rotate_left(u32::from(b)),
                 timestamp: 1_700_000_000_000,
                 name: None,
+                // Type 4 for some of them.
+                sketch: (b % 5 == 2).then(|| Sketch::from_bytes(word.to_le_bytes().repeat(2).try_into().unwrap())),
             },
         };
         seq += 1;

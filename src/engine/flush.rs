@@ -302,6 +302,7 @@ impl Core {
                         seq: doc.seq,
                         timestamp: doc.timestamp,
                         name: doc.name.as_deref(),
+                        sketch: doc.sketch.as_deref().copied(),
                     })
                     .map_err(|e| Error::InvalidArgument(e.to_string()))?,
                 Version::Deleted { seq, timestamp } => docs.push_tombstone(Tombstone {

@@ -30,6 +30,7 @@ use crate::error::{Error, Result};
 use crate::fingerprint::{FingerprintError, Simhasher};
 use crate::format::{FileKind, Record};
 use crate::plan::Plan;
+use crate::sketch::Sketch;
 
 use super::compaction::Merger;
 use super::core::{Activity, Core, lock, now_ms, read_lock};
@@ -159,9 +160,38 @@ impl Index {
         I: IntoIterator<Item = (u64, u64, Option<S>)>,
         S: Into<String>,
     {
+        self.insert_batch_sketched(
+            docs.into_iter()
+                .map(|(id, fingerprint, name)| (id, fingerprint, None, name)),
+        )
+    }
+
+    /// Inserts document `id` with `fingerprint`, its verification value
+    /// `sketch` (the [`Sketch`] of the text the fingerprint was computed
+    /// from, kept with the document: docs/FORMAT.md, "Doc map entry
+    /// block") and an optional name, replacing any earlier version of `id`.
+    /// Queries return the sketch with the document ([`Match::sketch`],
+    /// [`Doc::sketch`](crate::Doc::sketch)).
+    pub fn insert_sketched(
+        &self,
+        id: u64,
+        fingerprint: u64,
+        sketch: Sketch,
+        name: Option<String>,
+    ) -> Result<()> {
+        self.insert_batch_sketched([(id, fingerprint, Some(sketch), name)])
+    }
+
+    /// [`insert_batch`](Index::insert_batch) with an optional sketch for
+    /// each document: (id, fingerprint, sketch, name).
+    pub fn insert_batch_sketched<I, S>(&self, docs: I) -> Result<()>
+    where
+        I: IntoIterator<Item = (u64, u64, Option<Sketch>, Option<S>)>,
+        S: Into<String>,
+    {
         let timestamp = now_ms();
         let mut records = Vec::new();
-        for (id, fingerprint, name) in docs {
+        for (id, fingerprint, sketch, name) in docs {
             let name: Option<String> = name.map(Into::into);
             check_name(name.as_deref())?;
             records.push(Record::Insert {
@@ -170,6 +200,7 @@ impl Index {
                 fingerprint,
                 timestamp,
                 name,
+                sketch,
             });
         }
         let mut writer = self.writer()?;
@@ -225,6 +256,7 @@ impl Index {
             fingerprint,
             timestamp: now_ms(),
             name,
+            sketch: None,
         };
         self.log(&mut writer, vec![record])?;
         Ok(Ok(()))
@@ -276,6 +308,28 @@ impl Index {
         I: IntoIterator<Item = (u64, u64, Option<S>)>,
         S: Into<String>,
     {
+        self.insert_if_new_many_sketched(
+            docs.into_iter()
+                .map(|(id, fingerprint, name)| (id, fingerprint, None, name)),
+            k,
+            limit,
+        )
+    }
+
+    /// [`insert_if_new_many_nearest`](Index::insert_if_new_many_nearest)
+    /// with an optional sketch stored for each document inserted: (id,
+    /// fingerprint, sketch, name). The documents are checked on their
+    /// fingerprints as there; matches carry their documents' sketches.
+    pub fn insert_if_new_many_sketched<I, S>(
+        &self,
+        docs: I,
+        k: u32,
+        limit: usize,
+    ) -> Result<Vec<std::result::Result<(), Vec<Match>>>>
+    where
+        I: IntoIterator<Item = (u64, u64, Option<Sketch>, Option<S>)>,
+        S: Into<String>,
+    {
         if limit == 0 {
             return Err(Error::InvalidArgument(
                 "a check's limit on its matches must be at least 1".into(),
@@ -287,11 +341,11 @@ impl Index {
                 plan_k: self.core.plan.k(),
             });
         }
-        let mut docs: Vec<(u64, u64, Option<String>)> = docs
+        let mut docs: Vec<(u64, u64, Option<Sketch>, Option<String>)> = docs
             .into_iter()
-            .map(|(id, fp, name)| (id, fp, name.map(Into::into)))
+            .map(|(id, fp, sketch, name)| (id, fp, sketch, name.map(Into::into)))
             .collect();
-        for (_, _, name) in &docs {
+        for (_, _, _, name) in &docs {
             check_name(name.as_deref())?;
         }
         let fingerprints: Vec<u64> = docs.iter().map(|d| d.1).collect();
@@ -341,13 +395,14 @@ impl Index {
                 matches.retain(|m| !inserted.contains_key(&m.id));
             }
             for j in pending.matching(fingerprint) {
-                let (other, other_fp, name) = &docs[j];
+                let (other, other_fp, sketch, name) = &docs[j];
                 if inserted.get(other) == Some(&j) {
                     matches.push(Match {
                         id: *other,
                         fingerprint: *other_fp,
                         distance: crate::hamming(*other_fp, fingerprint),
                         name: name.clone(),
+                        sketch: *sketch,
                     });
                 }
             }
@@ -366,12 +421,13 @@ impl Index {
             .iter()
             .zip(&mut docs)
             .filter(|(answer, _)| answer.is_ok())
-            .map(|(_, (id, fingerprint, name))| Record::Insert {
+            .map(|(_, (id, fingerprint, sketch, name))| Record::Insert {
                 seq: 0,
                 id: *id,
                 fingerprint: *fingerprint,
                 timestamp,
                 name: name.take(),
+                sketch: *sketch,
             })
             .collect();
         if !records.is_empty() {
@@ -411,7 +467,10 @@ impl Index {
                 // The limit left out matches that may now count: this one
                 // is searched again, here (the writer lock is held, so the
                 // search sees every write).
-                *matches = self.query_runs_here(&[fp], k, limit)?.pop().unwrap_or_default();
+                *matches = self
+                    .query_runs_here(&[fp], k, limit)?
+                    .pop()
+                    .unwrap_or_default();
                 continue;
             }
             for j in near.matching(fp) {
@@ -421,6 +480,7 @@ impl Index {
                     fingerprint: doc.fingerprint,
                     distance: crate::hamming(doc.fingerprint, fp),
                     name: doc.name.clone(),
+                    sketch: doc.sketch,
                 });
             }
         }

@@ -30,6 +30,7 @@ mod repair;
 pub mod schedule;
 mod segment;
 mod types;
+mod verified;
 mod write;
 
 pub use backup::BackupReport;
@@ -38,3 +39,4 @@ pub use index::Index;
 pub use options::{Durability, Options};
 pub use repair::{LOST_AND_FOUND, RepairReport};
 pub use types::{Doc, Docs, Match, Stats, VerifyReport, WalTail};
+pub use verified::{Rule, VerifiedMatch};

@@ -40,6 +40,7 @@ impl Index {
                         fingerprint: doc.fingerprint,
                         name: doc.name.as_deref().map(str::to_owned),
                         timestamp_ms: doc.timestamp,
+                        sketch: doc.sketch.as_deref().copied(),
                     }));
                 }
                 Some(Version::Deleted { .. }) => return Ok(None),
@@ -105,6 +106,7 @@ impl Index {
                     fingerprint: doc.fingerprint,
                     name: doc.name.as_deref().map(str::to_owned),
                     timestamp_ms: doc.timestamp,
+                    sketch: doc.sketch.as_deref().copied(),
                 });
             }
         }
@@ -243,6 +245,7 @@ impl Index {
                     fingerprint: doc.fingerprint,
                     distance,
                     name: doc.name.as_deref().map(str::to_owned),
+                    sketch: doc.sketch.as_deref().copied(),
                 });
                 keep_nearest(matches, limit);
             }
@@ -295,6 +298,7 @@ impl Index {
                     fingerprint: found,
                     distance,
                     name: entry.name.map(str::to_owned),
+                    sketch: entry.sketch,
                 });
                 keep_nearest(matches, limit);
                 far = farthest(matches, limit);
@@ -461,6 +465,7 @@ fn public_doc(entry: &DocEntry<'_>) -> Doc {
         fingerprint: entry.fingerprint,
         name: entry.name.map(str::to_owned),
         timestamp_ms: entry.timestamp,
+        sketch: entry.sketch,
     }
 }
 

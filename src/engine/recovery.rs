@@ -208,6 +208,9 @@ impl Index {
         let mut torn = false;
         // Whether the last WAL read says its frames were acknowledged unsynced.
         let mut last_unsynced = false;
+        // Whether the last WAL read is of an older format version, which a
+        // writer does not append to (docs/FORMAT.md, "Versions").
+        let mut last_older = false;
         // The sequence number of the last record replayed.
         let mut last_seq: Option<u64> = None;
         let segments_max = segments_max_seq(&manifest);
@@ -220,6 +223,7 @@ impl Index {
             let bytes = fs.read(&path).map_err(named_file_error(&path, "read"))?;
             let reader = open_wal(&path, wal_id, manifest.index_id, &bytes)?;
             last_unsynced = reader.unsynced_appends();
+            last_older = reader.version() < crate::format::FORMAT_VERSION;
             let (frames, end) = reader.read_all();
             // Sequence numbers run on from one WAL to the next (a WAL is
             // started only after a write to the one before). A gap means a
@@ -279,6 +283,7 @@ impl Index {
                 && !torn
                 && manifest.wal_ids.len() == 1
                 && last_unsynced == (options.durability == Durability::Buffered)
+                && !last_older
             {
                 // A crash may have come between a rename and its directory
                 // sync: make what was recovered durable before building on it.

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use crate::plan::Plan;
+use crate::sketch::Sketch;
 
 /// A document found by a query.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +18,11 @@ pub struct Match {
     pub distance: u32,
     /// Its name, if it was inserted with one.
     pub name: Option<String>,
+    /// Its verification value, if it was inserted with one
+    /// ([`Index::insert_sketched`](crate::Index::insert_sketched));
+    /// left out of serialized output when absent.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub sketch: Option<Sketch>,
 }
 
 /// A live document, as [`Index::get_doc`](crate::Index::get_doc) and [`Index::for_each_doc`](crate::Index::for_each_doc) return it.
@@ -31,6 +37,11 @@ pub struct Doc {
     pub name: Option<String>,
     /// When it was inserted, in milliseconds since the Unix epoch.
     pub timestamp_ms: u64,
+    /// Its verification value, if it was inserted with one
+    /// ([`Index::insert_sketched`](crate::Index::insert_sketched));
+    /// left out of serialized output when absent.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub sketch: Option<Sketch>,
 }
 
 /// What [`Index::verify`](crate::Index::verify) read.

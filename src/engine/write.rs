@@ -171,6 +171,7 @@ pub(super) fn apply(memtable: &mut Memtable, record: Record) -> u64 {
             fingerprint,
             timestamp,
             name,
+            sketch,
         } => {
             memtable.insert(
                 id,
@@ -179,6 +180,7 @@ pub(super) fn apply(memtable: &mut Memtable, record: Record) -> u64 {
                     fingerprint,
                     timestamp,
                     name: name.map(Arc::from),
+                    sketch: sketch.map(Box::new),
                 },
             );
             seq

@@ -92,12 +92,13 @@ pub use wal::{
 /// The format version this build writes, for every file kind.
 ///
 /// See docs/FORMAT.md#versions.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 
 /// The oldest format version this build reads (it reads every version from
 /// this one to [`FORMAT_VERSION`]). Version 3 changed the doc map's layout
 /// and this build has no reader for version 2's, so a version-2 index is
-/// refused as a whole (docs/FORMAT.md, "Versions").
+/// refused as a whole; version 3 files are read (their documents have no
+/// sketch) (docs/FORMAT.md, "Versions").
 pub const OLDEST_READ_VERSION: u32 = 3;
 
 /// Longest document name, in bytes, that the WAL and the doc map accept.

@@ -7,6 +7,7 @@
 
 use super::bytes::{Cursor, check_crc, check_magic_and_version, crc32, to_u64, u32_at, u64_at};
 use super::{EncodeError, FileKind, FormatError, FormatErrorKind, MAX_NAME_LEN};
+use crate::sketch::Sketch;
 
 const FILE: FileKind = FileKind::Wal;
 /// Magic, version, flags, WAL id, index id, CRC.
@@ -19,6 +20,9 @@ pub const MAX_FRAME_PAYLOAD: usize = 256 << 20;
 const INSERT: u8 = 1;
 const INSERT_NAMED: u8 = 2;
 const DELETE: u8 = 3;
+/// Format version 4 on.
+const INSERT_SKETCHED: u8 = 4;
+const INSERT_NAMED_SKETCHED: u8 = 5;
 
 /// One logged write.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -35,6 +39,8 @@ pub enum Record {
         timestamp: u64,
         /// Optional name, at most [`MAX_NAME_LEN`] bytes.
         name: Option<String>,
+        /// Optional verification value (logged from format version 4 on).
+        sketch: Option<Sketch>,
     },
     /// Delete document `id`.
     Delete {
@@ -106,10 +112,19 @@ pub fn encode_frame_into(out: &mut Vec<u8>, records: &[Record]) -> Result<(), En
                 fingerprint,
                 timestamp,
                 name,
+                sketch,
             } => {
-                out.push(if name.is_some() { INSERT_NAMED } else { INSERT });
+                out.push(match (name.is_some(), sketch.is_some()) {
+                    (false, false) => INSERT,
+                    (true, false) => INSERT_NAMED,
+                    (false, true) => INSERT_SKETCHED,
+                    (true, true) => INSERT_NAMED_SKETCHED,
+                });
                 for v in [seq, id, fingerprint, timestamp] {
                     out.extend_from_slice(&v.to_le_bytes());
+                }
+                if let Some(sketch) = sketch {
+                    out.extend_from_slice(&sketch.to_bytes());
                 }
                 if let Some(name) = name {
                     if name.len() > MAX_NAME_LEN {
@@ -159,8 +174,8 @@ pub fn encode_frame_into(out: &mut Vec<u8>, records: &[Record]) -> Result<(), En
     Ok(())
 }
 
-/// Decodes a payload whose CRC matched.
-fn decode_payload(payload: &[u8], base: u64) -> Result<Vec<Record>, FormatError> {
+/// Decodes a payload whose CRC matched, of a WAL of format `version`.
+fn decode_payload(payload: &[u8], base: u64, version: u32) -> Result<Vec<Record>, FormatError> {
     let mut c = Cursor::new(payload, base, FILE);
     let count = c.u32()?;
     if count == 0 {
@@ -171,9 +186,20 @@ fn decode_payload(payload: &[u8], base: u64) -> Result<Vec<Record>, FormatError>
     for _ in 0..count {
         let kind = c.u8()?;
         let record = match kind {
-            INSERT | INSERT_NAMED => {
+            INSERT_SKETCHED | INSERT_NAMED_SKETCHED if version < 4 => {
+                return Err(c.malformed("a WAL record with a sketch in a WAL of format version 3"));
+            }
+            INSERT | INSERT_NAMED | INSERT_SKETCHED | INSERT_NAMED_SKETCHED => {
                 let (seq, id, fingerprint, timestamp) = (c.u64()?, c.u64()?, c.u64()?, c.u64()?);
-                let name = if kind == INSERT_NAMED {
+                let sketch = if matches!(kind, INSERT_SKETCHED | INSERT_NAMED_SKETCHED) {
+                    let bytes = c.take(Sketch::BYTES)?;
+                    let mut array = [0u8; Sketch::BYTES];
+                    array.copy_from_slice(bytes);
+                    Some(Sketch::from_bytes(array))
+                } else {
+                    None
+                };
+                let name = if matches!(kind, INSERT_NAMED | INSERT_NAMED_SKETCHED) {
                     let len = c.u32()? as usize;
                     if len > MAX_NAME_LEN {
                         return Err(c.malformed("a document name is longer than 64 KiB"));
@@ -193,6 +219,7 @@ fn decode_payload(payload: &[u8], base: u64) -> Result<Vec<Record>, FormatError>
                     fingerprint,
                     timestamp,
                     name,
+                    sketch,
                 }
             }
             DELETE => Record::Delete {
@@ -375,6 +402,7 @@ pub struct WalReader<'a> {
     wal_id: u64,
     index_id: u64,
     flags: u32,
+    version: u32,
     pos: usize,
     end: Option<WalEnd>,
 }
@@ -409,9 +437,16 @@ impl<'a> WalReader<'a> {
             wal_id: u64_at(header, 16).unwrap_or_default(),
             index_id: u64_at(header, 24).unwrap_or_default(),
             flags,
+            version: u32_at(header, 8).unwrap_or_default(),
             pos: WAL_HEADER_LEN,
             end: None,
         })
+    }
+
+    /// The format version in the header (3 or 4: only version 4 WALs hold
+    /// records with sketches, and the engine appends to no other).
+    pub fn version(&self) -> u32 {
+        self.version
     }
 
     /// The id recorded in the header.
@@ -448,7 +483,7 @@ impl<'a> WalReader<'a> {
             // The header's own CRC rejects almost every offset in O(1).
             frame_header_at(self.bytes, at).is_some()
                 && frame_at(self.bytes, at).is_ok_and(|(payload, _)| {
-                    decode_payload(payload, to_u64(at + FRAME_HEADER_LEN)).is_ok()
+                    decode_payload(payload, to_u64(at + FRAME_HEADER_LEN), self.version).is_ok()
                 })
         })
     }
@@ -467,17 +502,19 @@ impl Iterator for WalReader<'_> {
             return None;
         }
         let frame = match frame_at(self.bytes, at) {
-            Ok((payload, end)) => match decode_payload(payload, to_u64(at + FRAME_HEADER_LEN)) {
-                Ok(records) => Ok((records, end)),
-                Err(mut error) => {
-                    // Both checksums matched: damage, not a torn append. The
-                    // frame is the bad structure (the parse may have failed
-                    // at its very end).
-                    error.offset = to_u64(at);
-                    self.end = Some(WalEnd::Unparsable { error });
-                    return None;
+            Ok((payload, end)) => {
+                match decode_payload(payload, to_u64(at + FRAME_HEADER_LEN), self.version) {
+                    Ok(records) => Ok((records, end)),
+                    Err(mut error) => {
+                        // Both checksums matched: damage, not a torn append. The
+                        // frame is the bad structure (the parse may have failed
+                        // at its very end).
+                        error.offset = to_u64(at);
+                        self.end = Some(WalEnd::Unparsable { error });
+                        return None;
+                    }
                 }
-            },
+            }
             Err(error) => Err(error),
         };
         match frame {
@@ -525,6 +562,7 @@ mod tests {
                 fingerprint: 0xdead_beef,
                 timestamp: 1_700_000_000_000,
                 name: None,
+                sketch: None,
             }],
             vec![
                 Record::Insert {
@@ -533,6 +571,7 @@ mod tests {
                     fingerprint: u64::MAX,
                     timestamp: 5,
                     name: Some("https://example.com/ü".to_owned()),
+                    sketch: Some(Sketch::from_bytes([0xa5; Sketch::BYTES])),
                 },
                 Record::Delete {
                     seq: 3,
@@ -545,12 +584,21 @@ mod tests {
                     fingerprint: 0,
                     timestamp: 7,
                     name: Some(String::new()),
+                    sketch: None,
                 },
             ],
             vec![Record::Delete {
                 seq: 5,
                 id: 11,
                 timestamp: 8,
+            }],
+            vec![Record::Insert {
+                seq: 6,
+                id: 13,
+                fingerprint: 1,
+                timestamp: 9,
+                name: None,
+                sketch: Some(Sketch::from_bytes(std::array::from_fn(|i| i as u8))),
             }],
         ]
     }
@@ -672,10 +720,60 @@ mod tests {
             fingerprint: 1,
             timestamp: 1,
             name: Some("x".repeat(MAX_NAME_LEN + 1)),
+            sketch: None,
         };
         let mut out = vec![1, 2, 3];
         assert!(encode_frame_into(&mut out, &[long]).is_err());
         assert_eq!(out, [1, 2, 3]);
+    }
+
+    /// Records with a sketch exist from version 4 on: in a version 3 WAL
+    /// they are damage, and the same records without sketches are read.
+    #[test]
+    fn a_version_3_wal_reads_plain_records_and_refuses_sketched_ones() {
+        let v3_header = || {
+            let mut header = encode_wal_header(0, 3);
+            header[8..12].copy_from_slice(&3u32.to_le_bytes());
+            let crc = crc32(&header[..32]);
+            header[32..36].copy_from_slice(&crc.to_le_bytes());
+            header
+        };
+        let all = batches();
+        let plain: Vec<Vec<Record>> = all
+            .iter()
+            .map(|batch| {
+                batch
+                    .iter()
+                    .cloned()
+                    .map(|mut r| {
+                        if let Record::Insert { sketch, .. } = &mut r {
+                            *sketch = None;
+                        }
+                        r
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut bytes = v3_header();
+        for batch in &plain {
+            bytes.extend(encode_frame(batch).unwrap());
+        }
+        let reader = WalReader::new(&bytes).unwrap();
+        assert_eq!(reader.version(), 3);
+        let (frames, end) = reader.read_all();
+        assert_eq!(end, WalEnd::Clean);
+        let read: Vec<Vec<Record>> = frames.into_iter().map(|f| f.records).collect();
+        assert_eq!(read, plain);
+
+        let mut bytes = v3_header();
+        bytes.extend(encode_frame(&all[1]).unwrap());
+        let (frames, end) = WalReader::new(&bytes).unwrap().read_all();
+        assert!(frames.is_empty());
+        let WalEnd::Unparsable { error } = end else {
+            panic!("{end:?}")
+        };
+        assert_eq!(error.offset, to_u64(WAL_HEADER_LEN));
+        assert!(error.to_string().contains("sketch"), "{error}");
     }
 
     #[test]

@@ -30,6 +30,7 @@ pub fn brute_force(model: &Model, fp: u64, k: u32) -> Vec<Match> {
             fingerprint: *f,
             distance: hamming(*f, fp),
             name: n.clone(),
+            sketch: None,
         })
         .collect();
     out.sort_by_key(|m| (m.distance, m.id));

@@ -3,12 +3,23 @@
 
 use super::super::bytes::{crc32, to_u64, to_usize, u64_at};
 use super::super::{FileKind, FormatError, MAX_NAME_LEN};
+use crate::sketch::Sketch;
 
 const FILE: FileKind = FileKind::DocMap;
 /// Entries (and id index records) per block; every block but the last is full.
 pub(crate) const BLOCK_LEN: usize = 128;
-/// Fixed fields at the start of an entry block.
-const ENTRY_HEAD: usize = 46;
+/// Fixed fields at the start of an entry block of format version 3.
+const ENTRY_HEAD_V3: usize = 46;
+/// Fixed fields at the start of an entry block from version 4 on: the
+/// version 3 fields and the sketch mode.
+const ENTRY_HEAD: usize = 47;
+/// Sketch modes (docs/FORMAT.md#doc-map-entry-block): no entry of the block
+/// has a sketch, every entry has one, some do (a presence stream).
+const SKETCHES_NONE: u8 = 0;
+const SKETCHES_ALL: u8 = 1;
+const SKETCHES_SOME: u8 = 2;
+/// `sketch_slots` value of an entry without a sketch.
+const NO_SKETCH: u8 = u8::MAX;
 /// Fixed fields at the start of an id index block.
 const ID_HEAD: usize = 10;
 /// Largest Rice parameter (a reader fetches low bits with one 8-byte load).
@@ -170,6 +181,7 @@ pub(crate) struct Pending {
     pub(crate) timestamp: u64,
     /// Name length + 1, or 0 for no name.
     pub(crate) name_code: u32,
+    pub(crate) sketch: Option<Sketch>,
 }
 
 /// Appends the entry block of `entries` (1..=128, sorted by (fingerprint,
@@ -213,6 +225,12 @@ pub(crate) fn encode_entry_block(
             .max()
             .unwrap_or(0),
     );
+    let sketched = entries.iter().filter(|e| e.sketch.is_some()).count();
+    let sketch_mode = match sketched {
+        0 => SKETCHES_NONE,
+        n if n == entries.len() => SKETCHES_ALL,
+        _ => SKETCHES_SOME,
+    };
     out.extend_from_slice(&first.fingerprint.to_le_bytes());
     out.push(r as u8);
     out.extend_from_slice(&id_base.to_le_bytes());
@@ -224,6 +242,7 @@ pub(crate) fn encode_entry_block(
     out.push(ts_width as u8);
     out.push(name_width as u8);
     out.extend_from_slice(&name_base.to_le_bytes());
+    out.push(sketch_mode);
     let (low, unary) = write_rice(&gaps, r);
     out.extend_from_slice(&low);
     write_packed(out, entries.iter().map(|e| e.id - id_base), id_width);
@@ -241,6 +260,16 @@ pub(crate) fn encode_entry_block(
         entries.iter().map(|e| u64::from(e.name_code)),
         name_width,
     );
+    if sketch_mode == SKETCHES_SOME {
+        write_packed(
+            out,
+            entries.iter().map(|e| u64::from(e.sketch.is_some())),
+            1,
+        );
+    }
+    for sketch in entries.iter().filter_map(|e| e.sketch) {
+        out.extend_from_slice(&sketch.to_bytes());
+    }
     out.extend_from_slice(&unary);
     let mut crc = crc32fast::Hasher::new();
     crc.update(out.get(start..).unwrap_or_default());
@@ -366,6 +395,10 @@ pub(crate) struct EntryBlock<'a> {
     names: &'a [u8],
     /// Where the block's names start in the names section.
     name_base: u64,
+    /// The block's sketches, 16 bytes each, and for each entry the index of
+    /// its sketch among them ([`NO_SKETCH`] for none).
+    sketches: &'a [u8],
+    sketch_slots: [u8; BLOCK_LEN],
 }
 
 /// One decoded entry; its name is a range of the block's names.
@@ -379,21 +412,27 @@ pub(crate) struct Decoded {
 
 impl<'a> EntryBlock<'a> {
     /// Parses and checks the block `bytes` of `len` entries (1..=128) at
-    /// offset `at` of the file, whose names lie in `names` (the whole
-    /// names section).
+    /// offset `at` of a file of format `version`, whose names lie in
+    /// `names` (the whole names section).
     pub(crate) fn parse(
         bytes: &'a [u8],
         len: usize,
         names: &'a [u8],
         at: u64,
+        version: u32,
     ) -> Result<Self, FormatError> {
         let bad = |what| FormatError::malformed(FILE, at, what);
         if len == 0 || len > BLOCK_LEN {
             return Err(bad("a doc map block has a wrong entry count"));
         }
+        let head = if version >= 4 {
+            ENTRY_HEAD
+        } else {
+            ENTRY_HEAD_V3
+        };
         let Some((body, crc)) = bytes
             .split_last_chunk::<4>()
-            .filter(|(b, _)| b.len() >= ENTRY_HEAD)
+            .filter(|(b, _)| b.len() >= head)
         else {
             return Err(bad(
                 "a doc map entry block is shorter than its fixed fields",
@@ -406,16 +445,22 @@ impl<'a> EntryBlock<'a> {
         let (seq_base, seq_width, relative) = (u64_of(18), u8_at(26), u8_at(27));
         let (ts_base, ts_width) = (u64_of(28), u8_at(36));
         let (name_width, name_base) = (u8_at(37), u64_of(38));
+        let sketch_mode = if version >= 4 {
+            body.get(46).copied().unwrap_or(0)
+        } else {
+            SKETCHES_NONE
+        };
         if r > MAX_RICE
             || id_width > 64
             || seq_width > 64
             || ts_width > 64
             || relative > 1
             || name_width > MAX_NAME_WIDTH
+            || sketch_mode > SKETCHES_SOME
         {
             return Err(bad("a doc map entry block has a field width out of range"));
         }
-        let mut rest = body.get(ENTRY_HEAD..).unwrap_or_default();
+        let mut rest = body.get(head..).unwrap_or_default();
         let low_bits = (len - 1) * r as usize;
         let streams = (|| {
             let low = take(&mut rest, low_bits.div_ceil(8))?;
@@ -423,10 +468,32 @@ impl<'a> EntryBlock<'a> {
             let seq = Packed::take(&mut rest, seq_width, len)?;
             let ts = Packed::take(&mut rest, ts_width, len)?;
             let codes = Packed::take(&mut rest, name_width, len)?;
-            Some((low, id, seq, ts, codes))
+            let presence = match sketch_mode {
+                SKETCHES_SOME => Some(Packed::take(&mut rest, 1, len)?),
+                _ => None,
+            };
+            Some((low, id, seq, ts, codes, presence))
         })();
-        let Some((low, id, seq, ts, codes)) = streams else {
+        let Some((low, id, seq, ts, codes, presence)) = streams else {
             return Err(bad("a doc map entry block is shorter than its streams"));
+        };
+        let mut sketch_slots = [NO_SKETCH; BLOCK_LEN];
+        let mut sketched = 0usize;
+        if sketch_mode != SKETCHES_NONE {
+            for (i, slot) in sketch_slots.iter_mut().enumerate().take(len) {
+                if presence.is_none_or(|p| p.get(i) == 1) {
+                    *slot = sketched as u8;
+                    sketched += 1;
+                }
+            }
+        }
+        if sketch_mode == SKETCHES_SOME && (sketched == 0 || sketched == len) {
+            return Err(bad(
+                "a doc map entry block's sketch presence bits are all equal",
+            ));
+        }
+        let Some(sketches) = take(&mut rest, sketched * Sketch::BYTES) else {
+            return Err(bad("a doc map entry block is shorter than its sketches"));
         };
         let unary = rest;
         let mut name_starts = [0u32; BLOCK_LEN + 1];
@@ -490,6 +557,8 @@ impl<'a> EntryBlock<'a> {
             name_starts,
             names: block_names,
             name_base,
+            sketches,
+            sketch_slots,
         };
         // A packed field passes 2^64 - 1 only if its base plus its widest
         // value could: each value is checked only then.
@@ -552,6 +621,17 @@ impl<'a> EntryBlock<'a> {
         let start = self.name_starts.get(i).copied()? as usize;
         let end = self.name_starts.get(i + 1).copied()? as usize;
         self.names.get(start..end)
+    }
+
+    /// Entry `i`'s sketch: `None` for none.
+    pub(crate) fn sketch(&self, i: usize) -> Option<Sketch> {
+        let slot = *self.sketch_slots.get(i)?;
+        if slot == NO_SKETCH {
+            return None;
+        }
+        let start = usize::from(slot) * Sketch::BYTES;
+        let bytes = self.sketches.get(start..start + Sketch::BYTES)?;
+        Some(Sketch::from_bytes(bytes.try_into().ok()?))
     }
 
     /// Where the block's names start in the names section.

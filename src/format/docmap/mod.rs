@@ -11,6 +11,7 @@ use std::io::Write;
 
 use super::bytes::to_u64;
 use super::{EncodeError, FileKind, MAX_NAME_LEN};
+use crate::sketch::Sketch;
 
 mod block;
 mod reader;
@@ -42,6 +43,9 @@ pub struct DocEntry<'a> {
     pub timestamp: u64,
     /// The optional name (a URL or path), at most [`MAX_NAME_LEN`] bytes.
     pub name: Option<&'a str>,
+    /// The optional verification value (format version 4 on; documents
+    /// of version 3 files have none).
+    pub sketch: Option<Sketch>,
 }
 
 /// A delete that must hide the id in older segments.
@@ -63,6 +67,7 @@ struct PendingEntry {
     timestamp: u64,
     name_start: usize,
     name_len: u32,
+    sketch: Option<Sketch>,
 }
 
 /// Collects a segment's documents and tombstones in any order; sorts and
@@ -143,6 +148,7 @@ impl DocMapWriter {
             timestamp: entry.timestamp,
             name_start,
             name_len,
+            sketch: entry.sketch,
         });
         Ok(())
     }
@@ -212,7 +218,7 @@ impl DocMapWriter {
                         .unwrap_or_default(),
                 ),
             };
-            w.push_raw(e.fingerprint, e.id, e.seq, e.timestamp, name)?;
+            w.push_raw(e.fingerprint, e.id, e.seq, e.timestamp, name, e.sketch)?;
         }
         for &(id, position) in &by_id {
             w.push_id(id, position)?;

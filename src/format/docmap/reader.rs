@@ -190,6 +190,8 @@ struct View<'a> {
     tombstones_at: u64,
     names: &'a [u8],
     tombstone_count: usize,
+    /// The file's format version (the entry blocks' layout depends on it).
+    version: u32,
 }
 
 fn record(section: &[u8], len: usize, i: usize) -> Option<&[u8]> {
@@ -216,7 +218,7 @@ impl<'a> View<'a> {
     /// equal to the block index's).
     fn entry_block(&self, i: usize) -> Result<EntryBlock<'a>, FormatError> {
         let (bytes, at, key) = self.entries.block(i)?;
-        let block = EntryBlock::parse(bytes, self.entries.len_of(i), self.names, at)?;
+        let block = EntryBlock::parse(bytes, self.entries.len_of(i), self.names, at, self.version)?;
         if block.fingerprint(0) != key {
             return Err(self
                 .entries
@@ -257,6 +259,7 @@ impl<'a> View<'a> {
             seq,
             timestamp,
             name,
+            sketch: block.sketch(i),
         })
     }
 
@@ -353,6 +356,7 @@ pub struct DocMapReader<D> {
     layout: Layout,
     index_id: u64,
     segment_id: u64,
+    version: u32,
 }
 
 impl<D: AsRef<[u8]>> DocMapReader<D> {
@@ -364,6 +368,8 @@ impl<D: AsRef<[u8]>> DocMapReader<D> {
         let segment_id = field(12);
         let (entry_count, tombstone_count) = (field(20), field(28));
         let index_id = field(36);
+        // `Container::open` checked it is one this build reads.
+        let version = u32_at(header, 8).unwrap_or_default();
         if container.section_count() != SECTIONS {
             return Err(FormatError::malformed(
                 FILE,
@@ -426,6 +432,7 @@ impl<D: AsRef<[u8]>> DocMapReader<D> {
             layout,
             index_id,
             segment_id,
+            version,
         })
     }
 
@@ -454,7 +461,14 @@ impl<D: AsRef<[u8]>> DocMapReader<D> {
             tombstones_at,
             names: get(5).0,
             tombstone_count: l.tombstone_count,
+            version: self.version,
         }
+    }
+
+    /// The format version in the file's header (3 or 4: version 3 entries
+    /// have no sketch).
+    pub fn version(&self) -> u32 {
+        self.version
     }
 
     /// The index this doc map belongs to.

@@ -1,6 +1,11 @@
 #![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
 use super::*;
+use crate::sketch::Sketch;
+
+/// A document as the model holds it: fingerprint, id, sequence number,
+/// timestamp, name, sketch.
+type Row = (u64, u64, u64, u64, Option<String>, Option<Sketch>);
 
 fn doc(fingerprint: u64, id: u64, name: Option<&str>) -> DocEntry<'_> {
     DocEntry {
@@ -9,6 +14,7 @@ fn doc(fingerprint: u64, id: u64, name: Option<&str>) -> DocEntry<'_> {
         seq: id * 10,
         timestamp: 1_700_000_000_000 + id,
         name,
+        sketch: None,
     }
 }
 
@@ -305,15 +311,16 @@ fn every_bit_flip_is_caught_or_harmless() {
 
 /// A doc map of `docs` (any order) and `tombs`, and the model it must
 /// answer like: id -> entry.
-fn build_owned(docs: &[(u64, u64, u64, u64, Option<String>)], tombs: &[Tombstone]) -> Vec<u8> {
+fn build_owned(docs: &[Row], tombs: &[Tombstone]) -> Vec<u8> {
     let mut w = DocMapWriter::new(5, 6);
-    for (fp, id, seq, ts, name) in docs {
+    for (fp, id, seq, ts, name, sketch) in docs {
         w.push(DocEntry {
             fingerprint: *fp,
             id: *id,
             seq: *seq,
             timestamp: *ts,
             name: name.as_deref(),
+            sketch: *sketch,
         })
         .unwrap();
     }
@@ -325,16 +332,11 @@ fn build_owned(docs: &[(u64, u64, u64, u64, Option<String>)], tombs: &[Tombstone
 
 /// Checks every lookup of `r` against the model, and `probes` that may be
 /// absent.
-fn check_against_model(
-    r: &DocMapReader<&[u8]>,
-    docs: &[(u64, u64, u64, u64, Option<String>)],
-    tombs: &[Tombstone],
-    probes: &[u64],
-) {
+fn check_against_model(r: &DocMapReader<&[u8]>, docs: &[Row], tombs: &[Tombstone], probes: &[u64]) {
     use std::collections::BTreeMap;
     let model: BTreeMap<u64, DocEntry<'_>> = docs
         .iter()
-        .map(|(fp, id, seq, ts, name)| {
+        .map(|(fp, id, seq, ts, name, sketch)| {
             (
                 *id,
                 DocEntry {
@@ -343,6 +345,7 @@ fn check_against_model(
                     seq: *seq,
                     timestamp: *ts,
                     name: name.as_deref(),
+                    sketch: *sketch,
                 },
             )
         })
@@ -383,8 +386,7 @@ fn check_against_model(
 /// Ids drawn from a small pool with the extremes, so 0, `u64::MAX` and
 /// neighbours meet; fingerprints from a small pool so runs of equal
 /// fingerprints cross block boundaries.
-fn doc_strategy() -> impl proptest::strategy::Strategy<Value = (u64, u64, u64, u64, Option<String>)>
-{
+fn doc_strategy() -> impl proptest::strategy::Strategy<Value = Row> {
     use proptest::prelude::*;
     (
         prop_oneof![Just(0u64), Just(u64::MAX), 0u64..8, any::<u64>()],
@@ -398,6 +400,7 @@ fn doc_strategy() -> impl proptest::strategy::Strategy<Value = (u64, u64, u64, u
         any::<u64>(),
         prop_oneof![Just(u64::MAX), 0u64..5000, any::<u64>()],
         proptest::option::of("[a-zé/]{0,6}"),
+        proptest::option::of(any::<[u8; Sketch::BYTES]>().prop_map(Sketch::from_bytes)),
     )
 }
 
@@ -432,12 +435,12 @@ proptest::proptest! {
 /// `n` documents with random fingerprints, ids `0..n` in insertion order,
 /// sequence numbers following the ids and timestamps within one second:
 /// what an ingest writes.
-fn ingest_like(n: u64) -> Vec<(u64, u64, u64, u64, Option<String>)> {
+fn ingest_like(n: u64) -> Vec<Row> {
     let mut x = 0x1234_5678_9abc_def0u64;
     (0..n)
         .map(|i| {
             x = mix(x.wrapping_add(0x9e37_79b9_7f4a_7c15));
-            (x, i, i + 1, 1_700_000_000_000 + i * 1000 / n, None)
+            (x, i, i + 1, 1_700_000_000_000 + i * 1000 / n, None, None)
         })
         .collect()
 }
@@ -452,8 +455,17 @@ fn block_boundaries_round_trip() {
     }
     // One fingerprint shared by 300 documents: its run spans three blocks.
     let docs: Vec<_> = (0..300u64)
-        .map(|i| (42, i * 7, i, i, (i % 3 == 0).then(|| format!("n{i}"))))
-        .chain([(41, 5000, 1, 1, None), (43, 5001, 1, 1, None)])
+        .map(|i| {
+            (
+                42,
+                i * 7,
+                i,
+                i,
+                (i % 3 == 0).then(|| format!("n{i}")),
+                (i % 2 == 0).then(|| Sketch::from_bytes([i as u8; Sketch::BYTES])),
+            )
+        })
+        .chain([(41, 5000, 1, 1, None, None), (43, 5001, 1, 1, None, None)])
         .collect();
     let bytes = build_owned(&docs, &[]);
     let r = DocMapReader::new(&bytes[..]).unwrap();
@@ -499,6 +511,9 @@ fn every_byte_of_a_multi_block_file_damaged_is_caught_or_harmless() {
     for (i, d) in docs.iter_mut().enumerate() {
         if i % 5 == 0 {
             d.4 = Some(format!("https://example.com/{i}"));
+        }
+        if i % 3 == 0 || i >= 256 {
+            d.5 = Some(Sketch::from_bytes([(i % 251) as u8; Sketch::BYTES]));
         }
         if i % 50 == 0 {
             d.0 = docs_fp_shared();
@@ -548,6 +563,70 @@ fn every_byte_of_a_multi_block_file_damaged_is_caught_or_harmless() {
             );
         }
     }
+}
+
+/// Blocks whose entries all have a sketch, none has one and some have one
+/// (the three sketch modes) round-trip, in every position of a run of one
+/// fingerprint too.
+#[test]
+fn sketches_round_trip_in_every_mode() {
+    let mut docs = ingest_like(128 * 4 + 5);
+    docs.sort_by_key(|d| (d.0, d.1));
+    for (i, d) in docs.iter_mut().enumerate() {
+        let sketched = match i / 128 {
+            0 => true,
+            1 => false,
+            2 => i % 7 == 0,
+            3 => i % 7 != 0,
+            _ => i % 2 == 1,
+        };
+        if sketched {
+            d.5 = Some(Sketch::from_bytes(std::array::from_fn(|b| {
+                (i as u8).wrapping_mul(31).wrapping_add(b as u8)
+            })));
+        }
+        if i % 11 == 0 {
+            d.4 = Some(format!("n{i}"));
+        }
+    }
+    let bytes = build_owned(&docs, &[]);
+    let r = DocMapReader::new(&bytes[..]).unwrap();
+    assert_eq!(r.version(), crate::format::FORMAT_VERSION);
+    check_against_model(&r, &docs, &[], &[0, u64::MAX]);
+    // The same documents without sketches take 16 bytes less for each
+    // sketch, plus the presence bits of the two mixed blocks and of the last.
+    let plain: Vec<Row> = docs
+        .iter()
+        .cloned()
+        .map(|mut d| {
+            d.5 = None;
+            d
+        })
+        .collect();
+    let sketches = docs.iter().filter(|d| d.5.is_some()).count();
+    let plain_len = build_owned(&plain, &[]).len();
+    assert_eq!(bytes.len(), plain_len + 16 * sketches + 16 * 2 + 1);
+}
+
+#[test]
+fn an_ingest_like_doc_map_with_sketches_takes_at_most_16_more_bytes_per_document() {
+    let n = 10_000u64;
+    let plain = ingest_like(n);
+    let sketched: Vec<Row> = plain
+        .iter()
+        .cloned()
+        .map(|mut d| {
+            d.5 = Some(Sketch::from_bytes(
+                d.0.to_le_bytes().repeat(2).try_into().unwrap(),
+            ));
+            d
+        })
+        .collect();
+    let (a, b) = (
+        build_owned(&plain, &[]).len(),
+        build_owned(&sketched, &[]).len(),
+    );
+    assert!(b - a <= 16 * n as usize, "{a} -> {b}");
 }
 
 fn docs_fp_shared() -> u64 {

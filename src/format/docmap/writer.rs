@@ -7,6 +7,7 @@ use super::super::container::ContainerWriter;
 use super::super::{EncodeError, MAX_NAME_LEN};
 use super::block::{BLOCK_LEN, Pending, encode_entry_block, encode_id_block, width};
 use super::{DocEntry, FILE, HEADER_LEN, Ranges, Tombstone, pair_hash};
+use crate::sketch::Sketch;
 
 /// Which part of the file a [`SortedDocMapWriter`] is writing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -217,6 +218,7 @@ impl<W: Write> SortedDocMapWriter<W> {
             entry.seq,
             entry.timestamp,
             entry.name.map(str::as_bytes),
+            entry.sketch,
         )
     }
 
@@ -227,6 +229,7 @@ impl<W: Write> SortedDocMapWriter<W> {
         seq: u64,
         timestamp: u64,
         name: Option<&[u8]>,
+        sketch: Option<Sketch>,
     ) -> Result<u32, EncodeError> {
         self.enter(Phase::Entries)?;
         let name_code = match name {
@@ -248,6 +251,7 @@ impl<W: Write> SortedDocMapWriter<W> {
             seq,
             timestamp,
             name_code,
+            sketch,
         });
         let position = self.written as u32;
         self.entry_pairs = self.entry_pairs.wrapping_add(pair_hash(id, position));

@@ -1,0 +1,209 @@
+//! Indexes of an earlier format version that this build still reads open,
+//! answer as they did, and are rewritten in the current version by a
+//! compaction (docs/FORMAT.md, "Versions").
+//!
+//! `tests/data/format-v3/index/` was written by the last build of format
+//! version 3 with `cargo run --release --example make_fixture --
+//! tests/data/format-v3` (examples/make_fixture.rs): two segments, a
+//! tombstone, a replaced document and a WAL tail that was never flushed.
+//! `tests/data/format-v3/docs.tsv` lists its live documents as that build
+//! read them; every answer here is checked against a brute-force scan of
+//! that listing.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use simhashdb::format::FORMAT_VERSION;
+use simhashdb::sketch::Sketch;
+use simhashdb::{Doc, Index, Options, hamming};
+
+/// Every file of `dir` but the lock file, with its bytes.
+fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_name() != "LOCK")
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn fixture(version: u32) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/data/format-v{version}"))
+}
+
+/// A copy of the fixture's index in a fresh temporary directory.
+fn copy(version: u32) -> (tempfile::TempDir, PathBuf) {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("index");
+    fs::create_dir(&dir).unwrap();
+    for (name, bytes) in files(&fixture(version).join("index")) {
+        fs::write(dir.join(name), bytes).unwrap();
+    }
+    (temp, dir)
+}
+
+/// The fixture's listing (examples/make_fixture.rs gives the format).
+fn listing(version: u32) -> Vec<Doc> {
+    let text = fs::read_to_string(fixture(version).join("docs.tsv")).unwrap();
+    text.lines()
+        .map(|line| {
+            let fields: Vec<&str> = line.splitn(4, '\t').collect();
+            assert_eq!(fields.len(), 4, "{line}");
+            let name = match fields[3] {
+                "-" => None,
+                n => Some(n.strip_prefix('=').expect(line).to_string()),
+            };
+            Doc {
+                id: fields[0].parse().unwrap(),
+                fingerprint: u64::from_str_radix(fields[1], 16).unwrap(),
+                timestamp_ms: fields[2].parse().unwrap(),
+                name,
+                // Version 3 has no sketches.
+                sketch: None,
+            }
+        })
+        .collect()
+}
+
+/// The format version in the header of every file of `dir`, by file name.
+fn versions(dir: &Path) -> BTreeMap<String, u32> {
+    files(dir)
+        .into_iter()
+        .map(|(name, bytes)| {
+            let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
+            (name, version)
+        })
+        .collect()
+}
+
+/// The queries: every listed fingerprint, each with one and four bits
+/// flipped, and fingerprints of removed documents.
+fn queries(docs: &[Doc]) -> Vec<u64> {
+    let mut out = Vec::new();
+    for (i, doc) in docs.iter().enumerate() {
+        out.push(doc.fingerprint);
+        out.push(doc.fingerprint ^ (1 << (i % 64)));
+        out.push(doc.fingerprint ^ (0b1111 << (i % 60)));
+    }
+    out.push(0);
+    out.push(u64::MAX);
+    out
+}
+
+/// Checks every document and every query answer of `index` against a
+/// brute-force scan of `docs`.
+fn check_answers(index: &Index, docs: &[Doc], what: &str) {
+    let mut seen = Vec::new();
+    index.for_each_doc(|doc| seen.push(doc.clone())).unwrap();
+    seen.sort_by_key(|doc| doc.id);
+    assert_eq!(seen, docs, "{what}: documents");
+    assert_eq!(index.len().unwrap(), docs.len() as u64, "{what}: len");
+    for doc in docs {
+        assert_eq!(
+            index.get_doc(doc.id).unwrap().as_ref(),
+            Some(doc),
+            "{what}: get_doc({})",
+            doc.id
+        );
+    }
+    for absent in [11, 250, 390, 400, 1 << 40] {
+        assert_eq!(index.get_doc(absent).unwrap(), None, "{what}: {absent}");
+    }
+    let k = index.plan().k();
+    for q in queries(docs) {
+        let got: Vec<(u32, u64, Option<String>)> = index
+            .query(q, k)
+            .unwrap()
+            .into_iter()
+            .map(|m| (m.distance, m.id, m.name))
+            .collect();
+        let mut want: Vec<(u32, u64, Option<String>)> = docs
+            .iter()
+            .filter(|d| hamming(d.fingerprint, q) <= k)
+            .map(|d| (hamming(d.fingerprint, q), d.id, d.name.clone()))
+            .collect();
+        want.sort();
+        assert_eq!(got, want, "{what}: query {q:016x}");
+    }
+}
+
+#[test]
+fn the_version_3_fixture_is_what_its_listing_says() {
+    let docs = listing(3);
+    assert!(docs.len() >= 300, "{}", docs.len());
+    assert!(docs.iter().any(|d| d.name.as_deref() == Some("")));
+    assert!(docs.iter().any(|d| d.name.is_none()));
+    let dir = fixture(3).join("index");
+    let versions = versions(&dir);
+    assert!(versions.values().all(|&v| v == 3), "{versions:?}");
+    assert!(versions.keys().filter(|n| n.ends_with(".ids")).count() >= 2);
+    assert!(versions.keys().any(|n| n.ends_with(".wal")));
+}
+
+#[test]
+fn a_version_3_index_opens_read_only_answers_as_listed_and_is_left_unchanged() {
+    let docs = listing(3);
+    let (_temp, dir) = copy(3);
+    let before = files(&dir);
+    let index = Index::open_read_only(&dir).unwrap();
+    check_answers(&index, &docs, "read-only");
+    index.verify().unwrap();
+    drop(index);
+    assert_eq!(files(&dir), before);
+}
+
+#[test]
+fn a_version_3_index_opens_compacts_to_the_current_version_and_answers_the_same() {
+    let docs = listing(3);
+    let (_temp, dir) = copy(3);
+    let index = Index::open(&dir, Options::default()).unwrap();
+    check_answers(&index, &docs, "opened");
+    index.compact().unwrap();
+    check_answers(&index, &docs, "compacted");
+    index.verify().unwrap();
+    index.close().unwrap();
+    let versions = versions(&dir);
+    assert!(
+        versions.values().all(|&v| v == FORMAT_VERSION),
+        "{versions:?}"
+    );
+    assert_eq!(
+        versions.keys().filter(|n| n.ends_with(".ids")).count(),
+        1,
+        "{versions:?}"
+    );
+    let index = Index::open(&dir, Options::default()).unwrap();
+    check_answers(&index, &docs, "reopened");
+    index.verify().unwrap();
+    // New writes go on top of the converted index, with a sketch too.
+    let sketch = Sketch::from_bytes([0x5a; Sketch::BYTES]);
+    index
+        .insert_sketched(1000, docs[0].fingerprint, sketch, Some("new".into()))
+        .unwrap();
+    index.delete(docs[1].id).unwrap();
+    index.flush().unwrap();
+    index.compact().unwrap();
+    let mut after: Vec<Doc> = docs
+        .iter()
+        .filter(|d| d.id != docs[1].id)
+        .cloned()
+        .collect();
+    let mut written = None;
+    index
+        .for_each_doc(|d| {
+            if d.id == 1000 {
+                written = Some(d.clone());
+            }
+        })
+        .unwrap();
+    let written = written.expect("document 1000");
+    assert_eq!(written.sketch, Some(sketch));
+    after.push(written);
+    check_answers(&index, &after, "written after");
+}
