@@ -16,7 +16,9 @@ use std::process::Command;
 use common::server::Server;
 
 fn deploy_file(name: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy").join(name);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("deploy")
+        .join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -63,7 +65,10 @@ fn start_deployed(words: &[String], moves: &[(&str, OsString)]) -> Server {
         })
         .collect();
     for ((from, _), done) in moves.iter().zip(replaced) {
-        assert!(done, "the deployed command has no argument {from}: {words:?}");
+        assert!(
+            done,
+            "the deployed command has no argument {from}: {words:?}"
+        );
     }
     Server::start_args(&args)
 }
@@ -71,7 +76,11 @@ fn start_deployed(words: &[String], moves: &[(&str, OsString)]) -> Server {
 fn stop_with_sigterm(mut server: Server) {
     server.signal("TERM");
     let status = server.wait();
-    assert!(status.success(), "SIGTERM: {status:?}; stderr:\n{}", server.stderr());
+    assert!(
+        status.success(),
+        "SIGTERM: {status:?}; stderr:\n{}",
+        server.stderr()
+    );
 }
 
 #[test]
@@ -105,14 +114,22 @@ fn the_systemd_units_command_serves_its_probes_and_stops_on_sigterm() {
     assert_eq!(check.json()["results"][0]["status"], "new");
     stop_with_sigterm(server);
     assert!(
-        dir.path().join(&state).join("index").join("MANIFEST").exists(),
+        dir.path()
+            .join(&state)
+            .join("index")
+            .join("MANIFEST")
+            .exists(),
         "the index is where the unit's StateDirectory puts it"
     );
 }
 
 #[test]
 fn the_systemd_unit_passes_systemd_analyze_verify() {
-    if Command::new("systemd-analyze").arg("--version").output().is_err() {
+    if Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
         eprintln!("systemd-analyze is not installed: the unit's syntax is not checked here");
         return;
     }
@@ -120,7 +137,9 @@ fn the_systemd_unit_passes_systemd_analyze_verify() {
     // binary under test, which exists.
     let unit = deploy_file("simhashdb.service").replace(
         "/usr/local/bin/simhashdb",
-        PathBuf::from(env!("CARGO_BIN_EXE_simhashdb")).to_str().expect("a UTF-8 path"),
+        PathBuf::from(env!("CARGO_BIN_EXE_simhashdb"))
+            .to_str()
+            .expect("a UTF-8 path"),
     );
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("simhashdb.service");
@@ -141,8 +160,15 @@ fn the_systemd_unit_passes_systemd_analyze_verify() {
 #[test]
 fn the_containers_entrypoint_serves_with_its_token_and_stops_on_sigterm() {
     let file = deploy_file("Containerfile");
-    let user: Vec<&str> = file.lines().filter_map(|l| l.strip_prefix("USER ")).collect();
-    assert_eq!(user, ["simhashdb"], "the image runs as its own user, not root");
+    let user: Vec<&str> = file
+        .lines()
+        .filter_map(|l| l.strip_prefix("USER "))
+        .collect();
+    assert_eq!(
+        user,
+        ["simhashdb"],
+        "the image runs as its own user, not root"
+    );
     assert!(file.lines().any(|l| l == "STOPSIGNAL SIGTERM"));
     assert!(file.lines().any(|l| l == "VOLUME /data"));
     let mut words = container_array(&file, "ENTRYPOINT");
@@ -161,7 +187,11 @@ fn the_containers_entrypoint_serves_with_its_token_and_stops_on_sigterm() {
     let mut client = server.client();
     assert_eq!(client.get("/healthz").expect("healthz").status, 200);
     assert_eq!(client.get("/readyz").expect("readyz").status, 200);
-    assert_eq!(client.get("/v1/stats").expect("stats").status, 401, "the token is required");
+    assert_eq!(
+        client.get("/v1/stats").expect("stats").status,
+        401,
+        "the token is required"
+    );
     let mut client = server.client().with_token("s3cret");
     let stats = client.get("/v1/stats").expect("stats");
     assert_eq!(stats.status, 200, "{}", stats.text());

@@ -28,7 +28,10 @@ impl Server {
     /// Starts `simhashdb serve --db DB --listen 127.0.0.1:0 EXTRA...` and
     /// waits for the address it prints.
     pub fn start(db: &Path, extra: &[&str]) -> Server {
-        Server::spawn(Command::new(env!("CARGO_BIN_EXE_simhashdb")), &serve_args(db, extra))
+        Server::spawn(
+            Command::new(env!("CARGO_BIN_EXE_simhashdb")),
+            &serve_args(db, extra),
+        )
     }
 
     /// [`Server::start`] with a soft limit of `files` open files

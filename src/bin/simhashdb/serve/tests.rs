@@ -33,8 +33,11 @@ fn a_poisoned_index_answers_writes_with_503_and_reads_go_on() {
     // The index lives in the fault-injecting file system; `/readyz` also
     // looks for its directory on the real one, so the path exists there.
     let real = tempfile::tempdir().expect("tempdir");
-    let index =
-        Index::open(real.path(), Options::new().file_system(Arc::new(fs.clone()))).expect("open");
+    let index = Index::open(
+        real.path(),
+        Options::new().file_system(Arc::new(fs.clone())),
+    )
+    .expect("open");
     let limits = Limits {
         max_body_bytes: 1 << 20,
         max_documents: 100,
