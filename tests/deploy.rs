@@ -92,11 +92,11 @@ fn the_systemd_units_command_serves_its_probes_and_stops_on_sigterm() {
     let exec = unit_setting(&unit, "ExecStart");
     let words: Vec<String> = exec.split_whitespace().map(str::to_owned).collect();
     let dir = tempfile::tempdir().expect("tempdir");
-    let db = format!("${{STATE_DIRECTORY}}/index");
+    let db = "${STATE_DIRECTORY}/index";
     let server = start_deployed(
         &words,
         &[
-            (&db, dir.path().join(&state).join("index").into()),
+            (db, dir.path().join(&state).join("index").into()),
             ("127.0.0.1:7700", "127.0.0.1:0".into()),
         ],
     );
