@@ -205,8 +205,8 @@ fn merges_between_plans_keep_every_answer() {
     assert!(compared > 1_000, "only {compared} matches compared");
 }
 
-/// The default setting end to end: flushes of 280,000 documents (under the
-/// default memtable budget of about 300,000) get 4
+/// The default setting end to end: flushes of 250,000 documents (under the
+/// default memtable budget of about 270,000) get 4
 /// tables, and their merge, over a million fingerprints, the index's 10.
 #[test]
 fn a_merge_past_a_million_fingerprints_writes_the_index_plan() {
@@ -214,7 +214,7 @@ fn a_merge_past_a_million_fingerprints_writes_the_index_plan() {
     let mut model = Model::new();
     let index = Index::open(dir.path(), options(true)).unwrap();
     for round in 0..5 {
-        write(&index, &mut model, 10 + round, 280_000, 1 << 40, 1);
+        write(&index, &mut model, 10 + round, 250_000, 1 << 40, 1);
         index.flush().unwrap();
     }
     assert_eq!(table_counts(dir.path()), vec![4, 4, 4, 4, 4]);
