@@ -48,7 +48,7 @@ pub struct Options {
     /// compaction). Recorded in the index; `None` keeps everything.
     pub retention: Option<Duration>,
     /// The memtable is flushed to a segment when it holds about this many
-    /// bytes. Default 32 MiB: about 300,000 documents without names.
+    /// bytes. Default 32 MiB: 250,000 to 280,000 documents without names.
     pub memtable_bytes: usize,
     /// The file system under the engine (tests swap in a fault-injecting one);
     /// `None` is the real one. Only the real one takes the directory lock.
