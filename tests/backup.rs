@@ -545,8 +545,11 @@ fn cli_backup_of_a_served_index_under_load_holds_every_acknowledged_write() {
             .collect();
         let n = ids.len() as u64;
         assert_eq!(ids, (FIRST..FIRST + n).collect(), "{}", dest.display());
+        // The one request in flight when the backup returned may be in it
+        // (written, its answer not yet read): at most 50 documents past
+        // `after`.
         assert!(
-            n >= before && n <= after,
+            n >= before && n <= after + 50,
             "{}: {n} documents; {before} were acknowledged before it, {after} after",
             dest.display()
         );
