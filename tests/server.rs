@@ -806,6 +806,70 @@ fn a_token_file_requires_the_bearer_token() {
 }
 
 #[test]
+fn metrics_public_opens_metrics_only_and_metrics_name_the_build_and_process() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("index");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "s3cret-token\n").expect("write token");
+    let server = Server::start(
+        &db,
+        &[
+            "--token-file",
+            token_file.to_str().expect("utf-8"),
+            "--metrics-public",
+        ],
+    );
+    let mut anonymous = server.client();
+    let metrics = anonymous.get("/metrics").expect("metrics");
+    assert_eq!(metrics.status, 200, "{}", metrics.text());
+    let text = metrics.text();
+    let value = |name: &str| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(name) && !l.starts_with('#'))
+            .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name}: not a number in\n{text}"))
+    };
+    let build = format!(
+        "simhashdb_build_info{{version=\"{}\",format_version=\"4\",oldest_format_version=\"3\"}}",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert_eq!(value(&build), 1.0);
+    assert!(value("process_resident_memory_bytes ") > 0.0);
+    assert!(value("process_open_fds ") >= 3.0);
+    assert!(value("process_max_fds ") >= value("process_open_fds "));
+    assert!(value("process_cpu_seconds_total ") >= 0.0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs_f64();
+    let start = value("process_start_time_seconds ");
+    assert!(
+        start <= now + 1.0 && start >= now - 600.0,
+        "{start} vs {now}"
+    );
+    assert_eq!(value("simhashdb_table_decodes_total "), 0.0);
+    // Everything else still needs the token.
+    for path in ["/v1/stats", "/v1/documents/1"] {
+        assert_eq!(
+            error_code(&anonymous.get(path).expect("get"), 401),
+            "unauthorized"
+        );
+    }
+    let check = json!({"documents": [{"id": 1, "fingerprint": 1}]}).to_string();
+    let mut anonymous = server.client();
+    assert_eq!(
+        error_code(
+            &anonymous.post("/v1/check", check.as_bytes()).expect("post"),
+            401
+        ),
+        "unauthorized"
+    );
+}
+
+#[test]
 fn a_second_server_on_the_same_index_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("index");

@@ -271,11 +271,32 @@ impl Metrics {
             header(&mut out, name, "gauge", help);
             let _ = writeln!(out, "{name} {value}");
         }
+        header(
+            &mut out,
+            "simhashdb_table_decodes_total",
+            "counter",
+            "Small segments' tables decoded into heap copies since the server opened the index.",
+        );
+        let _ = writeln!(out, "simhashdb_table_decodes_total {}", stats.decodes);
+        header(
+            &mut out,
+            "simhashdb_build_info",
+            "gauge",
+            "Always 1; the labels name the build: its version, the format version it writes and the oldest it opens.",
+        );
+        let _ = writeln!(
+            out,
+            "simhashdb_build_info{{version=\"{}\",format_version=\"{}\",oldest_format_version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION"),
+            simhashdb::format::FORMAT_VERSION,
+            simhashdb::format::OLDEST_READ_VERSION,
+        );
+        super::process::Process::read().render(&mut out);
         out
     }
 }
 
-fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+pub fn header(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }

@@ -6,6 +6,7 @@ mod error;
 mod group;
 mod handlers;
 mod metrics;
+mod process;
 // Over the fault-injecting file system, which the crate's dev-dependency on
 // itself turns on (a published crate's tests build without it).
 #[cfg(all(test, feature = "fault-injection"))]
@@ -51,6 +52,11 @@ pub struct Args {
     /// of this file.
     #[arg(long, value_name = "FILE")]
     token_file: Option<PathBuf>,
+    /// Answer `GET /metrics` without the token of --token-file (Prometheus
+    /// scrapers are often configured apart from the API's clients). The
+    /// metrics hold counts and sizes, never documents or ids.
+    #[arg(long)]
+    metrics_public: bool,
     /// Also serve requests whose `Host` header names NAME (repeatable; `*`:
     /// any). By default only the address listened on (any IP address when
     /// it is 0.0.0.0 or ::) and `localhost` (on loopback) are served (403
@@ -206,6 +212,8 @@ pub struct Server {
     limits: Limits,
     hosts: Hosts,
     token: Option<String>,
+    /// `--metrics-public`: `/metrics` answers without the token.
+    metrics_public: bool,
     metrics: Metrics,
     /// Held exclusively by a compaction, shared by every other write.
     compaction: tokio::sync::RwLock<()>,
@@ -229,6 +237,7 @@ impl Server {
             limits,
             hosts,
             token,
+            metrics_public: false,
             metrics: Metrics::default(),
             compaction: tokio::sync::RwLock::new(()),
             checks: group::CheckQueue::default(),
@@ -302,7 +311,10 @@ async fn observe(State(server): State<Arc<Server>>, req: Request, next: Next) ->
             ),
         )
         .into_response()
-    } else if is_probe(route) || authorized(&server, &req) {
+    } else if is_probe(route)
+        || (server.metrics_public && route == Some("/metrics"))
+        || authorized(&server, &req)
+    {
         next.run(req).await
     } else {
         let mut response = ApiError::new(
@@ -652,7 +664,9 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         body_timeout: Duration::from_secs(args.body_timeout),
     };
     let hosts = Hosts::new(bound, &args.allow_host);
-    let server = Arc::new(Server::new(index, durability, limits, hosts, token)?);
+    let mut server = Server::new(index, durability, limits, hosts, token)?;
+    server.metrics_public = args.metrics_public;
+    let server = Arc::new(server);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
