@@ -754,6 +754,33 @@ pub async fn readyz(State(server): Shared) -> Response {
     }
 }
 
+/// The API's OpenAPI 3.1 description (docs/SERVER.md), served as it is
+/// kept; `tests/server_openapi.rs` checks it against the server.
+pub const OPENAPI: &str = include_str!("openapi.json");
+
+/// `GET /openapi.json`: no token needed.
+pub async fn openapi() -> Response {
+    (
+        [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        OPENAPI,
+    )
+        .into_response()
+}
+
+/// `GET /`: what this server is and where its description is; no token
+/// needed.
+pub async fn root() -> Response {
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "name": "simhashdb",
+            "version": env!("CARGO_PKG_VERSION"),
+            "openapi": "/openapi.json",
+            "docs": concat!(env!("CARGO_PKG_REPOSITORY"), "/blob/main/docs/SERVER.md"),
+        }),
+    )
+}
+
 /// `GET /metrics`.
 pub async fn metrics(State(server): Shared) -> Response {
     let text = server.metrics.render(&server.index.stats());

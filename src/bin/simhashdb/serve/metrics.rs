@@ -8,7 +8,7 @@ use std::time::Duration;
 use simhashdb::Stats;
 
 /// The routes, as metric labels: `(method, route)`.
-pub const ENDPOINTS: [(&str, &str); 15] = [
+pub const ENDPOINTS: [(&str, &str); 17] = [
     ("POST", "/v1/check"),
     ("POST", "/v1/documents"),
     ("GET", "/v1/documents"),
@@ -23,6 +23,8 @@ pub const ENDPOINTS: [(&str, &str); 15] = [
     ("GET", "/healthz"),
     ("GET", "/readyz"),
     ("GET", "/metrics"),
+    ("GET", "/openapi.json"),
+    ("GET", "/"),
     // Anything else: no route, or a method the route does not have.
     ("", "other"),
 ];
@@ -304,6 +306,29 @@ pub fn header(out: &mut String, name: &str, kind: &str, help: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every route counted here is described in the OpenAPI document, and
+    /// every operation described there is a route counted here.
+    #[test]
+    fn the_openapi_document_describes_every_route_and_no_other() {
+        let doc: serde_json::Value =
+            serde_json::from_str(super::super::handlers::OPENAPI).expect("valid JSON");
+        let mut described: Vec<(String, String)> = Vec::new();
+        for (path, item) in doc["paths"].as_object().expect("paths") {
+            for method in item.as_object().expect("path item").keys() {
+                described.push((method.to_ascii_uppercase(), path.clone()));
+            }
+        }
+        described.sort();
+        let mut routes: Vec<(String, String)> = ENDPOINTS[..ENDPOINTS.len() - 1]
+            .iter()
+            .map(|&(m, r)| (m.to_string(), r.to_string()))
+            .collect();
+        routes.sort();
+        assert_eq!(described, routes);
+        assert_eq!(doc["openapi"], "3.1.0");
+        assert_eq!(doc["info"]["version"], env!("CARGO_PKG_VERSION"));
+    }
 
     #[test]
     fn histogram_buckets_are_cumulative_and_counted_once() {

@@ -285,9 +285,9 @@ fn authorized(server: &Server, req: &Request) -> bool {
         .is_some_and(|given| same_secret(given, token.as_bytes()))
 }
 
-/// The probes, which need no token.
-fn is_probe(route: Option<&str>) -> bool {
-    matches!(route, Some("/healthz" | "/readyz"))
+/// The probes and the descriptions of the server, which need no token.
+fn is_public(route: Option<&str>) -> bool {
+    matches!(route, Some("/healthz" | "/readyz" | "/" | "/openapi.json"))
 }
 
 /// Around every request: the token, the request's log line and metrics.
@@ -311,7 +311,7 @@ async fn observe(State(server): State<Arc<Server>>, req: Request, next: Next) ->
             ),
         )
         .into_response()
-    } else if is_probe(route)
+    } else if is_public(route)
         || (server.metrics_public && route == Some("/metrics"))
         || authorized(&server, &req)
     {
@@ -342,7 +342,9 @@ fn router(server: Arc<Server>, max_concurrent: usize) -> Router {
     // look dead.
     let probes = Router::new()
         .route("/healthz", get(h::healthz))
-        .route("/readyz", get(h::readyz));
+        .route("/readyz", get(h::readyz))
+        .route("/", get(h::root))
+        .route("/openapi.json", get(h::openapi));
     Router::new()
         .route("/v1/check", post(h::check))
         .route(
