@@ -92,3 +92,8 @@ pub fn doc_id(name: &str) -> u64 {
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+/// The guide's Rust snippets, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/GUIDE.md")]
+struct GuideDoctests;
