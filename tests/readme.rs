@@ -108,7 +108,10 @@ fn the_quick_start_prints_its_groups_and_summary() {
         })
         .expect("the quick start's commands");
     let (lang, shown) = &blocks[at + 1];
-    assert_eq!(lang, "text", "the quick start's output follows its commands");
+    assert_eq!(
+        lang, "text",
+        "the quick start's output follows its commands"
+    );
     let dir = workdir();
     let (stdout, stderr) = run(dir.path(), "simhashdb dedup examples/corpus");
     assert_eq!(format!("{stdout}{stderr}"), *shown);

@@ -414,12 +414,16 @@ impl<'a> EntryBlock<'a> {
     /// Parses and checks the block `bytes` of `len` entries (1..=128) at
     /// offset `at` of a file of format `version`, whose names lie in
     /// `names` (the whole names section).
+    ///
+    /// With `crc` false the block's CRC is not computed (the caller checked
+    /// this block of this file before); its other checks still run.
     pub(crate) fn parse(
         bytes: &'a [u8],
         len: usize,
         names: &'a [u8],
         at: u64,
         version: u32,
+        crc: bool,
     ) -> Result<Self, FormatError> {
         let bad = |what| FormatError::malformed(FILE, at, what);
         if len == 0 || len > BLOCK_LEN {
@@ -430,6 +434,7 @@ impl<'a> EntryBlock<'a> {
         } else {
             ENTRY_HEAD_V3
         };
+        let check_crc = crc;
         let Some((body, crc)) = bytes
             .split_last_chunk::<4>()
             .filter(|(b, _)| b.len() >= head)
@@ -513,19 +518,21 @@ impl<'a> EntryBlock<'a> {
         let block_names = to_usize(name_base)
             .and_then(|s| names.get(s..s.checked_add(names_len)?))
             .ok_or_else(|| bad("a doc map block's names lie outside the names section"))?;
-        let mut hasher = crc32fast::Hasher::new();
-        hasher.update(body);
-        hasher.update(block_names);
-        let (computed, stored) = (hasher.finalize(), u32::from_le_bytes(*crc));
-        if computed != stored {
-            return Err(FormatError::new(
-                FILE,
-                at,
-                super::super::FormatErrorKind::ChecksumMismatch {
-                    expected: stored,
-                    got: computed,
-                },
-            ));
+        if check_crc {
+            let mut hasher = crc32fast::Hasher::new();
+            hasher.update(body);
+            hasher.update(block_names);
+            let (computed, stored) = (hasher.finalize(), u32::from_le_bytes(*crc));
+            if computed != stored {
+                return Err(FormatError::new(
+                    FILE,
+                    at,
+                    super::super::FormatErrorKind::ChecksumMismatch {
+                        expected: stored,
+                        got: computed,
+                    },
+                ));
+            }
         }
         let mut fingerprints = [0u64; BLOCK_LEN];
         decode_rice(
@@ -656,18 +663,27 @@ pub(crate) struct IdBlock<'a> {
 impl<'a> IdBlock<'a> {
     /// Parses and checks the id block `bytes` of `len` records (1..=128) at
     /// offset `at` of the file.
-    pub(crate) fn parse(bytes: &'a [u8], len: usize, at: u64) -> Result<Self, FormatError> {
+    /// With `crc` false the CRC is not computed (checked before).
+    pub(crate) fn parse(
+        bytes: &'a [u8],
+        len: usize,
+        at: u64,
+        crc: bool,
+    ) -> Result<Self, FormatError> {
         let bad = |what| FormatError::malformed(FILE, at, what);
         if len == 0 || len > BLOCK_LEN {
             return Err(bad("a doc map block has a wrong record count"));
         }
-        let Some((body, crc)) = bytes
+        let check_crc = crc;
+        let Some((body, stored)) = bytes
             .split_last_chunk::<4>()
             .filter(|(b, _)| b.len() >= ID_HEAD)
         else {
             return Err(bad("a doc map id block is shorter than its fixed fields"));
         };
-        super::super::bytes::check_crc(FILE, at, body, u32::from_le_bytes(*crc))?;
+        if check_crc {
+            super::super::bytes::check_crc(FILE, at, body, u32::from_le_bytes(*stored))?;
+        }
         let first = u64_at(body, 0).unwrap_or(0);
         let r = u32::from(body.get(8).copied().unwrap_or(0));
         let position_width = u32::from(body.get(9).copied().unwrap_or(0));

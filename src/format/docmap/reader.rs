@@ -1,6 +1,8 @@
 //! Reading doc maps. Layout: docs/FORMAT.md#doc-map-file.
 
 use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::super::FormatError;
 use super::super::bytes::{check_crc, prefetch, to_u64, to_usize, u32_at, u64_at};
@@ -181,6 +183,41 @@ mod search_tests {
     }
 }
 
+/// The blocks of one doc map whose CRC a lookup has checked: a lookup
+/// checks each block's CRC the first time it reads it, not on every read
+/// (the bytes are an immutable file's). [`DocMapReader::verify`], merges
+/// and iterations check every block they read, whatever this says.
+#[derive(Debug, Default)]
+struct Checked {
+    entries: Box<[AtomicU64]>,
+    ids: Box<[AtomicU64]>,
+}
+
+impl Checked {
+    fn new(blocks: usize) -> Checked {
+        let words = || {
+            (0..blocks.div_ceil(64))
+                .map(|_| AtomicU64::new(0))
+                .collect()
+        };
+        Checked {
+            entries: words(),
+            ids: words(),
+        }
+    }
+
+    fn get(bits: &[AtomicU64], i: usize) -> bool {
+        bits.get(i / 64)
+            .is_some_and(|w| w.load(Ordering::Relaxed) & (1 << (i % 64)) != 0)
+    }
+
+    fn set(bits: &[AtomicU64], i: usize) {
+        if let Some(w) = bits.get(i / 64) {
+            w.fetch_or(1 << (i % 64), Ordering::Relaxed);
+        }
+    }
+}
+
 /// The sections of a doc map, borrowed; all lookups work on this.
 #[derive(Debug, Clone, Copy)]
 struct View<'a> {
@@ -192,6 +229,8 @@ struct View<'a> {
     tombstone_count: usize,
     /// The file's format version (the entry blocks' layout depends on it).
     version: u32,
+    /// The blocks already checked, for lookups; `None`: check every block.
+    checked: Option<&'a Checked>,
 }
 
 fn record(section: &[u8], len: usize, i: usize) -> Option<&[u8]> {
@@ -218,11 +257,22 @@ impl<'a> View<'a> {
     /// equal to the block index's).
     fn entry_block(&self, i: usize) -> Result<EntryBlock<'a>, FormatError> {
         let (bytes, at, key) = self.entries.block(i)?;
-        let block = EntryBlock::parse(bytes, self.entries.len_of(i), self.names, at, self.version)?;
+        let known = self.checked.is_some_and(|c| Checked::get(&c.entries, i));
+        let block = EntryBlock::parse(
+            bytes,
+            self.entries.len_of(i),
+            self.names,
+            at,
+            self.version,
+            !known,
+        )?;
         if block.fingerprint(0) != key {
             return Err(self
                 .entries
                 .index_error(i, "a doc map block index record disagrees with its block"));
+        }
+        if let Some(c) = self.checked.filter(|_| !known) {
+            Checked::set(&c.entries, i);
         }
         Ok(block)
     }
@@ -230,11 +280,15 @@ impl<'a> View<'a> {
     /// Id block `i`, checked the same way.
     fn id_block(&self, i: usize) -> Result<IdBlock<'a>, FormatError> {
         let (bytes, at, key) = self.ids.block(i)?;
-        let block = IdBlock::parse(bytes, self.ids.len_of(i), at)?;
+        let known = self.checked.is_some_and(|c| Checked::get(&c.ids, i));
+        let block = IdBlock::parse(bytes, self.ids.len_of(i), at, !known)?;
         if block.ids().first() != Some(&key) {
             return Err(self
                 .ids
                 .index_error(i, "a doc map block index record disagrees with its block"));
+        }
+        if let Some(c) = self.checked.filter(|_| !known) {
+            Checked::set(&c.ids, i);
         }
         Ok(block)
     }
@@ -347,8 +401,9 @@ impl<'a> View<'a> {
 }
 
 /// A doc map file, checked cheaply when opened (header, footer, directory,
-/// section sizes); blocks are checked as they are read, and all at once by
-/// [`verify`](Self::verify).
+/// section sizes); blocks are checked as they are read (by lookups, each
+/// block's CRC only the first time this reader reads it), and all at once
+/// by [`verify`](Self::verify).
 #[derive(Debug, Clone)]
 pub struct DocMapReader<D> {
     data: D,
@@ -357,6 +412,9 @@ pub struct DocMapReader<D> {
     index_id: u64,
     segment_id: u64,
     version: u32,
+    /// The blocks lookups have checked (shared by clones of the reader,
+    /// which read the same bytes).
+    checked: Arc<Checked>,
 }
 
 impl<D: AsRef<[u8]>> DocMapReader<D> {
@@ -426,6 +484,7 @@ impl<D: AsRef<[u8]>> DocMapReader<D> {
             entry_count: to_usize(entry_count).unwrap_or_default(),
             tombstone_count: to_usize(tombstone_count).unwrap_or_default(),
         };
+        let checked = Arc::new(Checked::new(to_usize(blocks).unwrap_or_default()));
         Ok(DocMapReader {
             data,
             container,
@@ -433,9 +492,20 @@ impl<D: AsRef<[u8]>> DocMapReader<D> {
             index_id,
             segment_id,
             version,
+            checked,
         })
     }
 
+    /// The view of lookups: each block's CRC checked on its first read.
+    fn lookup_view(&self) -> View<'_> {
+        View {
+            checked: Some(&self.checked),
+            ..self.view()
+        }
+    }
+
+    /// The view of iterations and [`verify`](Self::verify): every block
+    /// read is checked.
     fn view(&self) -> View<'_> {
         let bytes = self.data.as_ref();
         let l = &self.layout;
@@ -462,6 +532,7 @@ impl<D: AsRef<[u8]>> DocMapReader<D> {
             names: get(5).0,
             tombstone_count: l.tombstone_count,
             version: self.version,
+            checked: None,
         }
     }
 
@@ -503,7 +574,7 @@ impl<D: AsRef<[u8]>> DocMapReader<D> {
 
     /// The documents with fingerprint `fp`, by increasing id.
     pub fn by_fingerprint(&self, fp: u64) -> ByFingerprint<'_> {
-        let view = self.view();
+        let view = self.lookup_view();
         let block = view.entries.search(fp, true);
         // The block's lines load together rather than one after another as
         // its CRC is computed.
@@ -523,7 +594,7 @@ impl<D: AsRef<[u8]>> DocMapReader<D> {
 
     /// The document with id `id`, if this segment holds it.
     pub fn by_id(&self, id: u64) -> Result<Option<DocEntry<'_>>, FormatError> {
-        self.view().by_id(id)
+        self.lookup_view().by_id(id)
     }
 
     /// The tombstone for `id`, if this segment holds one.

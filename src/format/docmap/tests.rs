@@ -632,3 +632,55 @@ fn an_ingest_like_doc_map_with_sketches_takes_at_most_16_more_bytes_per_document
 fn docs_fp_shared() -> u64 {
     0x5555_5555_5555_5555
 }
+
+/// Lookups check a block's CRC the first time they read it, not on every
+/// read; `verify` and iterations check every block whatever lookups did.
+/// The file is mapped shared and damaged after the first lookups: later
+/// lookups of the same blocks skip the CRC (the damage is in a name, which
+/// only the CRC covers), a block read for the first time is checked, and
+/// `verify` and `entries` report the damage.
+#[test]
+fn lookups_check_each_block_once_and_verify_checks_every_time() {
+    use std::io::{Seek, SeekFrom, Write};
+    let names: Vec<String> = (0..600).map(|i| format!("https://example.com/{i:04}")).collect();
+    let docs: Vec<DocEntry<'_>> = (0..600u64)
+        .map(|i| doc(i * 1000, i, Some(names[i as usize].as_str())))
+        .collect();
+    let bytes = build(&docs, &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("map");
+    std::fs::write(&path, &bytes).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    // SAFETY: the test owns the file; it changes it only through `file`,
+    // and the mapping reads what is written.
+    let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
+    let r = DocMapReader::new(map).unwrap();
+    // The first block read by both lookups.
+    let first = r.by_fingerprint(0).next().unwrap().unwrap();
+    assert_eq!(first.name, Some("https://example.com/0000"));
+    assert_eq!(r.by_id(0).unwrap().unwrap().fingerprint, 0);
+    // Damage the name of document 5 (first block) and of document 500
+    // (block 3, not read yet).
+    for id in [5usize, 500] {
+        let needle = names[id].as_bytes();
+        let at = bytes
+            .windows(needle.len())
+            .position(|w| w == needle)
+            .unwrap();
+        let mut f = &file;
+        f.seek(SeekFrom::Start((at + needle.len() - 1) as u64)).unwrap();
+        f.write_all(b"X").unwrap();
+    }
+    let got = r.by_fingerprint(5000).next().unwrap().unwrap();
+    assert_eq!(got.name, Some("https://example.com/000X"));
+    assert!(r.by_fingerprint(500_000).next().unwrap().is_err());
+    assert!(r.verify().is_err());
+    assert!(r.entries().any(|e| e.is_err()));
+    // A fresh reader of the same bytes checks the first block again.
+    let fresh = DocMapReader::new(std::fs::read(&path).unwrap()).unwrap();
+    assert!(fresh.by_fingerprint(5000).next().unwrap().is_err());
+}
