@@ -320,6 +320,26 @@ impl Table {
             (lo, lo | !prefix)
         })
     }
+
+    /// [`probe_ranges`](Self::probe_ranges) of the prefix values within
+    /// `radius` (at most the table's) of `permuted_query`'s: what a search
+    /// at a distance below the plan's k probes
+    /// ([`Plan::radius_for`]).
+    #[inline]
+    pub fn probe_ranges_within(
+        &self,
+        permuted_query: u64,
+        radius: u32,
+    ) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let prefix = self.prefix_mask();
+        self.probes
+            .iter()
+            .filter(move |m| m.count_ones() <= radius)
+            .map(move |&m| {
+                let lo = (permuted_query ^ m) & prefix;
+                (lo, lo | !prefix)
+            })
+    }
 }
 
 /// How the 64 bits are split into permuted tables; fixed when an index is created.
@@ -329,6 +349,10 @@ pub struct Plan {
     k: u32,
     /// Prefix values within this distance of the query's are probed (0: only its own).
     radius: u32,
+    /// For each query distance `0..=k`, the radius that keeps the search
+    /// exact at that distance ([`radius_for`](Self::radius_for)); empty
+    /// when the plan does not probe.
+    radii: Vec<u32>,
     tables: Vec<Table>,
 }
 
@@ -461,6 +485,7 @@ impl Plan {
             shape: Shape::Flat { blocks },
             k,
             radius: 0,
+            radii: Vec::new(),
             tables,
         })
     }
@@ -507,6 +532,12 @@ impl Plan {
             shape: Shape::Probed { blocks, radius },
             k,
             radius,
+            // A pair within `d <= k` differs in at most
+            // `worst_prefix_diff(blocks, c, d)` bits of some table's
+            // prefix, fewer than `radius` when `d < k`.
+            radii: (0..=k)
+                .map(|d| worst_prefix_diff(blocks, c, d).min(radius))
+                .collect(),
             tables,
         })
     }
@@ -535,6 +566,7 @@ impl Plan {
             shape: Shape::Nested { outer, inner },
             k,
             radius: 0,
+            radii: Vec::new(),
             tables,
         })
     }
@@ -742,6 +774,20 @@ impl Plan {
         self.radius
     }
 
+    /// The radius a search at distance `k` needs (at most
+    /// [`radius`](Self::radius), the one of the plan's own k): a probed
+    /// plan whose prefixes take `c` of its `m` blocks finds every pair
+    /// within `k` among the prefix values within `r` bits of the query's,
+    /// where `r` is the most bits `k` differing bits spread as evenly as
+    /// possible put in `c` blocks. A plan of k = 6 probed at radius 2 with
+    /// one of three blocks per prefix needs radius 1 at `k` = 3 to 5, and
+    /// no probe besides the query's own prefix at `k` <= 2. 0 for a plan
+    /// that does not probe.
+    #[inline]
+    pub fn radius_for(&self, k: u32) -> u32 {
+        self.radii.get(k as usize).copied().unwrap_or(self.radius)
+    }
+
     /// Prefix values looked up per query, over all tables.
     pub fn probes_per_query(&self) -> usize {
         self.tables.iter().map(Table::probe_count).sum()
@@ -756,7 +802,7 @@ impl Plan {
     /// refused by the same test.
     #[inline]
     pub fn reports(&self, t: usize, diff: u64, k: u32) -> bool {
-        let r = self.radius;
+        let r = self.radius_for(k);
         diff.count_ones() <= k
             && self.tables[t].prefix_within(diff, r)
             && !self.tables[..t].iter().any(|e| e.prefix_within(diff, r))

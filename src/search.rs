@@ -3,7 +3,9 @@
 //! [`probe`] is the one search loop over sorted permuted tables, whatever holds
 //! them ([`SortedTables`]): the in-memory [`PermutedTables`] here and the
 //! engine's segments. In every table it looks at the runs of keys whose prefix
-//! is within the plan's radius of the query's ([`Table::probe_ranges`](crate::plan::Table::probe_ranges); only
+//! is within the radius the query's distance needs of the query's
+//! ([`Plan::radius_for`], at most the plan's radius;
+//! [`Table::probe_ranges_within`](crate::plan::Table::probe_ranges_within); only
 //! the query's own prefix when the plan does not probe) and reports each
 //! candidate that [`Plan::reports`]: within distance `k`, from the first table
 //! whose prefix reaches it, so results need no deduplication.
@@ -120,9 +122,12 @@ pub fn probe<S: SortedTables>(
         .map(|t| tables.table(t))
         .collect::<Result<Vec<_>, _>>()?;
     // (table, permuted query, lo, hi), in plan order.
+    let radius = plan.radius_for(k);
     let mut ranges = layouts.iter().enumerate().flat_map(|(t, table)| {
         let q = table.permute(fp);
-        table.probe_ranges(q).map(move |(lo, hi)| (t, q, lo, hi))
+        table
+            .probe_ranges_within(q, radius)
+            .map(move |(lo, hi)| (t, q, lo, hi))
     });
     let mut stage: [Job; STAGE] = [(0, 0, 0, 0); STAGE];
     loop {
@@ -219,6 +224,7 @@ pub fn probe_many<S: SortedTables>(
     let opened = (0..layouts.len())
         .map(|t| tables.table(t))
         .collect::<Result<Vec<_>, _>>()?;
+    let radius = plan.radius_for(k);
     // The ranges of the fingerprints in the pipeline, by position modulo
     // its length: (table, permuted query, lo, hi).
     let mut ring: [Vec<Job>; PIPELINE + 1] = Default::default();
@@ -235,7 +241,11 @@ pub fn probe_many<S: SortedTables>(
             ranges.clear();
             for (t, table) in layouts.iter().enumerate() {
                 let q = table.permute(fp);
-                ranges.extend(table.probe_ranges(q).map(|(lo, hi)| (t, q, lo, hi)));
+                ranges.extend(
+                    table
+                        .probe_ranges_within(q, radius)
+                        .map(|(lo, hi)| (t, q, lo, hi)),
+                );
             }
             warm::<S>(&opened, ranges, S::warm_index);
         }

@@ -190,6 +190,47 @@ fn every_choosable_plan_finds_distance_k_and_never_k_plus_one_in_memory() {
     assert!(compared > 10_000, "only {compared} hits compared");
 }
 
+/// A probed plan searched at a distance `d` below its k probes only the
+/// prefixes within `Plan::radius_for(d)` (fewer than the plan's radius):
+/// still exact, on fingerprints crafted at `d` and `d + 1` with their bits
+/// packed into blocks or spread over all of them, for every `d` of every
+/// choosable probed plan.
+#[test]
+fn every_probed_plan_searched_below_its_k_finds_exactly_the_distance_asked() {
+    let mut narrowed = 0usize;
+    let mut compared = 0usize;
+    for plan in choosable_plans().iter().filter(|p| p.radius() > 0) {
+        let k = plan.k();
+        assert_eq!(plan.radius_for(k), plan.radius(), "plan {plan}");
+        for d in 0..k {
+            let r = plan.radius_for(d);
+            assert!(
+                r <= plan.radius_for(d + 1),
+                "plan {plan}: radius grows with d"
+            );
+            narrowed += usize::from(r < plan.radius());
+            for seed in 0..2u64 {
+                let centre = mix(seed ^ u64::from(d) << 32 ^ u64::from(k) << 40);
+                let mut fps = crafted(centre, d, blocks_of(plan), seed);
+                let at_d = fps.len();
+                fps.extend(crafted(centre, d + 1, blocks_of(plan), seed + 7));
+                fps.extend((0..20).map(|i| mix(seed * 1000 + i)));
+                let tables = PermutedTables::new(&fps, plan);
+                let hits = tables.query(centre, d).unwrap();
+                assert_eq!(hits, brute_hits(&fps, centre, d), "plan {plan}, d {d}");
+                let found: BTreeSet<u64> = hits.iter().map(|h| h.fingerprint).collect();
+                assert!(
+                    fps[..at_d].iter().all(|fp| found.contains(fp)),
+                    "plan {plan}: a fingerprint at distance {d} missed at radius {r}"
+                );
+                compared += hits.len();
+            }
+        }
+    }
+    assert!(narrowed >= 10, "only {narrowed} narrower searches");
+    assert!(compared > 1_000, "only {compared} hits compared");
+}
+
 /// A fingerprint near one of 32 centres (so queries find several at every
 /// distance up to 8), or a random one.
 fn fingerprint(r: u64) -> u64 {

@@ -14,7 +14,10 @@ use common::server::Server;
 fn examples() -> String {
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/SERVER.md"))
         .expect("read docs/SERVER.md");
-    let section = doc.split("\n## Examples\n").nth(1).expect("an Examples section");
+    let section = doc
+        .split("\n## Examples\n")
+        .nth(1)
+        .expect("an Examples section");
     section
         .split("```sh\n")
         .nth(1)
@@ -108,7 +111,10 @@ fn the_examples_of_the_server_document_answer_as_shown() {
     let server = Server::start(&tmp.path().join("crawl.idx"), &[]);
     let tokened = Server::start(
         &tmp.path().join("other.idx"),
-        &["--token-file", tmp.path().join("token.txt").to_str().expect("utf-8")],
+        &[
+            "--token-file",
+            tmp.path().join("token.txt").to_str().expect("utf-8"),
+        ],
     );
     let mut ran = 0;
     for step in rest {

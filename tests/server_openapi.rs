@@ -176,10 +176,10 @@ fn check_reply(doc: &Value, method: &str, path: &str, op: &Value, reply: &Reply,
         "{method} {path} {status}: {} is not {media}",
         reply.content_type
     );
-    if media == "application/json" {
-        if let Some(why) = invalid(doc, &body["schema"], &reply.json(), "response") {
-            panic!("{method} {path} {status} (sent {sent}): {why}");
-        }
+    if media == "application/json"
+        && let Some(why) = invalid(doc, &body["schema"], &reply.json(), "response")
+    {
+        panic!("{method} {path} {status} (sent {sent}): {why}");
     }
 }
 

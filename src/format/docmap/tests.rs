@@ -642,7 +642,9 @@ fn docs_fp_shared() -> u64 {
 #[test]
 fn lookups_check_each_block_once_and_verify_checks_every_time() {
     use std::io::{Seek, SeekFrom, Write};
-    let names: Vec<String> = (0..600).map(|i| format!("https://example.com/{i:04}")).collect();
+    let names: Vec<String> = (0..600)
+        .map(|i| format!("https://example.com/{i:04}"))
+        .collect();
     let docs: Vec<DocEntry<'_>> = (0..600u64)
         .map(|i| doc(i * 1000, i, Some(names[i as usize].as_str())))
         .collect();
@@ -672,7 +674,8 @@ fn lookups_check_each_block_once_and_verify_checks_every_time() {
             .position(|w| w == needle)
             .unwrap();
         let mut f = &file;
-        f.seek(SeekFrom::Start((at + needle.len() - 1) as u64)).unwrap();
+        f.seek(SeekFrom::Start((at + needle.len() - 1) as u64))
+            .unwrap();
         f.write_all(b"X").unwrap();
     }
     let got = r.by_fingerprint(5000).next().unwrap().unwrap();
