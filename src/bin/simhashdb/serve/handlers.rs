@@ -670,6 +670,7 @@ pub async fn stats(State(server): Shared) -> Response {
             "memtable_bytes": s.memtable_bytes,
             "table_bytes_per_key": s.table_bytes_per_key,
             "decoded_table_bytes": s.decoded_table_bytes,
+            "table_decodes": s.decodes,
             "flushes": s.flushes,
             "flush_failures": s.flush_failures,
             "merges": s.merges,
