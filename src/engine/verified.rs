@@ -50,11 +50,30 @@ pub struct VerifiedMatch {
     pub rule: Rule,
 }
 
-/// What one text accepts: the rule of
-/// [`Index::query_verified`], for one query.
+/// A document to check with
+/// [`Index::insert_if_new_many_verified`]: a text's values (checked by the
+/// verified rule, stored with its sketch), or a bare fingerprint (checked as
+/// [`Index::insert_if_new_many`] checks it, stored without a sketch).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Checked {
+    /// A text's values ([`Index::text_values`]).
+    Text(TextValues),
+    /// A fingerprint without a text: every document within `k` is a
+    /// duplicate ([`Rule::Fingerprint`]).
+    Fingerprint(u64),
+}
+
+impl From<TextValues> for Checked {
+    fn from(values: TextValues) -> Checked {
+        Checked::Text(values)
+    }
+}
+
+/// What one query accepts: the rule of [`Index::query_verified`].
 #[derive(Debug, Clone, Copy)]
 struct Criterion {
-    sketch: Sketch,
+    /// `None` for a bare fingerprint: the plain rule.
+    sketch: Option<Sketch>,
     threshold: f64,
     /// Documents without a sketch: within this distance.
     k: u32,
@@ -67,31 +86,41 @@ impl Criterion {
     /// `plan_k` (`k <= plan_k`).
     fn of(values: &TextValues, k: u32, plan_k: u32) -> Criterion {
         Criterion {
-            sketch: values.sketch,
+            sketch: Some(values.sketch),
             threshold: values.threshold,
             k,
             search_k: values.candidate_k().min(plan_k).max(k),
         }
     }
 
+    /// The plain rule: within `k`.
+    fn plain(k: u32) -> Criterion {
+        Criterion {
+            sketch: None,
+            threshold: 0.0,
+            k,
+            search_k: k,
+        }
+    }
+
     fn accepts(&self, distance: u32, sketch: Option<Sketch>) -> bool {
-        match sketch {
-            Some(theirs) => {
-                distance <= self.search_k && theirs.similarity(&self.sketch) >= self.threshold
+        match (self.sketch, sketch) {
+            (Some(mine), Some(theirs)) => {
+                distance <= self.search_k && theirs.similarity(&mine) >= self.threshold
             }
-            None => distance <= self.k,
+            _ => distance <= self.k,
         }
     }
 
     /// `candidate`, accepted, with its similarity and rule.
     fn verified(&self, candidate: Match) -> VerifiedMatch {
-        match candidate.sketch {
-            Some(theirs) => VerifiedMatch {
-                similarity: Some(theirs.similarity(&self.sketch)),
+        match (self.sketch, candidate.sketch) {
+            (Some(mine), Some(theirs)) => VerifiedMatch {
+                similarity: Some(theirs.similarity(&mine)),
                 doc: candidate,
                 rule: Rule::Sketch,
             },
-            None => VerifiedMatch {
+            _ => VerifiedMatch {
                 doc: candidate,
                 similarity: None,
                 rule: Rule::Fingerprint,
@@ -188,6 +217,45 @@ impl Index {
         Ok(matches)
     }
 
+    /// [`query_verified`](Self::query_verified), keeping only the `limit`
+    /// nearest (by distance, then id) of the documents it accepts, sorted
+    /// as there: the memory a query takes is bounded by `limit` (at least
+    /// 1), however many documents lie near.
+    pub fn query_verified_nearest(
+        &self,
+        values: &TextValues,
+        k: u32,
+        limit: usize,
+    ) -> Result<Vec<VerifiedMatch>> {
+        let plan_k = self.plan().k();
+        if k > plan_k {
+            return Err(Error::DistanceTooLarge {
+                requested: k,
+                plan_k,
+            });
+        }
+        check_threshold(values.threshold)?;
+        if limit == 0 {
+            return Err(Error::InvalidArgument(
+                "a query's limit on its matches must be at least 1".into(),
+            ));
+        }
+        let Some(fingerprint) = values.fingerprint else {
+            return Ok(Vec::new());
+        };
+        let criterion = Criterion::of(values, k, plan_k);
+        let accept = |_, distance, sketch| criterion.accepts(distance, sketch);
+        let mut matches: Vec<VerifiedMatch> = self
+            .query_batch_filtered(&[fingerprint], criterion.search_k, limit, &accept)?
+            .pop()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|m| criterion.verified(m))
+            .collect();
+        matches.sort_by(verified_order);
+        Ok(matches)
+    }
+
     /// Inserts document `id` with the fingerprint and the sketch of `text`
     /// (computed with the index's own [`Simhasher`](crate::Simhasher)) and
     /// an optional name ([`insert_sketched`](Self::insert_sketched)). A
@@ -225,7 +293,10 @@ impl Index {
     /// inserted before it, is accepted by that rule for its values (its own
     /// [`TextValues::threshold`] and candidate distance, `k` for documents
     /// without a sketch); then it is answered with them, sorted as there,
-    /// and not inserted.
+    /// and not inserted. A document given as [`Checked::Fingerprint`] (no
+    /// text) is checked as `insert_if_new_many` checks it, every document
+    /// within `k` a duplicate ([`Rule::Fingerprint`]), and stored without a
+    /// sketch.
     ///
     /// With a `limit`, a duplicate is answered with the `limit` nearest (by
     /// distance, then id) of the documents accepted, sorted as above: the
@@ -239,14 +310,15 @@ impl Index {
     /// plan's `k`, a threshold outside [0, 1], a text without a fingerprint
     /// (no tokens) or a name over the limit is refused, naming the
     /// document, and nothing is written.
-    pub fn insert_if_new_many_verified<I, S>(
+    pub fn insert_if_new_many_verified<I, C, S>(
         &self,
         docs: I,
         k: u32,
         limit: usize,
     ) -> Result<Vec<std::result::Result<(), Vec<VerifiedMatch>>>>
     where
-        I: IntoIterator<Item = (u64, TextValues, Option<S>)>,
+        I: IntoIterator<Item = (u64, C, Option<S>)>,
+        C: Into<Checked>,
         S: Into<String>,
     {
         let plan_k = self.plan().k();
@@ -258,12 +330,21 @@ impl Index {
         }
         let mut batch = Vec::new();
         let mut criteria = Vec::new();
-        for (id, values, name) in docs {
-            check_threshold(values.threshold)
-                .map_err(|e| Error::InvalidArgument(format!("document {id}: {e}")))?;
-            let fingerprint = values.fingerprint.ok_or_else(|| no_tokens(id))?;
-            criteria.push(Criterion::of(&values, k, plan_k));
-            batch.push((id, fingerprint, Some(values.sketch), name.map(Into::into)));
+        for (id, checked, name) in docs {
+            let name = name.map(Into::into);
+            match checked.into() {
+                Checked::Text(values) => {
+                    check_threshold(values.threshold)
+                        .map_err(|e| Error::InvalidArgument(format!("document {id}: {e}")))?;
+                    let fingerprint = values.fingerprint.ok_or_else(|| no_tokens(id))?;
+                    criteria.push(Criterion::of(&values, k, plan_k));
+                    batch.push((id, fingerprint, Some(values.sketch), name));
+                }
+                Checked::Fingerprint(fingerprint) => {
+                    criteria.push(Criterion::plain(k));
+                    batch.push((id, fingerprint, None, name));
+                }
+            }
         }
         let search_k = criteria.iter().map(|c| c.search_k).max().unwrap_or(k);
         let accept = |i: usize, distance: u32, sketch: Option<Sketch>| {
