@@ -114,7 +114,11 @@ fn every_door_gives_the_same_verdicts_by_the_verified_rule() {
     for (name, text) in &texts {
         let values = index.text_values(text).unwrap();
         let answer = index
-            .insert_if_new_many_verified([(doc_id(name), values, Some(name.clone()))], k, usize::MAX)
+            .insert_if_new_many_verified(
+                [(doc_id(name), values, Some(name.clone()))],
+                k,
+                usize::MAX,
+            )
             .unwrap()
             .pop()
             .unwrap();

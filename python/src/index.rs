@@ -172,11 +172,13 @@ impl From<VerifiedMatch> for PyVerifiedMatch {
 impl PyVerifiedMatch {
     fn __repr__(&self) -> String {
         format!(
-            "VerifiedMatch(id={}, fingerprint={}, distance={}, name={:?}, similarity={}, rule={:?})",
+            "VerifiedMatch(id={}, fingerprint={}, distance={}, name={}, similarity={}, rule={:?})",
             self.id,
             self.fingerprint,
             self.distance,
-            self.name,
+            self.name
+                .as_deref()
+                .map_or_else(|| "None".to_owned(), |n| format!("{n:?}")),
             self.similarity
                 .map_or_else(|| "None".to_owned(), |s| format!("{s:.3}")),
             self.rule
