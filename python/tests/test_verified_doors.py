@@ -67,7 +67,8 @@ def test_check_gives_the_command_lines_verdicts_by_the_verified_rule(tmp_path, t
         with pytest.raises(ValueError):
             index.check("n", "some words", threshold=1.5)
     dups = sum(v != "new" for v in verdicts)
-    assert 20 < dups < len(texts) - 20, dups
+    # The stricter threshold keeps fewer copies out, and still some.
+    assert (20 if threshold is None else 5) < dups < len(texts) - 20, dups
     args = [cli, "check", "--db", str(tmp_path / "cli")]
     if threshold is not None:
         args += ["--threshold", str(threshold)]
