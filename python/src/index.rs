@@ -319,7 +319,9 @@ impl PyIndex {
     /// if it holds none.
     ///
     /// Settings of a new index, recorded in it: k (the largest distance
-    /// queries may ask for; default 3), expected_n (the number of documents
+    /// queries may ask for; default 3; for an index of texts, 6 lets
+    /// `check` and `query_text` search short texts at their own candidate
+    /// distance, as the command line's indexes of texts do), expected_n (the number of documents
     /// the table plan is sized for; default 50 million), blocks (a fixed
     /// plan of that many blocks instead of the cost model's choice),
     /// retention (seconds or a datetime.timedelta: older documents stop
@@ -686,9 +688,10 @@ impl PyIndex {
         PyList::new(py, lists)
     }
 
-    /// Inserts the document `name` (a URL or path) with the fingerprint of
-    /// `text` under the index's recorded configuration, as the command line's
-    /// `simhashdb add` does: its id is `doc_id(name)`. Returns the id.
+    /// Inserts the document `name` (a URL or path) with the fingerprint and
+    /// the sketch of `text` under the index's recorded configuration, as the
+    /// command line's `simhashdb add` does: its id is `doc_id(name)`.
+    /// Returns the id.
     fn add(
         &self,
         py: Python<'_>,
