@@ -60,7 +60,7 @@ pub mod sketch;
 pub use recheck as verify;
 
 pub use engine::{
-    BackupReport, Doc, Docs, Durability, Index, Match, Options, RepairReport, Rule, Stats,
+    BackupReport, Checked, Doc, Docs, Durability, Index, Match, Options, RepairReport, Rule, Stats,
     VerifiedMatch, VerifyReport, WalTail,
 };
 pub use error::{Error, Result};

@@ -12,6 +12,7 @@ use std::process::Stdio;
 
 use serde_json::Value;
 use simhashdb::fingerprint::fnv1a64;
+use simhashdb::sketch::Sketch;
 use simhashdb::{Simhasher, Tokenizer, hamming};
 
 use common::Rng;
@@ -106,9 +107,29 @@ fn add_files_then_query_equals_brute_force() {
         let fp = hasher.fingerprint(text);
         let report = json(&["query", "--db", db, "--text", text, "--json"]);
         assert_eq!(report["fingerprint"].as_u64(), Some(fp));
-        let expected = brute_force(&docs, fp, 3);
+        // A query by text answers by the verified rule: every document of
+        // the new index (k = 6) within 6 whose texts' estimated similarity
+        // reaches the threshold.
+        let sketch = Sketch::from_text(&hasher, text);
+        let expected: BTreeSet<(u64, u32)> = docs
+            .iter()
+            .zip(&texts)
+            .filter(|((_, f), t)| {
+                hamming(*f, fp) <= 6
+                    && Sketch::from_text(&hasher, t).similarity(&sketch)
+                        >= Sketch::threshold_for(text)
+            })
+            .map(|((id, f), _)| (*id, hamming(*f, fp)))
+            .collect();
         assert!(!expected.is_empty());
         assert_eq!(matches(&report), expected, "round {round}");
+        assert!(
+            report["matches"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|m| m["rule"] == "sketch" && m["similarity"].as_f64().is_some())
+        );
         // Names come back with matches.
         for m in report["matches"].as_array().unwrap() {
             let i = docs.iter().position(|d| d.0 == m["id"].as_u64().unwrap());
@@ -128,11 +149,19 @@ fn add_files_then_query_equals_brute_force() {
         ]);
         assert_eq!(matches(&report), brute_force(&docs, near, 2));
     }
-    // By file, in the text format: DISTANCE<TAB>ID<TAB>NAME, nearest first.
+    // By file, in the text format:
+    // DISTANCE<TAB>ID<TAB>NAME<TAB>SIMILARITY<TAB>RULE, most similar first.
     let text = ok(&["query", "--db", db, &names[7]], b"");
     let first = text.lines().next().unwrap();
-    assert_eq!(first, format!("0\t{}\t{}", docs[7].0, names[7]));
-    assert_eq!(text.lines().count(), brute_force(&docs, docs[7].1, 3).len());
+    assert_eq!(
+        first,
+        format!("0\t{}\t{}\t1.000\tsketch", docs[7].0, names[7])
+    );
+    let report = json(&["query", "--db", db, "--text", &texts[7], "--json"]);
+    assert_eq!(
+        text.lines().count(),
+        report["matches"].as_array().unwrap().len()
+    );
 }
 
 #[test]
@@ -257,24 +286,43 @@ fn check_answers_like_a_sequential_model() {
     let hasher = Simhasher::default();
     let mut input = String::new();
     let mut expected = String::new();
-    let mut kept: Vec<(u64, u64, String)> = Vec::new();
+    // The verified rule, from the texts: a kept document within the new
+    // index's k (6) whose sketch's estimated similarity reaches the text's
+    // threshold; the most similar is named (then the smallest id).
+    let mut kept: Vec<(u64, u64, Sketch, String)> = Vec::new();
+    let mut rejected = 0;
     for (i, text) in texts.iter().enumerate() {
         let name = format!("https://site.example/page/{i}");
         input.push_str(&format!("{name}\t{text}\n"));
         let fp = hasher.fingerprint(text);
+        let sketch = Sketch::from_text(&hasher, text);
+        let threshold = Sketch::threshold_for(text);
         let id = fnv1a64(name.as_bytes());
-        let nearest = kept
-            .iter()
-            .filter(|(_, f, _)| hamming(*f, fp) <= 3)
-            .min_by_key(|(kid, f, _)| (hamming(*f, fp), *kid));
-        match nearest {
-            Some((_, f, n)) => expected.push_str(&format!("dup\t{n}\t{}\n", hamming(*f, fp))),
+        let near = kept.iter().filter(|(_, f, _, _)| hamming(*f, fp) <= 6);
+        rejected += near
+            .clone()
+            .filter(|(_, _, s, _)| s.similarity(&sketch) < threshold)
+            .count();
+        let best = near
+            .filter(|(_, _, s, _)| s.similarity(&sketch) >= threshold)
+            .min_by(|a, b| {
+                b.2.similarity(&sketch)
+                    .total_cmp(&a.2.similarity(&sketch))
+                    .then(a.0.cmp(&b.0))
+            });
+        match best {
+            Some((_, f, s, n)) => expected.push_str(&format!(
+                "dup\t{n}\t{}\t{:.3}\tsketch\n",
+                hamming(*f, fp),
+                s.similarity(&sketch)
+            )),
             None => {
                 expected.push_str("new\n");
-                kept.push((id, fp, name));
+                kept.push((id, fp, sketch, name));
             }
         }
     }
+    assert!(rejected > 0, "some candidate turned away by its sketch");
     assert!(kept.len() < 250 && kept.len() > 50, "{}", kept.len());
     assert_eq!(ok(&["check", "--db", db], input.as_bytes()), expected);
     assert_eq!(
@@ -314,7 +362,7 @@ fn check_answers_each_line_as_it_arrives() {
     for (name, text, expected) in [
         ("a", &texts[0], "new\n".to_string()),
         ("b", &texts[1], "new\n".to_string()),
-        ("c", &texts[0], "dup\ta\t0\n".to_string()),
+        ("c", &texts[0], "dup\ta\t0\t1.000\tsketch\n".to_string()),
     ] {
         writeln!(stdin, "{name}\t{text}").unwrap();
         stdin.flush().unwrap();
@@ -372,7 +420,7 @@ fn create_records_settings_that_later_commands_reuse() {
     assert_eq!(matches(&report), BTreeSet::from([(fnv1a64(b"t1"), 0)]));
     assert_eq!(
         ok(&["check", "--db", db], format!("t2\t{title}\n").as_bytes()),
-        "dup\tt1\t0\n"
+        "dup\tt1\t0\t1.000\tsketch\n"
     );
 
     // Settings are fixed: a second create, or a distance above k, is refused.

@@ -175,6 +175,6 @@ fn check_stops_at_a_bad_line_having_applied_only_the_lines_before_it() {
         2,
         "truncated",
     );
-    assert_eq!(out, "dup\tc1\t0\n");
+    assert_eq!(out, "dup\tc1\t0\t1.000\tsketch\n");
     assert!(snapshot(&db).contains("c2: Some(1)"));
 }

@@ -15,8 +15,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use simhashdb::format::FORMAT_VERSION;
-use simhashdb::sketch::Sketch;
-use simhashdb::{Doc, Index, Options, hamming};
+use simhashdb::sketch::{Sketch, TextValues};
+use simhashdb::{Doc, Index, Options, Rule, hamming};
 
 /// Every file of `dir` but the lock file, with its bytes.
 fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
@@ -206,4 +206,57 @@ fn a_version_3_index_opens_compacts_to_the_current_version_and_answers_the_same(
     assert_eq!(written.sketch, Some(sketch));
     after.push(written);
     check_answers(&index, &after, "written after");
+}
+
+/// Verified answers on an index of the previous format: its documents have
+/// no sketch, so a text's query and check accept them on their fingerprint
+/// alone, as `query` does ([`Rule::Fingerprint`], no similarity), before and
+/// after compaction.
+#[test]
+fn a_version_3_index_answers_texts_on_fingerprints_alone() {
+    let docs = listing(3);
+    let (_temp, dir) = copy(3);
+    let index = Index::open(&dir, Options::default()).unwrap();
+    let k = index.plan().k();
+    let values = |fingerprint: u64| TextValues {
+        fingerprint: Some(fingerprint),
+        sketch: Sketch::from_bytes([0xa5; Sketch::BYTES]),
+        tokens: 20,
+        threshold: Sketch::THRESHOLD,
+    };
+    for stage in ["opened", "compacted"] {
+        if stage == "compacted" {
+            index.compact().unwrap();
+        }
+        let mut found = 0;
+        for q in queries(&docs) {
+            let got: Vec<(u32, u64, Rule, Option<f64>)> = index
+                .query_verified(&values(q), k)
+                .unwrap()
+                .into_iter()
+                .map(|m| (m.doc.distance, m.doc.id, m.rule, m.similarity))
+                .collect();
+            let mut want: Vec<(u32, u64, Rule, Option<f64>)> = docs
+                .iter()
+                .filter(|d| hamming(d.fingerprint, q) <= k)
+                .map(|d| (hamming(d.fingerprint, q), d.id, Rule::Fingerprint, None))
+                .collect();
+            want.sort_by_key(|w| (w.0, w.1));
+            found += want.len();
+            assert_eq!(got, want, "{stage}: query {q:016x}");
+        }
+        assert!(found > 0);
+    }
+    // A check of a text: a duplicate exactly when a document lies within
+    // k, and nothing written then.
+    let near = docs[0].fingerprint ^ 1;
+    let answer = index
+        .insert_if_new_many_verified([(5000, values(near), None::<String>)], k, usize::MAX)
+        .unwrap()
+        .pop()
+        .unwrap();
+    let matches = answer.expect_err("a duplicate of document 0");
+    assert!(matches.iter().all(|m| m.rule == Rule::Fingerprint));
+    assert!(matches.iter().any(|m| m.doc.id == docs[0].id));
+    assert_eq!(index.get(5000).unwrap(), None);
 }

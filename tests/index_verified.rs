@@ -86,7 +86,8 @@ fn texts() -> Vec<String> {
     out
 }
 
-/// (id, rule, similarity) of each match, by (distance, id).
+/// (id, rule, similarity) of each match, by similarity (highest first),
+/// then id; matches by fingerprint last, by (distance, id).
 type Answer = Vec<(u64, Rule, Option<f64>)>;
 
 /// The reference: every stored text's values computed from the text.
@@ -97,13 +98,46 @@ fn reference(
     plan_k: u32,
     k: u32,
 ) -> Answer {
+    reference_at(
+        hasher,
+        stored,
+        query,
+        plan_k,
+        k,
+        Sketch::threshold_for(query),
+    )
+}
+
+/// [`reference`] at a given threshold.
+fn reference_at(
+    hasher: &Simhasher,
+    stored: &[(u64, String, bool)],
+    query: &str,
+    plan_k: u32,
+    k: u32,
+    threshold: f64,
+) -> Answer {
+    reference_with_distances(hasher, stored, query, plan_k, k, threshold)
+        .into_iter()
+        .map(|(_, id, r, s)| (id, r, s))
+        .collect()
+}
+
+/// [`reference_at`] with each match's distance first.
+fn reference_with_distances(
+    hasher: &Simhasher,
+    stored: &[(u64, String, bool)],
+    query: &str,
+    plan_k: u32,
+    k: u32,
+    threshold: f64,
+) -> Vec<(u32, u64, Rule, Option<f64>)> {
     let values = TextValues::of(hasher, query);
     let Some(fp) = hasher.fingerprint_checked(query) else {
         return Vec::new();
     };
     let sketch = Sketch::from_text(hasher, query);
     assert_eq!(values.sketch, sketch);
-    let threshold = Sketch::threshold_for(query);
     let tokens = hasher.tokens(query).len();
     let candidate_k = match tokens {
         0..50 => 8,
@@ -127,8 +161,15 @@ fn reference(
             out.push((d, *id, Rule::Fingerprint, None));
         }
     }
-    out.sort_by_key(|&(d, id, _, _)| (d, id));
-    out.into_iter().map(|(_, id, r, s)| (id, r, s)).collect()
+    // Highest similarity first, then id; by fingerprint (no similarity)
+    // last, by distance, then id.
+    out.sort_by(|a, b| match (a.3, b.3) {
+        (Some(x), Some(y)) => y.total_cmp(&x).then(a.1.cmp(&b.1)),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => (a.0, a.1).cmp(&(b.0, b.1)),
+    });
+    out
 }
 
 fn answer(index: &Index, query: &str, k: u32) -> Answer {
@@ -225,4 +266,192 @@ fn documents_of_a_plain_index_are_answered_on_their_fingerprint_as_query_does() 
     assert!(index.query_text("some words here", 4).is_err());
     assert!(index.query_text("  ", 3).unwrap().is_empty());
     assert!(index.insert_text(1, " ", None).is_err());
+}
+
+/// The stream of [`texts`] checked in batches of several sizes (one, a
+/// few, more than a search run of 64): each text is inserted unless the
+/// reference, over the texts inserted before it (in the index or earlier in
+/// its batch), finds a near-duplicate; the answer names the same documents
+/// in the same order, with the same rules and similarities.
+#[test]
+fn verified_check_and_insert_answers_as_the_reference_over_a_stream() {
+    let texts = texts();
+    let temp = tempfile::tempdir().unwrap();
+    let plan_k = 6;
+    let index = Index::open(
+        temp.path().join("index"),
+        Options::default().k(plan_k).merge_policy(None),
+    )
+    .unwrap();
+    let hasher = index.simhasher().unwrap();
+    // Every fifth text first stored by its fingerprint alone.
+    let mut stored: Vec<(u64, String, bool)> = Vec::new();
+    for (i, text) in texts.iter().enumerate().step_by(5) {
+        let id = 100_000 + i as u64;
+        index
+            .insert(id, hasher.fingerprint_checked(text).unwrap())
+            .unwrap();
+        stored.push((id, text.clone(), false));
+    }
+    let k = 3;
+    let (mut news, mut dups, mut by_rule) = (0, 0, [0usize; 2]);
+    let mut at = 0;
+    for (round, size) in [1usize, 7, 90, 1, 33, 200, 5].iter().cycle().enumerate() {
+        if at >= texts.len() {
+            break;
+        }
+        let batch: Vec<(u64, &String)> = (at..(at + size).min(texts.len()))
+            .map(|i| (i as u64, &texts[i]))
+            .collect();
+        at += batch.len();
+        let answers = if batch.len() == 1 {
+            vec![
+                index
+                    .insert_text_if_new(batch[0].0, batch[0].1, None, k)
+                    .unwrap(),
+            ]
+        } else {
+            let docs = batch
+                .iter()
+                .map(|&(id, text)| (id, index.text_values(text).unwrap(), None::<String>));
+            index
+                .insert_if_new_many_verified(docs, k, usize::MAX)
+                .unwrap()
+        };
+        assert_eq!(answers.len(), batch.len());
+        for ((id, text), answer) in batch.iter().zip(answers) {
+            let want = reference(&hasher, &stored, text, plan_k, k);
+            match answer {
+                Ok(()) => {
+                    assert!(want.is_empty(), "round {round}, {id}: new, want {want:?}");
+                    stored.push((*id, (*text).clone(), true));
+                    news += 1;
+                }
+                Err(matches) => {
+                    let got: Answer = matches
+                        .iter()
+                        .map(|m| (m.doc.id, m.rule, m.similarity))
+                        .collect();
+                    assert_eq!(got, want, "round {round}, {id}: {text:.60}");
+                    for m in &matches {
+                        by_rule[usize::from(m.rule == Rule::Fingerprint)] += 1;
+                    }
+                    dups += 1;
+                }
+            }
+        }
+        if round == 3 {
+            index.flush().unwrap();
+        }
+    }
+    assert!(news > 10 && dups > 10, "{news} new, {dups} dup");
+    assert!(by_rule[0] > 0 && by_rule[1] > 0, "{by_rule:?}");
+    // What was inserted is what the reference kept: the same documents,
+    // each with its sketch.
+    let mut kept: Vec<u64> = index.docs().unwrap().map(|d| d.id).collect();
+    kept.sort_unstable();
+    let mut want: Vec<u64> = stored.iter().map(|s| s.0).collect();
+    want.sort_unstable();
+    assert_eq!(kept, want);
+    for (id, text, sketched) in &stored {
+        let doc = index.get_doc(*id).unwrap().unwrap();
+        let expected = sketched.then(|| Sketch::from_text(&hasher, text));
+        assert_eq!(doc.sketch, expected, "{id}");
+    }
+}
+
+/// A caller's threshold replaces the default, in queries and in checks;
+/// with a limit, a duplicate gets the nearest of the accepted documents and
+/// the same verdict.
+#[test]
+fn verified_answers_follow_the_callers_threshold_and_limit() {
+    let texts = texts();
+    let temp = tempfile::tempdir().unwrap();
+    let plan_k = 6;
+    let index = Index::open(
+        temp.path().join("index"),
+        Options::default().k(plan_k).merge_policy(None),
+    )
+    .unwrap();
+    let hasher = index.simhasher().unwrap();
+    let mut stored = Vec::new();
+    for (i, text) in texts.iter().enumerate().filter(|(i, _)| i % 5 != 1) {
+        index.insert_text(i as u64, text, None).unwrap();
+        stored.push((i as u64, text.clone(), true));
+    }
+    let (mut narrower, mut wider) = (0, 0);
+    for text in &texts {
+        for threshold in [0.5, 0.9] {
+            let mut values = index.text_values(text).unwrap();
+            values.threshold = threshold;
+            let got: Answer = index
+                .query_verified(&values, 3)
+                .unwrap()
+                .into_iter()
+                .map(|m| (m.doc.id, m.rule, m.similarity))
+                .collect();
+            let want = reference_at(&hasher, &stored, text, plan_k, 3, threshold);
+            assert_eq!(got, want, "threshold {threshold}: {text:.60}");
+            let default = reference(&hasher, &stored, text, plan_k, 3);
+            if threshold > 0.7 && got.len() < default.len() {
+                narrower += 1;
+            }
+            if threshold < 0.6 && got.len() > default.len() {
+                wider += 1;
+            }
+        }
+    }
+    assert!(narrower > 0 && wider > 0, "{narrower} {wider}");
+    // Checks of the texts left out, at threshold 0.9 and limit 1: nothing
+    // is written by a refused call, and each answer is the reference's
+    // verdict with its nearest accepted document.
+    for (i, text) in texts.iter().enumerate().filter(|(i, _)| i % 5 == 1) {
+        let mut values = index.text_values(text).unwrap();
+        values.threshold = 0.9;
+        let want = reference_with_distances(&hasher, &stored, text, plan_k, 3, 0.9);
+        let answer = index
+            .insert_if_new_many_verified([(i as u64, values, None::<String>)], 3, 1)
+            .unwrap()
+            .pop()
+            .unwrap();
+        match answer {
+            Ok(()) => {
+                assert!(want.is_empty(), "{i}");
+                stored.push((i as u64, text.clone(), true));
+            }
+            Err(matches) => {
+                let nearest = want.iter().map(|w| (w.0, w.1)).min().unwrap();
+                assert_eq!(matches.len(), 1);
+                assert_eq!((matches[0].doc.distance, matches[0].doc.id), nearest, "{i}");
+            }
+        }
+    }
+    let before = index.len().unwrap();
+    let mut bad = index.text_values(&texts[0]).unwrap();
+    bad.threshold = 1.5;
+    let refused = index.insert_if_new_many_verified(
+        [
+            (
+                900_001,
+                index.text_values("fresh words never seen").unwrap(),
+                None::<String>,
+            ),
+            (900_002, bad, None),
+        ],
+        3,
+        usize::MAX,
+    );
+    let message = refused.unwrap_err().to_string();
+    assert!(
+        message.contains("900002") && message.contains("threshold"),
+        "{message}"
+    );
+    let empty = index.insert_if_new_many_verified(
+        [(900_003, index.text_values("   ").unwrap(), None::<String>)],
+        3,
+        usize::MAX,
+    );
+    assert!(empty.unwrap_err().to_string().contains("900003"));
+    assert_eq!(index.len().unwrap(), before);
+    assert!(index.query_verified(&bad, 3).is_err());
 }

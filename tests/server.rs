@@ -40,6 +40,15 @@ fn matches(value: &Value) -> Vec<simhashdb::Match> {
         .collect()
 }
 
+/// Creates an index at `db` with the library's defaults (k = 3), as users
+/// of fingerprints do: `serve` itself creates an index of texts (k = 6).
+fn index_of_fingerprints(db: &std::path::Path) {
+    Index::open(db, Options::new())
+        .expect("create")
+        .close()
+        .expect("close");
+}
+
 /// The error code of an error response with `status`.
 fn error_code(reply: &Reply, status: u16) -> String {
     assert_eq!(reply.status, status, "{}", reply.text());
@@ -83,6 +92,7 @@ fn assert_queries_match(client: &mut Client, model: &Model, fps: &[u64]) {
 fn every_endpoint_answers_as_brute_force_says() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("index");
+    index_of_fingerprints(&db);
     let mut server = Server::start(&db, &[]);
     let mut client = server.client();
     let mut model = Model::new();
@@ -353,6 +363,7 @@ const WITNESS: u64 = 777;
 fn bad_requests_get_json_errors_and_write_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("index");
+    index_of_fingerprints(&db);
     let server = Server::start(&db, &["--max-body-bytes", "4096", "--max-documents", "5"]);
     let mut client = server.client();
     let witness = format!(r#"{{"id": {WITNESS}, "fingerprint": 1}}"#);

@@ -65,7 +65,7 @@ use std::time::Instant;
 
 use simhashdb::Simhasher;
 use simhashdb::recheck::ShingleSet;
-use simhashdb::sketch::Sketch;
+use simhashdb::sketch::{Sketch, TextValues};
 
 use crate::corpus::load;
 use crate::edits::{Edit, Lang, Rng, Units, apply, plausible, units_of, windows};
@@ -281,6 +281,26 @@ struct Rule {
     /// Another threshold for texts mostly of Han characters
     /// (`Sketch::threshold_for`); the later text of a pair decides.
     han: Option<u32>,
+    /// Candidates at the later text's `TextValues::candidate_k`, capped at
+    /// `k` (an index's plan k), as `Index::query_verified` searches.
+    by_length: bool,
+}
+
+impl Rule {
+    /// The distance candidates of a text of `tokens` tokens are searched at.
+    fn k_for(&self, tokens: usize) -> u32 {
+        if self.by_length {
+            let values = TextValues {
+                fingerprint: None,
+                sketch: Sketch::default(),
+                tokens,
+                threshold: Sketch::THRESHOLD,
+            };
+            values.candidate_k().min(self.k)
+        } else {
+            self.k
+        }
+    }
 }
 
 /// Token counts (default tokenizer) of the length buckets.
@@ -424,7 +444,7 @@ fn run_set(set: &Set, kinds: &[Kind], rules: &[Rule], maker: &Maker) -> SetResul
         .map(|rule| {
             let pass = |p: usize| -> bool {
                 let later = pairs[p].1 as usize;
-                pairs[p].2 <= rule.k
+                pairs[p].2 <= rule.k_for(tokens[later])
                     && rule.value.is_none_or(|(ki, t)| {
                         let t = match rule.han {
                             Some(h) if han[later] => h,
@@ -526,6 +546,16 @@ fn run_set(set: &Set, kinds: &[Kind], rules: &[Rule], maker: &Maker) -> SetResul
 fn rule_label(rule: &Rule, kinds: &[Kind]) -> String {
     match rule.value {
         None => format!("plain, k = {}", rule.k),
+        Some((ki, t)) if rule.by_length => format!(
+            "{} {}{}, k by length, plan k = {}",
+            kinds[ki].short(),
+            kinds[ki].threshold_label(t),
+            rule.han.map_or(String::new(), |h| format!(
+                " (Han: {:.2})",
+                f64::from(h) / 100.0
+            )),
+            rule.k
+        ),
         Some((ki, t)) => format!(
             "{} {}{}, k = {}",
             kinds[ki].short(),
@@ -621,6 +651,7 @@ fn main() {
             k,
             value: None,
             han: None,
+            by_length: false,
         })
         .collect();
     let chosen = kinds
@@ -633,8 +664,19 @@ fn main() {
                 k,
                 value: Some((chosen, t)),
                 han: Some(h),
+                by_length: false,
             });
         }
+    }
+    // The default check of an index: candidates at the text's
+    // `candidate_k`, capped at the plan's k.
+    for plan_k in [3, 4, 5, 6, 8] {
+        rules.push(Rule {
+            k: plan_k,
+            value: Some((chosen, 70)),
+            han: Some(60),
+            by_length: true,
+        });
     }
     for (ki, kind) in kinds.iter().enumerate() {
         for &t in kind.thresholds() {
@@ -643,6 +685,7 @@ fn main() {
                     k,
                     value: Some((ki, t)),
                     han: None,
+                    by_length: false,
                 });
             }
         }

@@ -120,6 +120,30 @@ class Match:
     def __eq__(self, other: object) -> bool: ...
     def __hash__(self) -> int: ...
 
+class VerifiedMatch:
+    """A document found near a text by the verified rule (immutable)."""
+
+    @property
+    def id(self) -> int:
+        """The document id."""
+    @property
+    def fingerprint(self) -> int:
+        """Its fingerprint."""
+    @property
+    def distance(self) -> int:
+        """Hamming distance from the text's fingerprint."""
+    @property
+    def name(self) -> Optional[str]:
+        """Its name, or None."""
+    @property
+    def similarity(self) -> Optional[float]:
+        """Estimated Jaccard similarity of the texts' word 5-shingles (0 to 1);
+        None for a document stored without a sketch."""
+    @property
+    def rule(self) -> str:
+        """"sketch" (the similarity reached the threshold) or "fingerprint"
+        (a document without a sketch within k)."""
+
 class Doc:
     """A live document of an index (immutable, comparable, hashable)."""
 
@@ -227,12 +251,32 @@ class Index:
         inserted before it, in the index and in the batch), the inserted
         ones as one atomic write; one list per document (empty: inserted)."""
     def add(self, name: str, text: str) -> int:
-        """Inserts ``text`` as the document ``name`` (id ``doc_id(name)``); returns the id."""
+        """Inserts ``text`` as the document ``name`` (id ``doc_id(name)``), with its
+        sketch; returns the id."""
     def add_many(self, names: Sequence[str], texts: Sequence[str]) -> npt.NDArray[np.uint64]:
         """``add`` for many documents as one write; returns their ids.
         KeyboardInterrupt while fingerprinting: nothing written."""
-    def check(self, name: str, text: str, k: Optional[int] = None) -> Optional[Match]:
-        """Check-and-insert by name and text: None if inserted, else the nearest match."""
+    def check(
+        self,
+        name: str,
+        text: str,
+        k: Optional[int] = None,
+        threshold: Optional[float] = None,
+    ) -> Optional[VerifiedMatch]:
+        """Check-and-insert by name and text, by the verified rule: None if
+        inserted (with its sketch), else the most similar near-duplicate.
+        A stored document with a sketch is one when the estimated similarity
+        is at least ``threshold`` (default 0.7; 0.6 for a text mostly of Han
+        characters); one without a sketch when within ``k`` (default: the
+        index's k)."""
+    def query_text(
+        self,
+        text: str,
+        k: Optional[int] = None,
+        threshold: Optional[float] = None,
+    ) -> list[VerifiedMatch]:
+        """The near-duplicates of ``text`` by the rule of ``check``, most
+        similar first; never inserts."""
     def flush(self) -> None:
         """Writes the in-memory documents to a new segment."""
     def sync(self) -> None:

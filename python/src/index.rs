@@ -11,7 +11,8 @@ use pyo3::types::{PyDelta, PyDict, PyList, PyString, PyTuple};
 use rayon::prelude::*;
 use simhashdb::engine::policy::TieredMergePolicy;
 use simhashdb::plan::Plan;
-use simhashdb::{Durability, Index, Options, Simhasher, doc_id};
+use simhashdb::sketch::{Sketch, TextValues};
+use simhashdb::{Durability, Index, Options, Simhasher, VerifiedMatch, doc_id};
 
 use crate::args::{
     MAX_RETENTION_DAYS, k_arg, name_arg, names_arg, retention_arg, show, str_arg, texts_arg,
@@ -125,6 +126,99 @@ fn matches_list<'py>(
     PyList::new(py, objects)
 }
 
+/// A document found near a text by the verified rule: `id`,
+/// `fingerprint`, `distance` (in bits) and `name` as for Match, with
+/// `similarity` (the estimated Jaccard similarity of the two texts' word
+/// 5-shingles, 0 to 1; None for a document stored without a sketch) and
+/// `rule` ("sketch": the similarity reached the threshold; "fingerprint":
+/// a document without a sketch within the distance k).
+#[pyclass(module = "simhashdb", name = "VerifiedMatch", frozen)]
+#[derive(Clone)]
+pub struct PyVerifiedMatch {
+    /// The document id.
+    #[pyo3(get)]
+    pub id: u64,
+    /// Its fingerprint.
+    #[pyo3(get)]
+    pub fingerprint: u64,
+    /// Hamming distance from the text's fingerprint.
+    #[pyo3(get)]
+    pub distance: u32,
+    /// Its name, or None.
+    #[pyo3(get)]
+    pub name: Option<String>,
+    /// The estimated similarity of the texts, or None without a sketch.
+    #[pyo3(get)]
+    pub similarity: Option<f64>,
+    /// "sketch" or "fingerprint": the rule that accepted the document.
+    #[pyo3(get)]
+    pub rule: &'static str,
+}
+
+impl From<VerifiedMatch> for PyVerifiedMatch {
+    fn from(m: VerifiedMatch) -> PyVerifiedMatch {
+        PyVerifiedMatch {
+            id: m.doc.id,
+            fingerprint: m.doc.fingerprint,
+            distance: m.doc.distance,
+            name: m.doc.name,
+            similarity: m.similarity,
+            rule: m.rule.as_str(),
+        }
+    }
+}
+
+#[pymethods]
+impl PyVerifiedMatch {
+    fn __repr__(&self) -> String {
+        format!(
+            "VerifiedMatch(id={}, fingerprint={}, distance={}, name={}, similarity={}, rule={:?})",
+            self.id,
+            self.fingerprint,
+            self.distance,
+            self.name
+                .as_deref()
+                .map_or_else(|| "None".to_owned(), |n| format!("{n:?}")),
+            self.similarity
+                .map_or_else(|| "None".to_owned(), |s| format!("{s:.3}")),
+            self.rule
+        )
+    }
+}
+
+/// A similarity threshold argument: None (the default for the text), or a
+/// number in [0, 1].
+fn threshold_arg(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<f64>> {
+    match value {
+        Some(v) if !v.is_none() => {
+            let t: f64 = v.extract().map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "threshold must be a number between 0 and 1, got {}",
+                    crate::args::type_name(v)
+                ))
+            })?;
+            if (0.0..=1.0).contains(&t) {
+                Ok(Some(t))
+            } else {
+                Err(PyValueError::new_err(format!(
+                    "threshold must lie between 0 and 1, got {t}"
+                )))
+            }
+        }
+        _ => Ok(None),
+    }
+}
+
+/// The values of `text` for a verified check or query, at `threshold` if
+/// given.
+fn text_values(hasher: &Simhasher, text: &str, threshold: Option<f64>) -> TextValues {
+    let mut values = TextValues::of(hasher, text);
+    if let Some(t) = threshold {
+        values.threshold = t;
+    }
+    values
+}
+
 impl PyIndex {
     fn open_with(
         py: Python<'_>,
@@ -225,7 +319,9 @@ impl PyIndex {
     /// if it holds none.
     ///
     /// Settings of a new index, recorded in it: k (the largest distance
-    /// queries may ask for; default 3), expected_n (the number of documents
+    /// queries may ask for; default 3; for an index of texts, 6 lets
+    /// `check` and `query_text` search short texts at their own candidate
+    /// distance, as the command line's indexes of texts do), expected_n (the number of documents
     /// the table plan is sized for; default 50 million), blocks (a fixed
     /// plan of that many blocks instead of the cost model's choice),
     /// retention (seconds or a datetime.timedelta: older documents stop
@@ -592,9 +688,10 @@ impl PyIndex {
         PyList::new(py, lists)
     }
 
-    /// Inserts the document `name` (a URL or path) with the fingerprint of
-    /// `text` under the index's recorded configuration, as the command line's
-    /// `simhashdb add` does: its id is `doc_id(name)`. Returns the id.
+    /// Inserts the document `name` (a URL or path) with the fingerprint and
+    /// the sketch of `text` under the index's recorded configuration, as the
+    /// command line's `simhashdb add` does: its id is `doc_id(name)`.
+    /// Returns the id.
     fn add(
         &self,
         py: Python<'_>,
@@ -606,7 +703,9 @@ impl PyIndex {
         let hasher = self.hasher(py)?;
         self.run(py, |index| {
             let id = doc_id(&name);
-            index.insert_batch([(id, hasher.fingerprint(&text), Some(name.to_string()))])?;
+            let (fingerprint, sketch) = Sketch::with_fingerprint(hasher, &text);
+            let fingerprint = fingerprint.unwrap_or_else(|| hasher.fingerprint(&text));
+            index.insert_sketched(id, fingerprint, sketch, Some(name.to_string()))?;
             Ok(id)
         })
     }
@@ -634,46 +733,97 @@ impl PyIndex {
         }
         let hasher = self.hasher(py)?;
         self.check_process(py)?;
-        let fingerprints = crate::hasher::fingerprint_texts(py, hasher, &texts)?;
+        let values = sketch_texts(py, hasher, &texts)?;
         let ids = self.run(py, |index| {
-            let docs: Vec<(u64, u64, Option<String>)> = names
+            let docs: Vec<(u64, u64, Option<Sketch>, Option<String>)> = names
                 .iter()
-                .zip(fingerprints)
-                .map(|(name, fingerprint)| (doc_id(name), fingerprint, Some(name.to_string())))
+                .zip(values)
+                .map(|(name, (fingerprint, sketch))| {
+                    (
+                        doc_id(name),
+                        fingerprint,
+                        Some(sketch),
+                        Some(name.to_string()),
+                    )
+                })
                 .collect();
             let ids = docs.iter().map(|d| d.0).collect();
-            index.insert_batch(docs)?;
+            index.insert_batch_sketched(docs)?;
             Ok(ids)
         })?;
         Ok(PyArray1::from_vec(py, ids))
     }
 
     /// The crawler's check-and-insert by name and text, as the command
-    /// line's `simhashdb check`: fingerprints `text` under the index's
-    /// recorded configuration and inserts it as `doc_id(name)` unless a
-    /// document lies within distance k; returns None when inserted, else the
-    /// nearest existing document's Match (and writes nothing).
-    #[pyo3(signature = (name, text, k = None))]
+    /// line's `simhashdb check`: fingerprints and sketches `text` under the
+    /// index's recorded configuration and inserts it (with its sketch) as
+    /// `doc_id(name)` unless a stored document is a near-duplicate by the
+    /// verified rule; returns None when inserted, else the most similar such
+    /// document as a VerifiedMatch (and writes nothing).
+    ///
+    /// The verified rule: a document with a sketch is a near-duplicate when
+    /// the estimated similarity of the texts is at least `threshold`
+    /// (default 0.7, or 0.6 for a text mostly of Han characters), searched
+    /// within the text's candidate distance (8 bits below 50 tokens, 6 up
+    /// to 499, 4 from 500; at most the index's k, at least `k`); a document
+    /// without a sketch (inserted by fingerprint, or by an older version)
+    /// when it lies within distance `k` (default: the index's k). A text
+    /// without a word raises InvalidArgumentError.
+    #[pyo3(signature = (name, text, k = None, threshold = None))]
     fn check(
         &self,
         py: Python<'_>,
         name: &Bound<'_, PyAny>,
         text: &Bound<'_, PyAny>,
         k: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Option<PyMatch>> {
+        threshold: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<PyVerifiedMatch>> {
         let name = str_arg(name, "name")?;
         let text = str_arg(text, "text")?;
         let k = k_arg(k, self.k)?;
+        let threshold = threshold_arg(threshold)?;
         let hasher = self.hasher(py)?;
         self.run(py, |index| {
-            let fingerprint = hasher.fingerprint(&text);
-            let found =
-                index.insert_if_new_named(doc_id(&name), fingerprint, Some(name.to_string()), k)?;
-            Ok(found
-                .err()
-                .and_then(|m| m.into_iter().next())
-                .map(PyMatch::from))
+            let values = text_values(hasher, &text, threshold);
+            let found = index
+                .insert_if_new_many_verified(
+                    [(doc_id(&name), values, Some(name.to_string()))],
+                    k,
+                    usize::MAX,
+                )?
+                .pop();
+            Ok(match found {
+                Some(Err(matches)) => matches.into_iter().next().map(PyVerifiedMatch::from),
+                _ => None,
+            })
         })
+    }
+
+    /// The stored documents that are near-duplicates of `text` by the
+    /// verified rule of `check` (same `k` and `threshold`), as a list of
+    /// VerifiedMatch, most similar first (then by id; documents matched by
+    /// their fingerprint last, by distance). Never inserts. A text without
+    /// a word has no match.
+    #[pyo3(signature = (text, k = None, threshold = None))]
+    fn query_text<'py>(
+        &self,
+        py: Python<'py>,
+        text: &Bound<'py, PyAny>,
+        k: Option<&Bound<'py, PyAny>>,
+        threshold: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let text = str_arg(text, "text")?;
+        let k = k_arg(k, self.k)?;
+        let threshold = threshold_arg(threshold)?;
+        let hasher = self.hasher(py)?;
+        let found = self.run(py, |index| {
+            Ok(index.query_verified(&text_values(hasher, &text, threshold), k)?)
+        })?;
+        let objects = found
+            .into_iter()
+            .map(|m| Bound::new(py, PyVerifiedMatch::from(m)))
+            .collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, objects)
     }
 
     /// Writes the in-memory documents to a new segment (they are in the
@@ -866,4 +1016,31 @@ impl PyIndex {
         };
         format!("<simhashdb.Index '{}' k={}{state}>", self.path, self.k)
     }
+}
+
+/// Each text's fingerprint and sketch (one tokenization), in parallel
+/// without the GIL, as `fingerprint_texts` computes fingerprints: a few
+/// thousand at a time, Ctrl-C between them. A text without a word gets the
+/// fingerprint `Simhasher::fingerprint` gives it.
+fn sketch_texts(
+    py: Python<'_>,
+    hasher: &Simhasher,
+    texts: &crate::args::Texts,
+) -> PyResult<Vec<(u64, Sketch)>> {
+    interrupt::in_chunks(py, texts.len(), interrupt::TEXT_CHUNK, |range| {
+        py.detach(|| {
+            crate::fork::install(|| {
+                guard(|| {
+                    Ok(texts
+                        .slice(range)
+                        .map(|text| {
+                            let (fp, sketch) = Sketch::with_fingerprint(hasher, text);
+                            (fp.unwrap_or_else(|| hasher.fingerprint(text)), sketch)
+                        })
+                        .collect::<Vec<_>>())
+                })
+            })
+        })
+        .map_err(|f| f.into_py(py, ""))
+    })
 }

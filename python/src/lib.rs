@@ -28,7 +28,7 @@ mod _simhashdb {
     #[pymodule_export]
     use crate::hasher::PySimhasher;
     #[pymodule_export]
-    use crate::index::PyIndex;
+    use crate::index::{PyIndex, PyVerifiedMatch};
     #[pymodule_export]
     use crate::plan::PyPlan;
     #[pymodule_export]

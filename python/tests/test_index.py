@@ -199,7 +199,11 @@ def test_add_and_check_use_the_recorded_config_and_the_name_rule(index_dir):
         assert id_ == doc_id("https://a.example/1")
         assert index.get_doc(id_) == Doc(id_, hasher.fingerprint(text), "https://a.example/1", index.get_doc(id_).timestamp_ms)
         dup = index.check("https://b.example/copy", text)
-        assert dup == Match(id_, hasher.fingerprint(text), 0, "https://a.example/1")
+        # Answered by the verified rule: the stored text's sketch.
+        assert (dup.id, dup.fingerprint, dup.distance, dup.name) == (
+            id_, hasher.fingerprint(text), 0, "https://a.example/1"
+        )
+        assert (dup.similarity, dup.rule) == (1.0, "sketch")
         assert index.get(doc_id("https://b.example/copy")) is None
         assert index.check("https://c.example/other", "an unrelated text about baking bread at home") is None
         assert doc_id("https://c.example/other") in index
@@ -231,7 +235,7 @@ def test_documents_added_in_python_are_found_by_the_command_line(index_dir):
         [cli, "check", "--db", str(index_dir)],
         input=f"mirror/lighthouse.txt\t{text}\n", check=True, capture_output=True, text=True,
     ).stdout
-    assert checked == "dup\tpages/lighthouse.txt\t0\n"
+    assert checked == "dup\tpages/lighthouse.txt\t0\t1.000\tsketch\n"
     # And what the command line adds, Python finds by name.
     subprocess.run(
         [cli, "add", "--db", str(index_dir), "-"],

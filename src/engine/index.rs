@@ -39,6 +39,7 @@ use super::flush::Flusher;
 use super::lock::DirLock;
 use super::options::{Durability, Options};
 use super::pending::Pending;
+use super::read::Accept;
 use super::schedule::Point;
 use super::segment::Segment;
 use super::types::{Match, Stats};
@@ -81,6 +82,9 @@ pub struct Index {
     pub(super) merger: Option<Merger>,
     /// The background flush thread, if flushes run there.
     pub(super) flusher: Option<Flusher>,
+    /// The [`Simhasher`] of the recorded configuration, built at the first
+    /// call by text ([`Index::text_values`]).
+    pub(super) text_hasher: std::sync::OnceLock<std::result::Result<Simhasher, FingerprintError>>,
     // Dropped last: the lock outlives every file operation.
     pub(super) _lock: Option<DirLock>,
 }
@@ -320,6 +324,8 @@ impl Index {
     /// with an optional sketch stored for each document inserted: (id,
     /// fingerprint, sketch, name). The documents are checked on their
     /// fingerprints as there; matches carry their documents' sketches.
+    /// (To check texts by their sketches as well, see
+    /// [`insert_if_new_many_verified`](Self::insert_if_new_many_verified).)
     pub fn insert_if_new_many_sketched<I, S>(
         &self,
         docs: I,
@@ -330,6 +336,27 @@ impl Index {
         I: IntoIterator<Item = (u64, u64, Option<Sketch>, Option<S>)>,
         S: Into<String>,
     {
+        let docs = docs
+            .into_iter()
+            .map(|(id, fp, sketch, name)| (id, fp, sketch, name.map(Into::into)))
+            .collect();
+        self.check_and_insert(docs, k, limit, &|_, _, _| true)
+    }
+
+    /// The check-and-insert behind [`insert_if_new_many_sketched`]
+    /// (Self::insert_if_new_many_sketched) and
+    /// [`insert_if_new_many_verified`](Self::insert_if_new_many_verified):
+    /// the candidates of document `i` of `docs` are the documents within
+    /// `k` of its fingerprint that `accept(i, distance, their sketch)`
+    /// accepts, in the index and among the documents of the batch inserted
+    /// before it; the `limit` nearest of them are kept.
+    pub(super) fn check_and_insert(
+        &self,
+        mut docs: Vec<(u64, u64, Option<Sketch>, Option<String>)>,
+        k: u32,
+        limit: usize,
+        accept: &Accept<'_>,
+    ) -> Result<Vec<std::result::Result<(), Vec<Match>>>> {
         if limit == 0 {
             return Err(Error::InvalidArgument(
                 "a check's limit on its matches must be at least 1".into(),
@@ -341,10 +368,6 @@ impl Index {
                 plan_k: self.core.plan.k(),
             });
         }
-        let mut docs: Vec<(u64, u64, Option<Sketch>, Option<String>)> = docs
-            .into_iter()
-            .map(|(id, fp, sketch, name)| (id, fp, sketch, name.map(Into::into)))
-            .collect();
         for (_, _, _, name) in &docs {
             check_name(name.as_deref())?;
         }
@@ -360,7 +383,7 @@ impl Index {
             writer.as_ref().map_or(0, |w| w.next_seq)
         };
         let searching = Searching(&self.core);
-        let searched = self.query_batch_nearest(&fingerprints, k, limit);
+        let searched = self.query_batch_filtered(&fingerprints, k, limit, accept);
         self.core.hooks.pause(Point::BatchSearched);
         let mut writer = self.writer()?;
         let changed = {
@@ -373,8 +396,8 @@ impl Index {
         // looked up again. If more were written than are noted, the batch
         // is searched again, here, on this thread.
         let in_index = match changed {
-            Some(changed) => self.settle(searched?, &fingerprints, &changed, k, limit)?,
-            None => self.query_runs_here(&fingerprints, k, limit)?,
+            Some(changed) => self.settle(searched?, &fingerprints, &changed, k, limit, accept)?,
+            None => self.query_runs_here_filtered(&fingerprints, k, limit, accept)?,
         };
         let mut answers = Vec::with_capacity(docs.len());
         // The batch's inserted documents, by id: position in `docs` of the
@@ -390,13 +413,19 @@ impl Index {
             if cut && matches.len() < found {
                 // The batch replaced some of the nearest: the next nearest
                 // in the index, which the limit left out, may count.
-                matches =
-                    self.query_nearest(fingerprint, k, limit.saturating_add(inserted.len()))?;
+                let wider = limit.saturating_add(inserted.len());
+                let accept = |_, d, s| accept(i, d, s);
+                matches = self
+                    .query_together_filtered(&[fingerprint], k, wider, &accept)?
+                    .pop()
+                    .unwrap_or_default();
                 matches.retain(|m| !inserted.contains_key(&m.id));
             }
             for j in pending.matching(fingerprint) {
                 let (other, other_fp, sketch, name) = &docs[j];
-                if inserted.get(other) == Some(&j) {
+                if inserted.get(other) == Some(&j)
+                    && accept(i, crate::hamming(*other_fp, fingerprint), *sketch)
+                {
                     matches.push(Match {
                         id: *other,
                         fingerprint: *other_fp,
@@ -447,6 +476,7 @@ impl Index {
         changed: &HashSet<u64>,
         k: u32,
         limit: usize,
+        accept: &Accept<'_>,
     ) -> Result<Vec<Vec<Match>>> {
         if changed.is_empty() {
             return Ok(searched);
@@ -459,7 +489,7 @@ impl Index {
                 current.push(doc);
             }
         }
-        for (matches, &fp) in searched.iter_mut().zip(fingerprints) {
+        for (i, (matches, &fp)) in searched.iter_mut().zip(fingerprints).enumerate() {
             let cut = matches.len() >= limit;
             let found = matches.len();
             matches.retain(|m| !changed.contains(&m.id));
@@ -467,14 +497,18 @@ impl Index {
                 // The limit left out matches that may now count: this one
                 // is searched again, here (the writer lock is held, so the
                 // search sees every write).
+                let accept = |_, d, s| accept(i, d, s);
                 *matches = self
-                    .query_runs_here(&[fp], k, limit)?
+                    .query_runs_here_filtered(&[fp], k, limit, &accept)?
                     .pop()
                     .unwrap_or_default();
                 continue;
             }
             for j in near.matching(fp) {
                 let doc = &current[j];
+                if !accept(i, crate::hamming(doc.fingerprint, fp), doc.sketch) {
+                    continue;
+                }
                 matches.push(Match {
                     id: doc.id,
                     fingerprint: doc.fingerprint,

@@ -39,4 +39,4 @@ pub use index::Index;
 pub use options::{Durability, Options};
 pub use repair::{LOST_AND_FOUND, RepairReport};
 pub use types::{Doc, Docs, Match, Stats, VerifyReport, WalTail};
-pub use verified::{Rule, VerifiedMatch};
+pub use verified::{Checked, Rule, VerifiedMatch};

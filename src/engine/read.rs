@@ -14,6 +14,7 @@ use rayon::prelude::*;
 use crate::error::Result;
 use crate::format::DocEntry;
 use crate::search;
+use crate::sketch::Sketch;
 
 use super::core::{State, read_lock};
 use super::files::corrupted;
@@ -136,12 +137,13 @@ impl Index {
         self.core.note_query();
         let state = read_lock(&self.core.state);
         let mut matches = self
-            .in_memtables(&state, &[fingerprint], k, usize::MAX)
+            .in_memtables(&state, &[fingerprint], k, usize::MAX, &ANY)
             .pop()
             .unwrap_or_default();
         for (s, segment) in state.segments.iter().enumerate() {
             for found in segment.matching_fingerprints(fingerprint, k)? {
-                self.in_segment(&state, s, fingerprint, found, &mut matches, usize::MAX)?;
+                let hit = (0, found);
+                self.in_segment(&state, s, fingerprint, hit, &mut matches, usize::MAX, &ANY)?;
             }
         }
         matches.sort_unstable_by_key(|m| (m.distance, m.id));
@@ -164,9 +166,24 @@ impl Index {
         k: u32,
         limit: usize,
     ) -> Result<Vec<Vec<Match>>> {
+        self.query_together_filtered(fingerprints, k, limit, &ANY)
+    }
+
+    /// [`query_together_nearest`](Self::query_together_nearest), keeping
+    /// only the documents `accept` accepts: it is asked before a document
+    /// is kept (so the limit counts accepted documents only) with the
+    /// query's position in `fingerprints`, the distance and the document's
+    /// sketch.
+    pub(super) fn query_together_filtered(
+        &self,
+        fingerprints: &[u64],
+        k: u32,
+        limit: usize,
+        accept: &Accept<'_>,
+    ) -> Result<Vec<Vec<Match>>> {
         self.core.note_query();
         let state = read_lock(&self.core.state);
-        let mut answers = self.in_memtables(&state, fingerprints, k, limit);
+        let mut answers = self.in_memtables(&state, fingerprints, k, limit, accept);
         let mut hits = Vec::new();
         for (s, segment) in state.segments.iter().enumerate() {
             hits.clear();
@@ -174,7 +191,7 @@ impl Index {
                 .matching_fingerprints_many(fingerprints, k, |i, found| hits.push((i, found)))?;
             for &(i, found) in &hits {
                 if let (Some(&fp), Some(matches)) = (fingerprints.get(i), answers.get_mut(i)) {
-                    self.in_segment(&state, s, fp, found, matches, limit)?;
+                    self.in_segment(&state, s, fp, (i, found), matches, limit, accept)?;
                 }
             }
         }
@@ -228,6 +245,7 @@ impl Index {
         fingerprints: &[u64],
         k: u32,
         limit: usize,
+        accept: &Accept<'_>,
     ) -> Vec<Vec<Match>> {
         let mut answers: Vec<Vec<Match>> = vec![Vec::new(); fingerprints.len()];
         let mut add = |i: usize, id: u64, doc: &super::memtable::Doc| {
@@ -237,7 +255,9 @@ impl Index {
                 let distance = (doc.fingerprint ^ fp).count_ones();
                 // Not nearer than the farthest of `limit` at hand: not kept,
                 // and its name not copied.
-                if farthest(matches, limit).is_some_and(|far| (distance, id) >= far) {
+                if farthest(matches, limit).is_some_and(|far| (distance, id) >= far)
+                    || !accept(i, distance, doc.sketch.as_deref().copied())
+                {
                     return;
                 }
                 matches.push(Match {
@@ -262,17 +282,20 @@ impl Index {
     }
 
     /// Adds to `matches` the live documents of segment `s` whose fingerprint
-    /// is `found` (a fingerprint its tables hold near `fingerprint`): those
-    /// no newer source replaces or deletes; only the nearest, about twice
-    /// `limit` at most, are kept.
+    /// is `found` (a fingerprint its tables hold near `fingerprint`, the
+    /// query at position `i` of its run): those no newer source replaces or
+    /// deletes and `accept` accepts; only the nearest, about twice `limit`
+    /// at most, are kept.
+    #[allow(clippy::too_many_arguments)]
     fn in_segment(
         &self,
         state: &State,
         s: usize,
         fingerprint: u64,
-        found: u64,
+        (i, found): (usize, u64),
         matches: &mut Vec<Match>,
         limit: usize,
+        accept: &Accept<'_>,
     ) -> Result<()> {
         let Some(segment) = state.segments.get(s) else {
             return Ok(());
@@ -290,6 +313,7 @@ impl Index {
                 break;
             }
             if self.core.fresh(entry.timestamp)
+                && accept(i, distance, entry.sketch)
                 && !shadowed(state, s, entry.id)?
                 && !segment.deletes_here(&entry)?
             {
@@ -416,20 +440,59 @@ impl Index {
     /// lock).
     /// Each query keeps its `limit` nearest matches, as
     /// [`query_batch_nearest`](Self::query_batch_nearest).
-    pub(super) fn query_runs_here(
+    /// Keeps only what `accept` accepts
+    /// ([`query_together_filtered`](Self::query_together_filtered);
+    /// positions are in `fingerprints`).
+    pub(super) fn query_runs_here_filtered(
         &self,
         fingerprints: &[u64],
         k: u32,
         limit: usize,
+        accept: &Accept<'_>,
     ) -> Result<Vec<Vec<Match>>> {
         search::check_distance(&self.core.plan, k)?;
         let mut answers = Vec::with_capacity(fingerprints.len());
-        for run in fingerprints.chunks(QUERY_RUN) {
-            answers.extend(self.query_together_nearest(run, k, limit)?);
+        for (r, run) in fingerprints.chunks(QUERY_RUN).enumerate() {
+            let at = r * QUERY_RUN;
+            let accept = |i: usize, d: u32, s: Option<Sketch>| accept(at + i, d, s);
+            answers.extend(self.query_together_filtered(run, k, limit, &accept)?);
         }
         Ok(answers)
     }
+
+    /// [`query_batch_nearest`](Self::query_batch_nearest) keeping only
+    /// what `accept` accepts (positions are in `fingerprints`): runs in
+    /// parallel on rayon's global pool when there are several.
+    pub(super) fn query_batch_filtered(
+        &self,
+        fingerprints: &[u64],
+        k: u32,
+        limit: usize,
+        accept: &Accept<'_>,
+    ) -> Result<Vec<Vec<Match>>> {
+        search::check_distance(&self.core.plan, k)?;
+        if fingerprints.len() <= QUERY_RUN {
+            return self.query_together_filtered(fingerprints, k, limit, accept);
+        }
+        let runs = fingerprints
+            .par_chunks(QUERY_RUN)
+            .enumerate()
+            .map(|(r, run)| {
+                let at = r * QUERY_RUN;
+                let accept = |i: usize, d: u32, s: Option<Sketch>| accept(at + i, d, s);
+                self.query_together_filtered(run, k, limit, &accept)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(runs.into_iter().flatten().collect())
+    }
 }
+
+/// What a filtered search keeps: called with the query's position in its
+/// run, the distance and the document's sketch.
+pub(super) type Accept<'a> = dyn Fn(usize, u32, Option<Sketch>) -> bool + Sync + 'a;
+
+/// Accepts every document.
+const ANY: fn(usize, u32, Option<Sketch>) -> bool = |_, _, _| true;
 
 /// A limit up to which a query with `limit` matches at hand skips those no
 /// nearer than its farthest (finding the farthest costs a pass over them).

@@ -426,6 +426,7 @@ impl Index {
             writer: Mutex::new(writer),
             merger,
             flusher,
+            text_hasher: std::sync::OnceLock::new(),
             _lock: lock,
         })
     }

@@ -110,7 +110,9 @@ enum Command {
     /// Add documents (files, directories, `NAME<TAB>TEXT` lines or fingerprints) to an index.
     ///
     /// Creates the index with the default settings if the directory is missing
-    /// or empty. All input is read, checked and fingerprinted first and then
+    /// or empty (k = 6 for texts, 3 with --fingerprints). Each text is stored
+    /// with its sketch, the 16-byte value verified answers compare (docs/QUALITY.md).
+    /// All input is read, checked and fingerprinted first and then
     /// written, so bad or unreadable input writes nothing. A document with the
     /// name of an existing one replaces it (also within one input: the last
     /// one is kept, and the count printed is of distinct documents).
@@ -118,15 +120,28 @@ enum Command {
     Add(index_cmd::AddArgs),
     /// Find the documents of an index near a file, a text or a fingerprint.
     ///
-    /// Prints `DISTANCE<TAB>ID<TAB>NAME` per match, nearest first.
+    /// For --fp, prints `DISTANCE<TAB>ID<TAB>NAME` per match, nearest first.
+    /// For a file or --text, answers by the verified rule (a document with a
+    /// sketch matches when the estimated similarity of the texts reaches
+    /// --threshold, one without when its fingerprint lies within -d) and
+    /// prints `DISTANCE<TAB>ID<TAB>NAME<TAB>SIMILARITY<TAB>RULE` per match,
+    /// most similar first (`-` and `fingerprint` for a document without a
+    /// sketch, by distance after the others).
     #[command(after_help = EXIT_CODES)]
     Query(index_cmd::QueryArgs),
     /// Streaming check-and-insert: reads `NAME<TAB>TEXT` lines from standard input.
     ///
-    /// For each line, as it arrives, prints `new` (and inserts the document),
-    /// `dup<TAB>NAME<TAB>DISTANCE` naming the nearest existing document
-    /// (and inserts nothing), or `blank` for a text without a letter or digit
-    /// (inserts nothing). Check and insert are one atomic step. A bad line
+    /// For each line, as it arrives, prints `new` (and inserts the document
+    /// with its sketch), `dup<TAB>NAME<TAB>DISTANCE<TAB>SIMILARITY<TAB>RULE`
+    /// naming the most similar existing near-duplicate (and inserts
+    /// nothing), or `blank` for a text without a letter or digit
+    /// (inserts nothing). A stored document is a near-duplicate when the
+    /// estimated similarity of the two texts reaches --threshold (RULE
+    /// `sketch`; its fingerprint within the text's candidate distance, 4 to
+    /// 8 by length, at most the index's k), or, for a document stored
+    /// without a sketch, when its fingerprint lies within -d (RULE
+    /// `fingerprint`, SIMILARITY `-`). A new index gets k = 6.
+    /// Check and insert are one atomic step. A bad line
     /// stops the command with exit code 2; the lines before it have been
     /// answered and applied, the bad one and those after it have not. A last
     /// line without a newline is taken as cut off and refused.

@@ -1,5 +1,6 @@
 //! `simhashdb add`: documents or fingerprints from files, directories or standard input.
 
+use simhashdb::sketch::Sketch;
 use simhashdb::{Index, Options, doc_id};
 
 use super::{Db, index_hasher, print};
@@ -31,9 +32,10 @@ pub struct AddArgs {
 /// read and checked.
 const BATCH_BYTES: usize = 64 << 20;
 
-/// The bytes a document takes in a WAL frame (docs/FORMAT.md, "WAL file").
-fn wal_record_bytes(name: Option<&str>) -> usize {
-    37 + name.map_or(0, str::len)
+/// The bytes a document takes in a WAL frame (docs/FORMAT.md, "WAL file"):
+/// 16 more with a sketch.
+fn wal_record_bytes(sketch: Option<&Sketch>, name: Option<&str>) -> usize {
+    37 + sketch.map_or(0, |_| Sketch::BYTES) + name.map_or(0, str::len)
 }
 
 pub fn add(args: &AddArgs) -> Result<(), CliError> {
@@ -41,7 +43,8 @@ pub fn add(args: &AddArgs) -> Result<(), CliError> {
     // leaves it untouched (and does not even create it).
     let (config, hasher) = index_hasher(&args.db.db)?;
     let weight = args.read.heading_weight;
-    let mut batch: Vec<(u64, u64, Option<String>)> = Vec::new();
+    // Texts are stored with their sketch (verified answers).
+    let mut batch: Vec<(u64, u64, Option<Sketch>, Option<String>)> = Vec::new();
     let mut blanks = 0;
     if args.fingerprints {
         for arg in &args.paths {
@@ -50,7 +53,8 @@ pub fn add(args: &AddArgs) -> Result<(), CliError> {
             let data = read_all(&arg)?;
             check_complete(&data, &source)?;
             for (n, line) in lines(&data).enumerate() {
-                batch.push(parse_id_fingerprint(line, &source, n + 1)?);
+                let (id, fp, name) = parse_id_fingerprint(line, &source, n + 1)?;
+                batch.push((id, fp, None, name));
             }
         }
     } else {
@@ -66,7 +70,8 @@ pub fn add(args: &AddArgs) -> Result<(), CliError> {
                     blanks += 1;
                     continue;
                 };
-                batch.push((doc_id(&doc.name), fp, Some(doc.name)));
+                let sketch = Sketch::from_text(&hasher, &doc.text);
+                batch.push((doc_id(&doc.name), fp, Some(sketch), Some(doc.name)));
             }
         }
         let (files, unlisted) = collect_inputs(&file_args, &args.read.walk);
@@ -82,6 +87,7 @@ pub fn add(args: &AddArgs) -> Result<(), CliError> {
                 (
                     doc_id(&d.name),
                     d.fingerprint(&hasher, weight),
+                    Some(Sketch::from_text(&hasher, &d.text)),
                     Some(d.name),
                 )
             });
@@ -102,19 +108,25 @@ pub fn add(args: &AddArgs) -> Result<(), CliError> {
         .len();
 
     // The recorded configuration is checked again under the lock.
-    let options = Options::new().fingerprint(config);
+    // A new index of texts gets the plan k verified answers search at.
+    let options = if args.fingerprints {
+        Options::new()
+    } else {
+        Options::for_texts()
+    }
+    .fingerprint(config);
     let index = Index::open(&args.db.db, options)?;
     let mut rest = batch.into_iter().peekable();
     while rest.peek().is_some() {
         let mut bytes = 0;
         let docs = std::iter::from_fn(|| {
             let next = rest.next_if(|d| {
-                bytes == 0 || bytes + wal_record_bytes(d.2.as_deref()) <= BATCH_BYTES
+                bytes == 0 || bytes + wal_record_bytes(d.2.as_ref(), d.3.as_deref()) <= BATCH_BYTES
             })?;
-            bytes += wal_record_bytes(next.2.as_deref());
+            bytes += wal_record_bytes(next.2.as_ref(), next.3.as_deref());
             Some(next)
         });
-        index.insert_batch(docs.collect::<Vec<_>>())?;
+        index.insert_batch_sketched(docs.collect::<Vec<_>>())?;
     }
     if blanks > 0 {
         eprintln!(

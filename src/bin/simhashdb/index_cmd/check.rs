@@ -2,6 +2,7 @@
 
 use std::io::{BufRead, Read, Write};
 
+use simhashdb::sketch::TextValues;
 use simhashdb::{Durability, Index, Options, doc_id};
 
 use super::{Db, recorded_settings};
@@ -13,9 +14,18 @@ use crate::input::{MAX_LINE_BYTES, escape_field, line_error, parse_named_text};
 pub struct CheckArgs {
     #[command(flatten)]
     db: Db,
-    /// Largest distance that counts as a duplicate; default and maximum: the index's k.
+    /// Largest distance at which a stored document without a sketch (added
+    /// by fingerprint, or by a version before sketches) counts as a
+    /// duplicate; default and maximum: the index's k (6 for an index that
+    /// `check` creates).
+    /// Documents with a sketch are judged by --threshold instead.
     #[arg(short, long)]
     distance: Option<u32>,
+    /// Estimated similarity (Jaccard of the word 5-shingles, 0 to 1) from
+    /// which a stored document with a sketch is a duplicate; default: 0.7,
+    /// or 0.6 for a text mostly of Han characters.
+    #[arg(long, value_name = "T")]
+    threshold: Option<f64>,
     /// The texts are HTML: only their visible text counts.
     #[arg(long)]
     html: bool,
@@ -26,14 +36,23 @@ pub struct CheckArgs {
 }
 
 /// `check`: reads `NAME<TAB>TEXT` lines from standard input as they arrive;
-/// for each, atomically inserts it and prints `new`, or prints
-/// `dup<TAB>NAME<TAB>DISTANCE` of the nearest existing document.
+/// for each, atomically inserts it (with its sketch) and prints `new`, or
+/// prints `dup<TAB>NAME<TAB>DISTANCE<TAB>SIMILARITY<TAB>RULE` of the most
+/// similar existing document accepted by the verified rule
+/// (`Index::insert_text_if_new`).
 pub fn check(args: &CheckArgs) -> Result<(), CliError> {
-    let options = Options::new().durability(if args.sync {
+    let options = Options::for_texts().durability(if args.sync {
         Durability::Sync
     } else {
         Durability::Buffered
     });
+    if let Some(t) = args.threshold
+        && !(0.0..=1.0).contains(&t)
+    {
+        return Err(CliError::Input(format!(
+            "--threshold {t}: a similarity threshold lies between 0 and 1"
+        )));
+    }
     // Checked before the index is opened (or created).
     let plan_k = recorded_settings(&args.db.db)?.map_or(options.k, |m| m.k);
     let k = args.distance.unwrap_or(plan_k);
@@ -99,20 +118,43 @@ pub fn check(args: &CheckArgs) -> Result<(), CliError> {
                 .map_err(write_err)?;
             continue;
         };
-        let answer = match index.insert_if_new_named(doc_id(&doc.name), fp, Some(doc.name), k)? {
-            Ok(()) => "new\n".to_string(),
-            Err(matches) => {
-                let nearest = &matches[0];
-                let name = nearest
+        let mut values = TextValues::of(&hasher, &doc.text);
+        values.fingerprint = Some(fp);
+        if let Some(t) = args.threshold {
+            values.threshold = t;
+        }
+        let id = doc_id(&doc.name);
+        let answer = match index
+            .insert_if_new_many_verified([(id, values, Some(doc.name))], k, usize::MAX)?
+            .pop()
+        {
+            Some(Ok(())) => "new\n".to_string(),
+            Some(Err(matches)) => {
+                let best = &matches[0];
+                let name = best
+                    .doc
                     .name
                     .clone()
-                    .unwrap_or_else(|| format!("id {}", nearest.id));
-                format!("dup\t{}\t{}\n", escape_field(&name), nearest.distance)
+                    .unwrap_or_else(|| format!("id {}", best.doc.id));
+                format!(
+                    "dup\t{}\t{}\t{}\t{}\n",
+                    escape_field(&name),
+                    best.doc.distance,
+                    similarity_field(best.similarity),
+                    best.rule.as_str()
+                )
             }
+            None => unreachable!("one answer per document"),
         };
         out.write_all(answer.as_bytes())
             .and_then(|()| out.flush())
             .map_err(write_err)?;
     }
     Ok(())
+}
+
+/// A similarity as the text outputs print it: three decimals, or `-` for a
+/// document matched on its fingerprint.
+pub fn similarity_field(similarity: Option<f64>) -> String {
+    similarity.map_or_else(|| "-".to_owned(), |s| format!("{s:.3}"))
 }

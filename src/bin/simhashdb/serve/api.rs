@@ -6,7 +6,8 @@ use std::fmt;
 use serde::de::{self, Deserializer, Unexpected, Visitor};
 use serde::{Deserialize, Serialize};
 use simhashdb::format::MAX_NAME_LEN;
-use simhashdb::{Doc, Match, Simhasher};
+use simhashdb::sketch::TextValues;
+use simhashdb::{Checked, Doc, Match, Simhasher, VerifiedMatch};
 
 use super::error::ApiError;
 use crate::docs::{document, is_blank_text};
@@ -115,18 +116,29 @@ pub struct DocumentIn {
 }
 
 /// A document ready for the index.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Document {
     pub id: u64,
     pub fingerprint: u64,
     pub name: Option<String>,
+    /// A text's values (its sketch is stored with it, and a check answers
+    /// by the verified rule); `None` for a bare fingerprint.
+    pub values: Option<TextValues>,
+}
+
+impl Document {
+    /// What the library checks: the text's values, or the fingerprint.
+    pub fn checked(&self) -> Checked {
+        self.values
+            .map_or(Checked::Fingerprint(self.fingerprint), Checked::Text)
+    }
 }
 
 /// A request's document, resolved: ready for the index, or a blank text
 /// (no letter or digit, or no feature for the index's tokenizer), which the
 /// index never stores, as `simhashdb check` and `add` do not: its
 /// fingerprint would be 0, a duplicate of every other blank text.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Resolved {
     Document(Document),
     Blank { id: u64 },
@@ -181,6 +193,10 @@ impl DocumentIn {
                     Some(fingerprint) => Resolved::Document(Document {
                         id,
                         fingerprint,
+                        values: Some(TextValues {
+                            fingerprint: Some(fingerprint),
+                            ..TextValues::of(hasher, &doc.text)
+                        }),
                         name: Some(doc.name),
                     }),
                     None => Resolved::Blank { id },
@@ -203,6 +219,7 @@ impl DocumentIn {
                 id,
                 fingerprint,
                 name,
+                values: None,
             })),
             DocumentIn { id: None, .. } => Err(bad("no \"id\" (or \"text\")")),
             DocumentIn { .. } => Err(bad("no \"fingerprint\"")),
@@ -218,8 +235,13 @@ pub struct CheckRequest {
     /// Sync the index before answering (survives power loss).
     #[serde(default)]
     pub sync: bool,
-    /// Largest distance that counts as a duplicate; default: the index's k.
+    /// Largest distance at which a stored document without a sketch
+    /// counts as a duplicate (and, for a document given by fingerprint,
+    /// any); default: the index's k.
     pub distance: Option<u32>,
+    /// The estimated similarity from which a stored document with a sketch
+    /// is a duplicate of a text; default: `Sketch::threshold_for` the text.
+    pub threshold: Option<f64>,
 }
 
 /// `POST /v1/documents`.
@@ -240,6 +262,8 @@ pub struct QueryIn {
     pub k: Option<u32>,
     /// The most matches returned, nearest first.
     pub limit: Option<U64>,
+    /// For a text: the similarity threshold (default: `Sketch::threshold_for`).
+    pub threshold: Option<f64>,
 }
 
 /// `POST /v1/backup`: where to write the backup, on the server's machine.
@@ -259,24 +283,39 @@ pub struct QueryRequest {
     pub fingerprint: Option<U64>,
     pub k: Option<u32>,
     pub limit: Option<U64>,
+    pub threshold: Option<f64>,
     pub queries: Option<Items<QueryIn>>,
 }
 
 impl QueryIn {
-    /// The fingerprint to look up and the distance; `label` names the query
-    /// in errors.
+    /// What to look up (a text's values, or a fingerprint) and the
+    /// distance; `label` names the query in errors.
     pub fn resolve(
         &self,
         label: &str,
         hasher: &Simhasher,
         default_k: u32,
-    ) -> Result<(u64, u32), ApiError> {
-        let fp = match (&self.text, self.fingerprint) {
+        default_threshold: Option<f64>,
+    ) -> Result<(Checked, u32), ApiError> {
+        let checked = match (&self.text, self.fingerprint) {
             (Some(text), None) => match hasher.fingerprint_checked(text) {
-                Some(fp) if !is_blank_text(text) => fp,
+                Some(_) if !is_blank_text(text) => {
+                    let mut values = TextValues::of(hasher, text);
+                    if let Some(t) = self.threshold.or(default_threshold) {
+                        values.threshold = check_threshold(label, t)?;
+                    }
+                    Checked::Text(values)
+                }
                 _ => return Err(ApiError::invalid(format!("{label}: {BLANK_TEXT}"))),
             },
-            (None, Some(U64(fp))) => fp,
+            (None, Some(U64(fp))) => {
+                if self.threshold.is_some() {
+                    return Err(ApiError::invalid(format!(
+                        "{label}: a \"threshold\" applies to a \"text\" only"
+                    )));
+                }
+                Checked::Fingerprint(fp)
+            }
             (Some(_), Some(_)) => {
                 return Err(ApiError::invalid(format!(
                     "{label}: give \"text\" or \"fingerprint\", not both"
@@ -288,7 +327,39 @@ impl QueryIn {
                 )));
             }
         };
-        Ok((fp, self.k.unwrap_or(default_k)))
+        Ok((checked, self.k.unwrap_or(default_k)))
+    }
+}
+
+/// `threshold` if it lies in [0, 1], else a 400 naming `label`.
+pub fn check_threshold(label: &str, threshold: f64) -> Result<f64, ApiError> {
+    if (0.0..=1.0).contains(&threshold) {
+        Ok(threshold)
+    } else {
+        Err(ApiError::invalid(format!(
+            "{label}: \"threshold\" must lie between 0 and 1, not {threshold}"
+        )))
+    }
+}
+
+/// A document found near a text, with the verified rule's verdict: the
+/// estimated similarity of the texts (`null` when the document has no
+/// sketch) and the rule that accepted it (`sketch` or `fingerprint`).
+#[derive(Debug, Serialize)]
+pub struct VerifiedOut<'a> {
+    #[serde(flatten)]
+    pub doc: MatchOut<'a>,
+    pub similarity: Option<f64>,
+    pub rule: &'static str,
+}
+
+impl<'a> From<&'a VerifiedMatch> for VerifiedOut<'a> {
+    fn from(m: &'a VerifiedMatch) -> VerifiedOut<'a> {
+        VerifiedOut {
+            doc: MatchOut::from(&m.doc),
+            similarity: m.similarity,
+            rule: m.rule.as_str(),
+        }
     }
 }
 
@@ -318,12 +389,13 @@ impl<'a> From<&'a Match> for MatchOut<'a> {
 pub enum CheckResult<'a> {
     /// Inserted: no document lay within the distance.
     New { id: u64, fingerprint: u64 },
-    /// Not inserted: the nearest existing document.
+    /// Not inserted: the nearest existing document the verified rule
+    /// accepted.
     Duplicate {
         id: u64,
         fingerprint: u64,
         #[serde(rename = "match")]
-        nearest: MatchOut<'a>,
+        nearest: VerifiedOut<'a>,
     },
     /// Not inserted, not looked up: the text is blank.
     Blank { id: u64 },
@@ -418,9 +490,10 @@ mod tests {
             fingerprint: None,
             k: None,
             limit: None,
+            threshold: None,
         };
         let err = query
-            .resolve("queries[1]", &Simhasher::default(), 3)
+            .resolve("queries[1]", &Simhasher::default(), 3, None)
             .expect_err("blank query");
         assert!(err.message().starts_with("queries[1]: the text is blank"));
     }

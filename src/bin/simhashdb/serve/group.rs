@@ -13,18 +13,18 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::http::StatusCode;
-use simhashdb::Match;
 use simhashdb::format::wal::MAX_FRAME_PAYLOAD;
+use simhashdb::{Checked, VerifiedMatch};
 use tokio::sync::oneshot;
 
 use super::Server;
 use super::error::ApiError;
 
 /// Per document: inserted, or the matches that made it a duplicate.
-pub type Answers = Vec<Result<(), Vec<Match>>>;
+pub type Answers = Vec<Result<(), Vec<VerifiedMatch>>>;
 
-/// A document to check: id, fingerprint, name.
-pub type Doc = (u64, u64, Option<String>);
+/// A document to check: id, a text's values or a fingerprint, name.
+pub type Doc = (u64, Checked, Option<String>);
 
 struct Job {
     k: u32,
@@ -117,9 +117,9 @@ const RUN_BYTES: usize = MAX_FRAME_PAYLOAD / 4;
 const RUN_DOCUMENTS: usize = 100_000;
 
 /// More than the bytes the WAL record of `doc` takes (docs/FORMAT.md,
-/// "WAL file"): its fixed fields and its name.
+/// "WAL file"): its fixed fields, a sketch and its name.
 fn record_bytes(doc: &Doc) -> usize {
-    64 + doc.2.as_ref().map_or(0, String::len)
+    80 + doc.2.as_ref().map_or(0, String::len)
 }
 
 /// Answers every queued job: one library call per run of jobs at one
@@ -160,8 +160,9 @@ fn answer_run(server: &Server, k: u32, run: Vec<Job>) {
         docs.extend(job.docs);
         replies.push(job.reply);
     }
-    // Only the nearest match is answered: the library keeps no more.
-    match server.index.insert_if_new_many_nearest(docs, k, 1) {
+    // Only the nearest accepted match is answered: the library keeps no
+    // more.
+    match server.index.insert_if_new_many_verified(docs, k, 1) {
         Ok(answers) => {
             let mut answers = answers.into_iter();
             for (reply, len) in replies.into_iter().zip(lens) {
@@ -229,7 +230,7 @@ mod tests {
                     for _ in 0..next() % 6 {
                         fp ^= 1 << (next() % 64);
                     }
-                    (id, fp, None)
+                    (id, Checked::Fingerprint(fp), None)
                 })
                 .collect();
             requests.push((k, docs));
@@ -255,7 +256,10 @@ mod tests {
         let (mut new, mut duplicate) = (0, 0);
         for ((k, docs), answer) in requests.iter().zip(&answers) {
             assert_eq!(answer.len(), docs.len());
-            for (&(id, fp, _), got) in docs.iter().zip(answer) {
+            for (&(id, ref checked, _), got) in docs.iter().zip(answer) {
+                let Checked::Fingerprint(fp) = *checked else {
+                    unreachable!("fingerprints only")
+                };
                 let mut within: Vec<(u32, u64)> = stored
                     .iter()
                     .map(|&(other, ofp)| ((ofp ^ fp).count_ones(), other))
@@ -271,7 +275,7 @@ mod tests {
                     Err(matches) => {
                         // The nearest only.
                         let found: Vec<(u32, u64)> =
-                            matches.iter().map(|m| (m.distance, m.id)).collect();
+                            matches.iter().map(|m| (m.doc.distance, m.doc.id)).collect();
                         assert_eq!(found, within[..1], "{id}");
                         duplicate += 1;
                     }
@@ -288,7 +292,10 @@ mod tests {
         }
         assert_eq!(server.index.len().expect("len"), stored.len() as u64);
         // And nobody answers the queue now: the next check answers itself.
-        let (k, docs) = (3, vec![(1000, bases[0] ^ 0xf0f0, None)]);
+        let (k, docs) = (
+            3,
+            vec![(1000, Checked::Fingerprint(bases[0] ^ 0xf0f0), None)],
+        );
         let answer = runtime.block_on(check(&server, k, docs)).expect("answer");
         assert_eq!(answer.len(), 1);
         assert!(!server.checks.lock().answering);
@@ -332,7 +339,7 @@ mod tests {
                     state ^= state << 17;
                     let mut name = format!("{r}/{i}/");
                     name.extend(std::iter::repeat_n('x', MAX_NAME_LEN - name.len()));
-                    (r * per_request + i, state, Some(name))
+                    (r * per_request + i, Checked::Fingerprint(state), Some(name))
                 })
                 .collect();
             let s = Arc::clone(&server);

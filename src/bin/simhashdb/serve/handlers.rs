@@ -15,7 +15,8 @@ use serde_json::json;
 use super::Server;
 use super::api::{
     BackupRequest, CheckRequest, CheckResult, DocOut, Document, DocumentIn, InsertRequest,
-    MatchOut, QueryIn, QueryRequest, Resolved, U64, parse_bounded, parse_decimal,
+    MatchOut, QueryIn, QueryRequest, Resolved, U64, VerifiedOut, check_threshold, parse_bounded,
+    parse_decimal,
 };
 use super::error::ApiError;
 use super::group;
@@ -280,15 +281,22 @@ type Checked = Vec<(u64, Option<u64>)>;
 fn resolve_checks(
     s: &Server,
     documents: Vec<DocumentIn>,
+    threshold: Option<f64>,
 ) -> Result<(Checked, Vec<group::Doc>), ApiError> {
+    let threshold = threshold
+        .map(|t| check_threshold("the request", t))
+        .transpose()?;
     let docs = s.resolve(documents)?;
     let mut checked: Checked = Vec::with_capacity(docs.len());
     let mut batch = Vec::with_capacity(docs.len());
     for doc in docs {
         match doc {
-            Resolved::Document(doc) => {
+            Resolved::Document(mut doc) => {
+                if let (Some(values), Some(t)) = (&mut doc.values, threshold) {
+                    values.threshold = t;
+                }
                 checked.push((doc.id, Some(doc.fingerprint)));
-                batch.push((doc.id, doc.fingerprint, doc.name));
+                batch.push((doc.id, doc.checked(), doc.name));
             }
             Resolved::Blank { id } => checked.push((id, None)),
         }
@@ -303,13 +311,15 @@ fn check_documents(
     s: &Server,
     documents: Vec<DocumentIn>,
     k: u32,
+    threshold: Option<f64>,
     sync: bool,
 ) -> Result<Vec<u8>, ApiError> {
-    let (checked, batch) = resolve_checks(s, documents)?;
-    // Only the nearest match is answered: the library keeps no more.
+    let (checked, batch) = resolve_checks(s, documents, threshold)?;
+    // Only the nearest accepted match is answered: the library keeps no
+    // more.
     let answers = s
         .index
-        .insert_if_new_many_nearest(batch, k, 1)
+        .insert_if_new_many_verified(batch, k, 1)
         .map_err(ApiError::from_write)?;
     let out = check_answer(s, checked, &answers)?;
     s.sync_if(sync)?;
@@ -340,7 +350,7 @@ fn check_answer(
                 CheckResult::Duplicate {
                     id,
                     fingerprint,
-                    nearest: MatchOut::from(&matches[0]),
+                    nearest: VerifiedOut::from(&matches[0]),
                 }
             }
             (Some(_), None) => {
@@ -376,14 +386,15 @@ pub async fn check(
     let k = req.distance.unwrap_or(server.index.plan().k());
     server.check_distance(k)?;
     let sync = req.sync;
+    let threshold = req.threshold;
     let documents = req.documents.0;
     let body = if sync || server.durability == simhashdb::Durability::Sync {
         write(&server, sync, move |s| {
-            check_documents(s, documents, k, sync)
+            check_documents(s, documents, k, threshold, sync)
         })
         .await?
     } else {
-        let (checked, batch) = resolve_checks(&server, documents)?;
+        let (checked, batch) = resolve_checks(&server, documents, threshold)?;
         let _no_compaction = server.compaction.read().await;
         let answers = group::check(&server, k, batch).await?;
         check_answer(&server, checked, &answers)?
@@ -406,7 +417,10 @@ pub async fn insert(
         let docs = s.resolve_non_blank(documents)?;
         let n = docs.len();
         s.index
-            .insert_batch(docs.into_iter().map(|d| (d.id, d.fingerprint, d.name)))
+            .insert_batch_sketched(
+                docs.into_iter()
+                    .map(|d| (d.id, d.fingerprint, d.values.map(|v| v.sketch), d.name)),
+            )
             .map_err(ApiError::from_write)?;
         bump(&s.metrics.inserted, n as u64);
         s.sync_if(sync)?;
@@ -527,17 +541,54 @@ pub async fn delete_by_name(State(server): Shared, uri: Uri) -> Result<Response,
     delete_doc(&server, by_name(&uri)?).await
 }
 
-#[derive(Serialize)]
-struct Matches<'a> {
-    matches: Vec<MatchOut<'a>>,
-    /// More documents lay within `k` than the query's limit.
-    truncated: bool,
+/// One query's answer: by fingerprint, its nearest matches; by text, the
+/// documents the verified rule accepts, most similar first.
+enum Found {
+    Plain(Vec<simhashdb::Match>),
+    Verified(Vec<simhashdb::VerifiedMatch>),
 }
 
-/// A query's matches within its limit: asked for one more, to tell.
-fn limited(mut found: Vec<simhashdb::Match>, limit: usize) -> (Vec<simhashdb::Match>, bool) {
+impl Found {
+    fn len(&self) -> usize {
+        match self {
+            Found::Plain(m) => m.len(),
+            Found::Verified(m) => m.len(),
+        }
+    }
+
+    /// `{"matches": [...], "truncated": ...}`.
+    fn to_json(&self, truncated: bool) -> serde_json::Value {
+        let matches = match self {
+            Found::Plain(m) => json!(m.iter().map(MatchOut::from).collect::<Vec<_>>()),
+            Found::Verified(m) => json!(m.iter().map(VerifiedOut::from).collect::<Vec<_>>()),
+        };
+        json!({ "matches": matches, "truncated": truncated })
+    }
+}
+
+/// A query's matches within its limit: asked for one more, to tell. The
+/// one more of a verified query is the farthest of the accepted documents
+/// (it keeps the nearest), which the sort by similarity may put anywhere.
+fn limited(found: Found, limit: usize) -> (Found, bool) {
     let truncated = found.len() > limit;
-    found.truncate(limit);
+    let found = match found {
+        Found::Plain(mut m) => {
+            m.truncate(limit);
+            Found::Plain(m)
+        }
+        Found::Verified(mut m) => {
+            if truncated
+                && let Some(farthest) = m
+                    .iter()
+                    .enumerate()
+                    .max_by_key(|(_, v)| (v.doc.distance, v.doc.id))
+                    .map(|(i, _)| i)
+            {
+                m.remove(farthest);
+            }
+            Found::Verified(m)
+        }
+    };
     (found, truncated)
 }
 
@@ -554,6 +605,7 @@ pub async fn query(
     JsonBody(req): JsonBody<QueryRequest>,
 ) -> Result<Response, ApiError> {
     let default_k = req.k.unwrap_or(server.index.plan().k());
+    let default_threshold = req.threshold;
     let queries = match req.queries {
         Some(queries) => {
             if req.text.is_some() || req.fingerprint.is_some() {
@@ -582,6 +634,7 @@ pub async fn query(
         fingerprint: req.fingerprint,
         k: req.k,
         limit: req.limit,
+        threshold: None,
     };
     let all: &[QueryIn] = queries.as_deref().unwrap_or(std::slice::from_ref(&one));
     let mut total: usize = 0;
@@ -605,13 +658,20 @@ pub async fn query(
         ));
     }
     let lookup = |q: &QueryIn, label: &str| {
-        let (fp, k) = q.resolve(label, &server.hasher, default_k)?;
+        let (checked, k) = q.resolve(label, &server.hasher, default_k, default_threshold)?;
         let limit = limit_of(q);
-        server
-            .index
-            .query_nearest(fp, k, limit.saturating_add(1))
-            .map(|found| limited(found, limit))
-            .map_err(ApiError::from_read)
+        match checked {
+            simhashdb::Checked::Fingerprint(fp) => server
+                .index
+                .query_nearest(fp, k, limit.saturating_add(1))
+                .map(Found::Plain),
+            simhashdb::Checked::Text(values) => server
+                .index
+                .query_verified_nearest(&values, k, limit.saturating_add(1))
+                .map(Found::Verified),
+        }
+        .map(|found| limited(found, limit))
+        .map_err(ApiError::from_read)
     };
     match queries {
         Some(queries) => {
@@ -621,12 +681,9 @@ pub async fn query(
                 .map(|(i, q)| lookup(q, &format!("queries[{i}]")))
                 .collect::<Result<Vec<_>, _>>()?;
             bump(&server.metrics.queries, found.len() as u64);
-            let results: Vec<Matches> = found
+            let results: Vec<serde_json::Value> = found
                 .iter()
-                .map(|(m, truncated)| Matches {
-                    matches: m.iter().map(MatchOut::from).collect(),
-                    truncated: *truncated,
-                })
+                .map(|(m, truncated)| m.to_json(*truncated))
                 .collect();
             Ok(json_response(
                 StatusCode::OK,
@@ -636,13 +693,7 @@ pub async fn query(
         None => {
             let (found, truncated) = lookup(&one, "the query")?;
             bump(&server.metrics.queries, 1);
-            Ok(json_response(
-                StatusCode::OK,
-                &Matches {
-                    matches: found.iter().map(MatchOut::from).collect(),
-                    truncated,
-                },
-            ))
+            Ok(json_response(StatusCode::OK, &found.to_json(truncated)))
         }
     }
 }

@@ -652,7 +652,9 @@ pub fn run(args: &Args) -> Result<(), CliError> {
         // A write that fills the memtable hands it to the flush thread
         // instead of writing the segment itself: writes run on the
         // threads that answer requests (docs/SERVER.md, "Threads").
-        Options::new()
+        // A new index is one of texts (docs/QUALITY.md, "The default plan
+        // k of an index of texts").
+        Options::for_texts()
             .durability(durability)
             .flush_thread(true)
             .merge_policy(Some(Arc::new(TieredMergePolicy {
