@@ -8,6 +8,9 @@
   ``find_all_in_table``), for jobs that partition fingerprints themselves.
 - ``simhashdb.spark`` (``pip install 'simhashdb[spark]'``): ``find_all`` and
   ``clusters`` over a Spark DataFrame.
+- ``shingles``, ``jaccard``, ``MinHashBands``, ``sketch`` (and their
+  ``*_many`` batch forms): the exact re-check helpers of ``simhashdb dedup``,
+  for users who build their own deduplication rules.
 - ``Index``: a persistent, crash-safe index of documents (id, fingerprint,
   name) that answers "which documents lie within k bits of this one?".
 
@@ -32,12 +35,20 @@ from ._simhashdb import (
     Doc,
     Index,
     Match,
+    MinHashBands,
     Plan,
     Simhasher,
     clusters,
     doc_id,
     find_all,
     hamming,
+    jaccard,
+    jaccard_many,
+    shingles,
+    shingles_many,
+    sketch,
+    sketch_many,
+    sketch_similarity,
 )
 
 __all__ = [
@@ -51,6 +62,14 @@ __all__ = [
     "Match",
     "Doc",
     "MAX_NAME_BYTES",
+    "shingles",
+    "shingles_many",
+    "jaccard",
+    "jaccard_many",
+    "MinHashBands",
+    "sketch",
+    "sketch_many",
+    "sketch_similarity",
     "Error",
     "LockedError",
     "CorruptedError",
