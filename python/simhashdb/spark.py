@@ -664,42 +664,56 @@ def _checker(width: int, tokenizer):
     return check
 
 
-def _direct(group):
-    """The keep rule over one connected component of confirmed pairs (a
-    pandas DataFrame of its edges ``[a, b, similarity, ka, kb]``, where ``k``
-    is the keep-order rank key): the rows visited in keep order, each
-    dropped against the most similar earlier row that is kept (ties: the
-    earlier in keep order), as the command line's ``direct`` grouping."""
-    import pandas as pd
-
+def _direct(a, b, similarity, ka, kb):
+    """The keep rule over the confirmed pairs of whole connected components
+    (parallel sequences: the pairs' rows, their similarity and each row's
+    keep-order rank key): the rows visited in keep order, each dropped
+    against the most similar earlier row that is kept (ties: the earlier in
+    keep order), as the command line's ``direct`` grouping. Returns the
+    dropped rows, the kept row each matched and the similarity."""
     rank = {}
     adjacency = {}
-    for a, b, s, ka, kb in zip(group["a"], group["b"], group["similarity"], group["ka"], group["kb"]):
-        a, b, s = int(a), int(b), float(s)
-        rank[a] = tuple(ka)
-        rank[b] = tuple(kb)
-        adjacency.setdefault(a, []).append((b, s))
-        adjacency.setdefault(b, []).append((a, s))
-    kept = {}
+    for x, y, s, kx, ky in zip(a, b, similarity, ka, kb):
+        rank[x] = kx
+        rank[y] = ky
+        adjacency.setdefault(x, []).append((y, s))
+        adjacency.setdefault(y, []).append((x, s))
+    kept = set()
     out_row, out_kept, out_sim = [], [], []
     for node in sorted(rank, key=rank.__getitem__):
         best = None
+        mine = rank[node]
         for other, s in adjacency[node]:
-            if rank[other] >= rank[node] or other not in kept or not kept[other]:
+            if other not in kept or rank[other] >= mine:
                 continue
             if best is None or s > best[1] or (s == best[1] and rank[other] < rank[best[0]]):
                 best = (other, s)
-        kept[node] = best is None
-        if best is not None:
+        if best is None:
+            kept.add(node)
+        else:
             out_row.append(node)
             out_kept.append(best[0])
             out_sim.append(best[1])
-    return pd.DataFrame(
-        {
-            "row": pd.Series(out_row, dtype="int64"),
-            "kept_row": pd.Series(out_kept, dtype="int64"),
-            "similarity": pd.Series(out_sim, dtype="float64"),
-        }
+    return out_row, out_kept, out_sim
+
+
+def _keeper(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The mapInArrow function of the keep rule: a partition holds whole
+    components (the pairs are partitioned by component), all handled by one
+    call of ``_direct``."""
+    batches = [batch for batch in batches if batch.num_rows]
+    if not batches:
+        return
+    table = pa.Table.from_batches(batches)
+    a = table.column("a").to_pylist()
+    b = table.column("b").to_pylist()
+    similarity = table.column("similarity").to_pylist()
+    ka = list(zip(table.column("na").to_pylist(), table.column("oa").to_pylist()))
+    kb = list(zip(table.column("nb").to_pylist(), table.column("ob").to_pylist()))
+    rows, kept, sims = _direct(a, b, similarity, ka, kb)
+    yield pa.RecordBatch.from_arrays(
+        [pa.array(rows, pa.int64()), pa.array(kept, pa.int64()), pa.array(sims, pa.float64())],
+        names=["row", "kept_row", "similarity"],
     )
 
 
@@ -752,9 +766,10 @@ def dedup(
     (window functions and joins), the exact check of each candidate's two
     texts (mapInArrow), the connected components of the confirmed pairs
     (large-star / small-star, at most ``max_rounds`` rounds) and the keep
-    rule within each component (applyInPandas). docs/SCALING.md gives the
-    costs. The result is lazy except for the components' rounds, which run
-    when this returns.
+    rule within each component (mapInArrow over the pairs partitioned by
+    component). docs/SCALING.md gives the costs. The candidates, the check
+    and the components' rounds run when this returns; the rest is lazy. The
+    rows' sketches stay cached (``persist``) for the returned DataFrame.
     """
     if not isinstance(df, DataFrame):
         raise TypeError(f"df must be a pyspark DataFrame, got {type(df).__name__}")
@@ -900,16 +915,27 @@ def dedup(
     # ---- the keep rule, within each connected component of the confirmed
     # pairs
     labels = _components(confirmed.select(F.col("a").alias("u"), F.col("b").alias("v")), max_rounds)
-    rank_of = sk.select("row", F.array(*rank_cols).alias("k"))
+    rank_of = sk.select("row", "neg_chars", "o")
     edges = (
         confirmed.join(labels, confirmed["a"] == labels["node"])
         .drop("node")
-        .join(rank_of.select(F.col("row").alias("a"), F.col("k").alias("ka")), "a")
-        .join(rank_of.select(F.col("row").alias("b"), F.col("k").alias("kb")), "b")
-        .select("label", "a", "b", "similarity", "ka", "kb")
+        .join(
+            rank_of.select(
+                F.col("row").alias("a"), F.col("neg_chars").alias("na"), F.col("o").alias("oa")
+            ),
+            "a",
+        )
+        .join(
+            rank_of.select(
+                F.col("row").alias("b"), F.col("neg_chars").alias("nb"), F.col("o").alias("ob")
+            ),
+            "b",
+        )
     )
-    fates = edges.groupBy("label").applyInPandas(
-        lambda g: _direct(g), _FATE_SCHEMA
+    fates = (
+        edges.repartition("label")
+        .select("a", "b", "similarity", "na", "oa", "nb", "ob")
+        .mapInArrow(_keeper, _FATE_SCHEMA)
     )
 
     if emit == "keep":
