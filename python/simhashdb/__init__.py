@@ -7,7 +7,7 @@
 - ``Plan``: the block split and its permuted tables (``permute``,
   ``find_all_in_table``), for jobs that partition fingerprints themselves.
 - ``simhashdb.spark`` (``pip install 'simhashdb[spark]'``): ``find_all`` and
-  ``clusters`` over a Spark DataFrame.
+  ``clusters`` over a Spark DataFrame, and ``dedup`` of a DataFrame of texts.
 - ``shingles``, ``jaccard``, ``MinHashBands``, ``sketch`` (and their
   ``*_many`` batch forms): the exact re-check helpers of ``simhashdb dedup``,
   for users who build their own deduplication rules.

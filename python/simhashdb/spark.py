@@ -10,6 +10,10 @@ Install with ``pip install 'simhashdb[spark]'`` (pyspark >= 4.0, pyarrow).
 - ``clusters(df, ...)``: a DataFrame ``[id, cluster]``, one row per input row,
   where ``cluster`` is the smallest id of the row's connected component
   (the single-node ``simhashdb.clusters``, labelled by ids).
+- ``dedup(df, text="text", ...)``: the rows of a DataFrame of texts without
+  their near-duplicates (or, ``emit="drop"``, the dropped rows with the kept
+  row each matched), verified as ``simhashdb dedup`` does a dataset, with
+  the same answer.
 - ``build_index(df, path, ...)``: a new persistent index (segment files and
   a manifest) holding every row, for the online service or
   ``simhashdb.Index.open``; written by the driver from Arrow chunks.
