@@ -603,6 +603,7 @@ DEDUP_SHINGLE = 5
 BUCKET_WINDOW = 32
 
 _ROW = "__simhashdb_row"
+_SIM = "__simhashdb_similarity"
 _SKETCH_SCHEMA = "row long, chars int, size int, keys array<int>"
 _CHECKED_SCHEMA = "a long, b long, similarity double"
 _FATE_SCHEMA = "row long, kept_row long, similarity double"
@@ -817,8 +818,9 @@ def dedup(
                 raise ValueError(
                     f"emit='drop' adds a column {extra!r}, and the DataFrame has one already"
                 )
-    if _ROW in fields:
-        raise ValueError(f"the DataFrame has a column {_ROW!r}, which dedup uses")
+    for internal in (_ROW, _ROW + "_kept", _SIM):
+        if internal in fields:
+            raise ValueError(f"the DataFrame has a column {internal!r}, which dedup uses")
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not (
         0.0 <= float(threshold) <= 1.0
     ):
@@ -947,9 +949,13 @@ def dedup(
             tagged.join(fates.select(F.col("row").alias(_ROW)), _ROW, "left_anti")
             .select(*df.columns)
         )
-    kept_ids = tagged.select(F.col(_ROW).alias("kept_row"), F.col(id).alias("duplicate_of"))
+    kept = _ROW + "_kept"
+    kept_ids = tagged.select(F.col(_ROW).alias(kept), F.col(id).alias("duplicate_of"))
+    dropped = fates.select(
+        F.col("row").alias(_ROW), F.col("kept_row").alias(kept), F.col("similarity").alias(_SIM)
+    )
     return (
-        tagged.join(fates.withColumnRenamed("row", _ROW), _ROW)
-        .join(kept_ids, "kept_row")
-        .select(*df.columns, "duplicate_of", "similarity")
+        tagged.join(dropped, _ROW)
+        .join(kept_ids, kept)
+        .select(*df.columns, "duplicate_of", F.col(_SIM).alias("similarity"))
     )

@@ -174,6 +174,12 @@ def test_spark_dedup_keeps_the_chains_ends(spark, tmp_path):
     got = spark_drops(frame(spark, reverse))
     assert set(got) == {"b"} and got["b"][0] == "c"
     assert_same(got, run_cli(tmp_path, reverse))
+    # Columns named like the job's own intermediate ones are the caller's.
+    from pyspark.sql import functions as F
+
+    named = frame(spark, rows).withColumn("row", F.lit(9)).withColumn("kept_row", F.lit(7))
+    out = sspark.dedup(named, id="id", emit="drop").collect()
+    assert [(r["id"], r["duplicate_of"], r["row"], r["kept_row"]) for r in out] == [("b", "a", 9, 7)]
 
 
 def test_spark_dedup_order_column_gives_the_row_order(spark, tmp_path):
