@@ -752,6 +752,10 @@ def dedup(
     the most similar (ties: the earlier): in a chain A ~ B ~ C where A and C
     are not similar, A and C are kept and B dropped.
 
+    The command line's ``--verify jaccard:T:W`` is ``threshold=T,
+    shingle=W`` (its ``jaccard:T`` alone means ``W = 2``; without
+    ``--verify`` it is 0.8 and 5, the defaults here).
+
     text: the string column holding the text; a null or blank text (no
     letter or digit) is kept and matches nothing. keep: ``"first"`` (the row
     order) or ``"longest"`` (the longest text in characters; ties: the
