@@ -759,11 +759,13 @@ def dedup(
     text: the string column holding the text; a null or blank text (no
     letter or digit) is kept and matches nothing. keep: ``"first"`` (the row
     order) or ``"longest"`` (the longest text in characters; ties: the
-    first). order: a column giving the row order (sortable, unique); by
-    default the DataFrame's own order as read (``monotonically_increasing_id``:
-    the order of the lines of a file, which the command line reads the
-    same), which is stable only when re-reading the input gives the same
-    partitions. tokenizer: as ``Simhasher``'s (default ``"words"``).
+    first). order: an integer column giving the row order (unique, not
+    null: it also identifies the rows inside the job); by default the
+    DataFrame's own order as read (``monotonically_increasing_id``: the
+    order of the lines of a file, as the command line reads them), which is
+    stable only when computing ``df`` again gives the same partitions in
+    the same order (a file read does; a ``repartition`` does not: give
+    ``order`` then). tokenizer: as ``Simhasher``'s (default ``"words"``).
 
     emit: ``"keep"`` returns the kept rows (``df``'s columns); ``"drop"``
     returns the dropped rows with two more columns, ``duplicate_of`` (the
