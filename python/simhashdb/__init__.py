@@ -7,7 +7,10 @@
 - ``Plan``: the block split and its permuted tables (``permute``,
   ``find_all_in_table``), for jobs that partition fingerprints themselves.
 - ``simhashdb.spark`` (``pip install 'simhashdb[spark]'``): ``find_all`` and
-  ``clusters`` over a Spark DataFrame.
+  ``clusters`` over a Spark DataFrame, and ``dedup`` of a DataFrame of texts.
+- ``shingles``, ``jaccard``, ``MinHashBands``, ``sketch`` (and their
+  ``*_many`` batch forms): the exact re-check helpers of ``simhashdb dedup``,
+  for users who build their own deduplication rules.
 - ``Index``: a persistent, crash-safe index of documents (id, fingerprint,
   name) that answers "which documents lie within k bits of this one?".
 
@@ -32,6 +35,7 @@ from ._simhashdb import (
     Doc,
     Index,
     Match,
+    MinHashBands,
     Plan,
     Simhasher,
     VerifiedMatch,
@@ -39,6 +43,13 @@ from ._simhashdb import (
     doc_id,
     find_all,
     hamming,
+    jaccard,
+    jaccard_many,
+    shingles,
+    shingles_many,
+    sketch,
+    sketch_many,
+    sketch_similarity,
 )
 
 __all__ = [
@@ -53,6 +64,14 @@ __all__ = [
     "VerifiedMatch",
     "Doc",
     "MAX_NAME_BYTES",
+    "shingles",
+    "shingles_many",
+    "jaccard",
+    "jaccard_many",
+    "MinHashBands",
+    "sketch",
+    "sketch_many",
+    "sketch_similarity",
     "Error",
     "LockedError",
     "CorruptedError",

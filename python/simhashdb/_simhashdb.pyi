@@ -322,3 +322,58 @@ class Index:
     @property
     def closed(self) -> bool:
         """Whether the index was closed."""
+
+# The exact re-check helpers (python/src/recheck.rs).
+
+def shingles(text: str, width: int = 5, hasher: Optional[Simhasher] = None) -> npt.NDArray[np.uint64]:
+    """The distinct ``width``-token shingles of ``text``, as sorted hashes."""
+
+def shingles_many(
+    texts: Iterable[str], width: int = 5, hasher: Optional[Simhasher] = None
+) -> list[npt.NDArray[np.uint64]]:
+    """``shingles`` of every text, in parallel without the GIL."""
+
+def jaccard(
+    a: Union[str, npt.ArrayLike],
+    b: Union[str, npt.ArrayLike],
+    width: int = 5,
+    hasher: Optional[Simhasher] = None,
+) -> float:
+    """Exact Jaccard similarity of two texts' (or two ``shingles`` arrays') shingle sets."""
+
+def jaccard_many(
+    a: Sequence[str], b: Sequence[str], width: int = 5, hasher: Optional[Simhasher] = None
+) -> npt.NDArray[np.float64]:
+    """``jaccard(a[i], b[i])`` for every i, in parallel without the GIL."""
+
+class MinHashBands:
+    """Banded MinHash keys: sets of Jaccard j share a key with probability 1 - (1 - j**rows)**bands."""
+
+    def __init__(self, bands: int, rows: int) -> None: ...
+    @staticmethod
+    def for_threshold(threshold: float) -> "MinHashBands":
+        """The bands ``simhashdb dedup`` uses for a Jaccard threshold."""
+    @property
+    def bands(self) -> int: ...
+    @property
+    def rows(self) -> int: ...
+    def probability(self, jaccard: float) -> float: ...
+    def keys(self, text: str, width: int = 5, hasher: Optional[Simhasher] = None) -> npt.NDArray[np.uint32]: ...
+    def sketch_many(
+        self, texts: Iterable[str], width: int = 5, hasher: Optional[Simhasher] = None
+    ) -> tuple[
+        npt.NDArray[np.uint64],
+        npt.NDArray[np.uint32],
+        npt.NDArray[np.uint32],
+        npt.NDArray[np.bool_],
+    ]:
+        """(fingerprints, keys of shape (n, bands), distinct shingle counts, blank) of every text."""
+
+def sketch(text: str, hasher: Optional[Simhasher] = None) -> bytes:
+    """The 16-byte sketch of ``text``'s word 5-shingles."""
+
+def sketch_many(texts: Iterable[str], hasher: Optional[Simhasher] = None) -> npt.NDArray[np.uint8]:
+    """The sketches of many texts, shape (n, 16)."""
+
+def sketch_similarity(a: Union[bytes, npt.ArrayLike], b: Union[bytes, npt.ArrayLike]) -> float:
+    """Estimated Jaccard similarity of two sketches."""

@@ -10,6 +10,10 @@ Install with ``pip install 'simhashdb[spark]'`` (pyspark >= 4.0, pyarrow).
 - ``clusters(df, ...)``: a DataFrame ``[id, cluster]``, one row per input row,
   where ``cluster`` is the smallest id of the row's connected component
   (the single-node ``simhashdb.clusters``, labelled by ids).
+- ``dedup(df, text="text", ...)``: the rows of a DataFrame of texts without
+  their near-duplicates (or, ``emit="drop"``, the dropped rows with the kept
+  row each matched), verified as ``simhashdb dedup`` does a dataset, with
+  the same answer.
 - ``build_index(df, path, ...)``: a new persistent index (segment files and
   a manifest) holding every row, for the online service or
   ``simhashdb.Index.open``; written by the driver from Arrow chunks.
@@ -56,7 +60,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 
 from ._simhashdb import Index, Plan
 
-__all__ = ["find_all", "clusters", "plan_for", "build_index"]
+__all__ = ["find_all", "clusters", "plan_for", "build_index", "dedup"]
 
 #: Groups (rows sharing one table's prefix) larger than this are split.
 MAX_GROUP_ROWS = 250_000
@@ -583,3 +587,381 @@ def build_index(
         raise
     finally:
         base.unpersist()
+
+
+# ---------------------------------------------------------------------------
+# dedup: the verified dataset engine of `simhashdb dedup` on a DataFrame.
+
+#: The Jaccard threshold and shingle width of `simhashdb dedup` on datasets.
+DEDUP_THRESHOLD = 0.8
+DEDUP_SHINGLE = 5
+
+#: Among the rows that share a band key, each is paired with at most this
+#: many of those first in keep order and as many just before it (the
+#: command line's bound on a huge bucket: pairs grow with its rows, not
+#: their square).
+BUCKET_WINDOW = 32
+
+_ROW = "__simhashdb_row"
+_SIM = "__simhashdb_similarity"
+_SKETCH_SCHEMA = "row long, chars int, size int, keys array<int>"
+_CHECKED_SCHEMA = "a long, b long, similarity double"
+_FATE_SCHEMA = "row long, kept_row long, similarity double"
+
+
+def _sketcher(text_col: str, bands_rows, width: int, tokenizer):
+    """The mapInArrow function of the first pass: each row's band keys, its
+    number of distinct shingles and its length in characters, on the
+    executors (``MinHashBands.sketch_many``, in parallel without the GIL)."""
+
+    def sketch(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow.compute as pc
+
+        from ._simhashdb import MinHashBands, Simhasher
+
+        bands = MinHashBands(*bands_rows)
+        hasher = Simhasher(tokenizer=tokenizer) if tokenizer is not None else None
+        for batch in batches:
+            column = batch.column(text_col)
+            # A null text is blank, as an empty one: kept, never a match.
+            column = pc.fill_null(column, "")
+            texts = column.to_pylist()
+            _, keys, sizes, blank = bands.sketch_many(texts, width=width, hasher=hasher)
+            chars = pc.utf8_length(column).to_numpy(zero_copy_only=False).astype(np.int32)
+            n = len(texts)
+            flat = keys.view(np.int32).reshape(-1)
+            offsets = np.arange(n + 1, dtype=np.int32) * keys.shape[1]
+            key_lists = pa.ListArray.from_arrays(
+                pa.array(offsets), pa.array(flat), mask=pa.array(blank)
+            )
+            yield pa.RecordBatch.from_arrays(
+                [
+                    batch.column(_ROW),
+                    pa.array(chars),
+                    pa.array(sizes.astype(np.int32)),
+                    key_lists,
+                ],
+                names=["row", "chars", "size", "keys"],
+            )
+
+    return sketch
+
+
+def _checker(width: int, tokenizer):
+    """The mapInArrow function of the exact check: the Jaccard similarity of
+    each candidate pair's texts (``jaccard_many``)."""
+
+    def check(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow.compute as pc
+
+        from ._simhashdb import Simhasher, jaccard_many
+
+        hasher = Simhasher(tokenizer=tokenizer) if tokenizer is not None else None
+        for batch in batches:
+            ta = pc.fill_null(batch.column("ta"), "").to_pylist()
+            tb = pc.fill_null(batch.column("tb"), "").to_pylist()
+            js = jaccard_many(ta, tb, width=width, hasher=hasher)
+            yield pa.RecordBatch.from_arrays(
+                [batch.column("a"), batch.column("b"), pa.array(js)],
+                names=["a", "b", "similarity"],
+            )
+
+    return check
+
+
+def _direct(a, b, similarity, ka, kb):
+    """The keep rule over the confirmed pairs of whole connected components
+    (parallel sequences: the pairs' rows, their similarity and each row's
+    keep-order rank key): the rows visited in keep order, each dropped
+    against the most similar earlier row that is kept (ties: the earlier in
+    keep order), as the command line's ``direct`` grouping. Returns the
+    dropped rows, the kept row each matched and the similarity."""
+    rank = {}
+    adjacency = {}
+    for x, y, s, kx, ky in zip(a, b, similarity, ka, kb):
+        rank[x] = kx
+        rank[y] = ky
+        adjacency.setdefault(x, []).append((y, s))
+        adjacency.setdefault(y, []).append((x, s))
+    kept = set()
+    out_row, out_kept, out_sim = [], [], []
+    for node in sorted(rank, key=rank.__getitem__):
+        best = None
+        mine = rank[node]
+        for other, s in adjacency[node]:
+            if other not in kept or rank[other] >= mine:
+                continue
+            if best is None or s > best[1] or (s == best[1] and rank[other] < rank[best[0]]):
+                best = (other, s)
+        if best is None:
+            kept.add(node)
+        else:
+            out_row.append(node)
+            out_kept.append(best[0])
+            out_sim.append(best[1])
+    return out_row, out_kept, out_sim
+
+
+def _keeper(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The mapInArrow function of the keep rule: a partition holds whole
+    components (the pairs are partitioned by component), all handled by one
+    call of ``_direct``."""
+    batches = [batch for batch in batches if batch.num_rows]
+    if not batches:
+        return
+    table = pa.Table.from_batches(batches)
+    a = table.column("a").to_pylist()
+    b = table.column("b").to_pylist()
+    similarity = table.column("similarity").to_pylist()
+    ka = list(zip(table.column("na").to_pylist(), table.column("oa").to_pylist()))
+    kb = list(zip(table.column("nb").to_pylist(), table.column("ob").to_pylist()))
+    rows, kept, sims = _direct(a, b, similarity, ka, kb)
+    yield pa.RecordBatch.from_arrays(
+        [pa.array(rows, pa.int64()), pa.array(kept, pa.int64()), pa.array(sims, pa.float64())],
+        names=["row", "kept_row", "similarity"],
+    )
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def dedup(
+    df: DataFrame,
+    text: str = "text",
+    *,
+    id: Optional[str] = None,
+    keep: str = "first",
+    emit: str = "keep",
+    threshold: float = DEDUP_THRESHOLD,
+    shingle: int = DEDUP_SHINGLE,
+    tokenizer: Optional[str] = None,
+    order: Optional[str] = None,
+    max_rounds: int = 200,
+) -> DataFrame:
+    """The rows of ``df`` without their near-duplicates, as ``simhashdb
+    dedup`` gives them for the same rows in the same order: verified, with
+    the command line's rule and defaults.
+
+    A pair of rows is a near-duplicate when the Jaccard similarity of their
+    texts' word ``shingle``-shingles (default 5) is at least ``threshold``
+    (default 0.8); the pairs checked are those that share a MinHash band key
+    (``MinHashBands.for_threshold(threshold)``: 20 bands of 5 rows at 0.8,
+    so a pair at 0.8 is checked with probability 0.9996). Rows are visited in
+    keep order and one is dropped only against an earlier row that is kept,
+    the most similar (ties: the earlier): in a chain A ~ B ~ C where A and C
+    are not similar, A and C are kept and B dropped.
+
+    The command line's ``--verify jaccard:T:W`` is ``threshold=T,
+    shingle=W`` (its ``jaccard:T`` alone means ``W = 2``; without
+    ``--verify`` it is 0.8 and 5, the defaults here).
+
+    text: the string column holding the text; a null or blank text (no
+    letter or digit) is kept and matches nothing. keep: ``"first"`` (the row
+    order) or ``"longest"`` (the longest text in characters; ties: the
+    first). order: an integer column giving the row order (unique, not
+    null: it also identifies the rows inside the job); by default the
+    DataFrame's own order as read (``monotonically_increasing_id``: the
+    order of the lines of a file, as the command line reads them), which is
+    stable only when computing ``df`` again gives the same partitions in
+    the same order (a file read does; a ``repartition`` does not: give
+    ``order`` then). tokenizer: as ``Simhasher``'s (default ``"words"``).
+
+    emit: ``"keep"`` returns the kept rows (``df``'s columns); ``"drop"``
+    returns the dropped rows with two more columns, ``duplicate_of`` (the
+    value of column ``id`` of the kept row it matched; ``id`` is then
+    required) and ``similarity`` (their Jaccard similarity).
+
+    Sketches, candidates, the exact check and the keep rule all run on the
+    executors: the band keys (mapInArrow), the candidates by equal keys
+    (window functions and joins), the exact check of each candidate's two
+    texts (mapInArrow), the connected components of the confirmed pairs
+    (large-star / small-star, at most ``max_rounds`` rounds) and the keep
+    rule within each component (mapInArrow over the pairs partitioned by
+    component). docs/SCALING.md gives the costs. The candidates, the check
+    and the components' rounds run when this returns; the rest is lazy. The
+    rows' sketches stay cached (``persist``) for the returned DataFrame.
+    """
+    if not isinstance(df, DataFrame):
+        raise TypeError(f"df must be a pyspark DataFrame, got {type(df).__name__}")
+    fields = {f.name: f.dataType for f in df.schema.fields}
+
+    def column(what, name):
+        if not isinstance(name, str):
+            raise TypeError(f"{what} must be a column name (str), got {type(name).__name__}")
+        if name not in fields:
+            raise ValueError(
+                f"{what} {name!r} is not a column of the DataFrame "
+                f"(columns: {', '.join(fields) or 'none'})"
+            )
+
+    column("text", text)
+    if not isinstance(fields[text], T.StringType):
+        raise TypeError(
+            f"text column {text!r} must be StringType, got {fields[text].simpleString()}"
+        )
+    if keep not in ("first", "longest"):
+        raise ValueError(f"keep must be 'first' or 'longest', got {keep!r}")
+    if emit not in ("keep", "drop"):
+        raise ValueError(f"emit must be 'keep' or 'drop', got {emit!r}")
+    if id is not None:
+        column("id", id)
+    elif emit == "drop":
+        raise ValueError(
+            "emit='drop' names the kept row each dropped row matched by its id: "
+            "give id=COLUMN"
+        )
+    if order is not None:
+        column("order", order)
+        if not isinstance(fields[order], (T.LongType, T.IntegerType, T.ShortType, T.ByteType)):
+            raise TypeError(
+                f"order column {order!r} must be an integer type (LongType), "
+                f"got {fields[order].simpleString()}"
+            )
+    if emit == "drop":
+        for extra in ("duplicate_of", "similarity"):
+            if extra in fields:
+                raise ValueError(
+                    f"emit='drop' adds a column {extra!r}, and the DataFrame has one already"
+                )
+    for internal in (_ROW, _ROW + "_kept", _SIM):
+        if internal in fields:
+            raise ValueError(f"the DataFrame has a column {internal!r}, which dedup uses")
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not (
+        0.0 <= float(threshold) <= 1.0
+    ):
+        raise ValueError(f"threshold must be a number from 0 to 1, got {threshold!r}")
+    threshold = float(threshold)
+    if not _is_int(shingle) or not 1 <= shingle <= 1024:
+        raise ValueError(f"shingle must be an int from 1 to 1024 (tokens), got {shingle!r}")
+    if not _is_int(max_rounds) or max_rounds < 1:
+        raise ValueError(f"max_rounds must be a positive int, got {max_rounds!r}")
+    from ._simhashdb import MinHashBands, Simhasher
+
+    if tokenizer is not None:
+        Simhasher(tokenizer=tokenizer)  # a bad tokenizer fails here, not on an executor
+    bands = MinHashBands.for_threshold(threshold)
+
+    # Each row's key: the order column when given (unique), else its
+    # position as read.
+    row_key = F.col(order).cast("long") if order is not None else F.monotonically_increasing_id()
+    tagged = df.withColumn(_ROW, row_key)
+    # The keep order: (rank key) ascending.
+    sk = tagged.select(_ROW, text).mapInArrow(
+        _sketcher(text, (bands.bands, bands.rows), shingle, tokenizer), _SKETCH_SCHEMA
+    )
+    sk = sk.withColumn("o", F.col("row"))
+    sk = sk.withColumn(
+        "neg_chars", (-F.col("chars") if keep == "longest" else F.lit(0)).cast("long")
+    )
+    sk = sk.persist()
+    rank_cols = ["neg_chars", "o"]
+
+    # ---- candidates: rows sharing a band key, each with the first
+    # BUCKET_WINDOW rows of its bucket in keep order and the BUCKET_WINDOW
+    # just before it.
+    from pyspark.sql import Window
+
+    keyed = sk.where(F.col("keys").isNotNull()).select(
+        "row", *rank_cols, F.posexplode("keys").alias("band", "key")
+    )
+    bucket = Window.partitionBy("band", "key")
+    keyed = (
+        keyed.withColumn("rn", F.row_number().over(bucket.orderBy(*rank_cols)) - 1)
+        .withColumn("members", F.count(F.lit(1)).over(bucket))
+        .where(F.col("members") > 1)
+        .select("band", "key", "row", "rn")
+    )
+    heads = keyed.where(F.col("rn") < BUCKET_WINDOW).select(
+        "band", "key", F.col("rn").alias("prn"), F.col("row").alias("prow")
+    )
+    with_heads = keyed.join(heads, ["band", "key"]).where(F.col("prn") < F.col("rn"))
+    before = keyed.select(
+        "band", "key", F.col("rn").alias("prn"), F.col("row").alias("prow")
+    )
+    recent = (
+        keyed.where(F.col("rn") > BUCKET_WINDOW)
+        .select(
+            "band",
+            "key",
+            "row",
+            F.explode(
+                F.sequence(
+                    F.greatest(F.col("rn") - BUCKET_WINDOW, F.lit(BUCKET_WINDOW)),
+                    F.col("rn") - 1,
+                )
+            ).alias("prn"),
+        )
+        .join(before, ["band", "key", "prn"])
+    )
+    pairs = (
+        with_heads.select("row", "prow")
+        .unionByName(recent.select("row", "prow"))
+        .select(F.least("row", "prow").alias("a"), F.greatest("row", "prow").alias("b"))
+        .distinct()
+    )
+    # A pair whose set sizes alone bound its Jaccard below the threshold
+    # cannot pass: dropped before the texts are joined.
+    sizes = sk.select("row", "size")
+    pairs = (
+        pairs.join(sizes.select(F.col("row").alias("a"), F.col("size").alias("sa")), "a")
+        .join(sizes.select(F.col("row").alias("b"), F.col("size").alias("sb")), "b")
+        .where(
+            (F.greatest("sa", "sb") == 0)
+            | (F.least("sa", "sb").cast("double") / F.greatest("sa", "sb") >= F.lit(threshold))
+        )
+        .select("a", "b")
+    )
+
+    # ---- the exact check of each candidate's two texts
+    texts = tagged.select(F.col(_ROW).alias("row"), F.col(text).alias("t"))
+    confirmed = (
+        pairs.join(texts.select(F.col("row").alias("a"), F.col("t").alias("ta")), "a")
+        .join(texts.select(F.col("row").alias("b"), F.col("t").alias("tb")), "b")
+        .select("a", "b", "ta", "tb")
+        .mapInArrow(_checker(shingle, tokenizer), _CHECKED_SCHEMA)
+        .where(F.col("similarity") >= F.lit(threshold))
+    )
+    confirmed = _checkpoint(confirmed)
+
+    # ---- the keep rule, within each connected component of the confirmed
+    # pairs
+    labels = _components(confirmed.select(F.col("a").alias("u"), F.col("b").alias("v")), max_rounds)
+    rank_of = sk.select("row", "neg_chars", "o")
+    edges = (
+        confirmed.join(labels, confirmed["a"] == labels["node"])
+        .drop("node")
+        .join(
+            rank_of.select(
+                F.col("row").alias("a"), F.col("neg_chars").alias("na"), F.col("o").alias("oa")
+            ),
+            "a",
+        )
+        .join(
+            rank_of.select(
+                F.col("row").alias("b"), F.col("neg_chars").alias("nb"), F.col("o").alias("ob")
+            ),
+            "b",
+        )
+    )
+    fates = (
+        edges.repartition("label")
+        .select("a", "b", "similarity", "na", "oa", "nb", "ob")
+        .mapInArrow(_keeper, _FATE_SCHEMA)
+    )
+
+    if emit == "keep":
+        return (
+            tagged.join(fates.select(F.col("row").alias(_ROW)), _ROW, "left_anti")
+            .select(*df.columns)
+        )
+    kept = _ROW + "_kept"
+    kept_ids = tagged.select(F.col(_ROW).alias(kept), F.col(id).alias("duplicate_of"))
+    dropped = fates.select(
+        F.col("row").alias(_ROW), F.col("kept_row").alias(kept), F.col("similarity").alias(_SIM)
+    )
+    return (
+        tagged.join(dropped, _ROW)
+        .join(kept_ids, kept)
+        .select(*df.columns, "duplicate_of", F.col(_SIM).alias("similarity"))
+    )

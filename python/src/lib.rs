@@ -12,6 +12,7 @@ mod hasher;
 mod index;
 mod interrupt;
 mod plan;
+mod recheck;
 mod records;
 
 use pyo3::prelude::*;
@@ -31,6 +32,11 @@ mod _simhashdb {
     use crate::index::{PyIndex, PyVerifiedMatch};
     #[pymodule_export]
     use crate::plan::PyPlan;
+    #[pymodule_export]
+    use crate::recheck::{
+        PyMinHashBands, jaccard, jaccard_many, shingles, shingles_many, sketch, sketch_many,
+        sketch_similarity,
+    };
     #[pymodule_export]
     use crate::records::{PyDoc, PyMatch};
 
