@@ -1,5 +1,8 @@
 """simhashdb: exact near-duplicate search over 64-bit SimHash fingerprints.
 
+- ``dedup(texts)``: the verified deduplication of a column of texts (a list,
+  numpy, pandas, pyarrow, polars or ``datasets`` column), the rule of the
+  ``simhashdb dedup`` command.
 - ``Simhasher``: texts to fingerprints (``fingerprint``, ``fingerprint_many``).
 - ``hamming(a, b)``: the distance between two fingerprints.
 - ``find_all`` / ``clusters``: every near-duplicate pair, or cluster, of a
@@ -29,18 +32,22 @@ from ._errors import (
 )
 from ._simhashdb import (
     MAX_NAME_BYTES,
+    DedupResult,
     Doc,
     Index,
     Match,
     Plan,
     Simhasher,
     clusters,
+    dedup,
     doc_id,
     find_all,
     hamming,
 )
 
 __all__ = [
+    "dedup",
+    "DedupResult",
     "Simhasher",
     "hamming",
     "find_all",
