@@ -22,7 +22,8 @@
 //!    the groups are the connected components of the candidate pairs and
 //!    each keeps its first member in keep order;
 //! 5. an [`Outcome`]: each record's [`Fate`] (kept, or dropped with the kept
-//!    record it matched and the similarity) and the groups.
+//!    record it matched), the similarity of each dropped record to it, and
+//!    the groups.
 //!
 //! [`dedup`] runs them all on texts in memory:
 //!
@@ -38,7 +39,8 @@
 //! let outcome = dedup(&Simhasher::default(), &texts, &Settings::default(), Keep::First)?;
 //! assert_eq!(outcome.fate[0], Fate::Kept);
 //! assert_eq!(outcome.fate[1], Fate::Kept);
-//! assert_eq!(outcome.fate[2], Fate::Duplicate { of: 0, similarity: Some(1.0) });
+//! assert_eq!(outcome.fate[2], Fate::Duplicate { of: 0 });
+//! assert_eq!(outcome.similarity(2), Some(1.0));
 //! assert_eq!(outcome.groups, vec![vec![0, 2]]);
 //! # Ok::<(), simhashdb::dedup::DedupError>(())
 //! ```
@@ -150,18 +152,16 @@ pub enum Keep {
     Longest,
 }
 
-/// What happens to one record.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// What happens to one record (8 bytes: a run holds one per record).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fate {
     /// Kept.
     Kept,
-    /// Dropped as a duplicate of the kept record `of`, with their Jaccard
-    /// similarity (`None` without verification).
+    /// Dropped as a duplicate of the kept record `of`
+    /// ([`Outcome::similarity`] gives their similarity).
     Duplicate {
         /// The kept record it matched.
         of: u32,
-        /// Their Jaccard similarity, when verified.
-        similarity: Option<f64>,
     },
 }
 
@@ -377,12 +377,25 @@ pub struct Outcome {
     pub groups: Vec<Vec<u32>>,
     /// The kept record of each group.
     pub kept_of_group: Vec<u32>,
+    /// Each dropped record's Jaccard similarity to the kept record it
+    /// matched, by record number (sorted); empty without verification.
+    pub similarities: Vec<(u32, f64)>,
 }
 
 impl Outcome {
     /// The number of records dropped.
     pub fn dropped(&self) -> usize {
         self.fate.iter().filter(|f| **f != Fate::Kept).count()
+    }
+
+    /// The Jaccard similarity of dropped record `record` to the kept record
+    /// it matched; `None` for a kept record, or without verification.
+    pub fn similarity(&self, record: u32) -> Option<f64> {
+        let at = self
+            .similarities
+            .binary_search_by_key(&record, |&(r, _)| r)
+            .ok()?;
+        Some(self.similarities[at].1)
     }
 }
 
@@ -642,6 +655,7 @@ fn direct(n: usize, similarity_of_pair: &[((u32, u32), f64)], order: &[u32]) -> 
     }
     drop(fill);
     let mut fate = vec![Fate::Kept; n];
+    let mut similarities = Vec::new();
     for &i in order {
         let mut best: Option<(f64, u32)> = None;
         for &(j, s) in &adj[start[i as usize] as usize..start[i as usize + 1] as usize] {
@@ -657,15 +671,14 @@ fn direct(n: usize, similarity_of_pair: &[((u32, u32), f64)], order: &[u32]) -> 
             }
         }
         if let Some((s, j)) = best {
-            fate[i as usize] = Fate::Duplicate {
-                of: j,
-                similarity: Some(s),
-            };
+            fate[i as usize] = Fate::Duplicate { of: j };
+            similarities.push((i, s));
         }
     }
+    similarities.sort_unstable_by_key(|&(r, _)| r);
     let mut members: HashMap<u32, Vec<u32>> = HashMap::new();
     for (i, f) in fate.iter().enumerate() {
-        if let Fate::Duplicate { of, .. } = *f {
+        if let Fate::Duplicate { of } = *f {
             members.entry(of).or_insert_with(|| vec![of]).push(i as u32);
         }
     }
@@ -683,6 +696,7 @@ fn direct(n: usize, similarity_of_pair: &[((u32, u32), f64)], order: &[u32]) -> 
         fate,
         groups,
         kept_of_group,
+        similarities,
     }
 }
 
@@ -703,10 +717,7 @@ fn by_components(n: usize, pairs: &[(u32, u32)], order: &[u32]) -> Outcome {
             .expect("a component has members");
         for &m in g {
             if m != kept {
-                fate[m as usize] = Fate::Duplicate {
-                    of: kept,
-                    similarity: None,
-                };
+                fate[m as usize] = Fate::Duplicate { of: kept };
             }
         }
         kept_of_group.push(kept);
@@ -715,6 +726,7 @@ fn by_components(n: usize, pairs: &[(u32, u32)], order: &[u32]) -> Outcome {
         fate,
         groups,
         kept_of_group,
+        similarities: Vec::new(),
     }
 }
 
@@ -966,12 +978,7 @@ mod tests {
         let order = [5, 4, 3, 2, 1, 0];
         let outcome = by_components(6, &[(0, 3), (3, 5), (1, 2)], &order);
         assert_eq!(outcome.kept_of_group, vec![5, 2]);
-        assert_eq!(
-            outcome.fate[0],
-            Fate::Duplicate {
-                of: 5,
-                similarity: None
-            }
-        );
+        assert_eq!(outcome.fate[0], Fate::Duplicate { of: 5 });
+        assert_eq!(outcome.similarity(0), None);
     }
 }

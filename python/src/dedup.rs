@@ -188,12 +188,15 @@ pub fn dedup<'py>(
                 duplicate_of.push(-1i64);
                 similarity.push(f64::NAN);
             }
-            Fate::Duplicate { of, similarity: s } => {
+            Fate::Duplicate { of } => {
                 kept_mask.push(false);
                 duplicate_of.push(i64::from(of));
-                similarity.push(s.unwrap_or(f64::NAN));
+                similarity.push(f64::NAN);
             }
         }
+    }
+    for &(r, s) in &outcome.similarities {
+        similarity[r as usize] = s;
     }
     let dropped = outcome.dropped();
     Ok(PyDedupResult {

@@ -713,26 +713,23 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
         fate: decided,
         groups,
         kept_of_group,
+        similarities,
     } = outcome;
     let fps = std::mem::take(&mut sketches.fingerprints);
     let blank = std::mem::take(&mut sketches.blank);
     drop(sketches);
-    // The similarity of each dropped record to the kept record it matched
-    // (for the report).
+    // The similarity of each dropped record to the kept record it matched,
+    // sorted by record (for the report).
     let reported = args.emit != Emit::Keep;
-    let mut sim_to_kept: HashMap<u32, f64> = HashMap::new();
-    let mut fate: Vec<Fate> = Vec::with_capacity(n);
-    for (i, f) in decided.into_iter().enumerate() {
-        fate.push(match f {
+    let sim_to_kept = if reported { similarities } else { Vec::new() };
+    // (In place: the two enums have one size.)
+    let mut fate: Vec<Fate> = decided
+        .into_iter()
+        .map(|f| match f {
             dedup::Fate::Kept => Fate::Kept,
-            dedup::Fate::Duplicate { of, similarity } => {
-                if let Some(s) = similarity.filter(|_| reported) {
-                    sim_to_kept.insert(i as u32, s);
-                }
-                Fate::Duplicate { of }
-            }
-        });
-    }
+            dedup::Fate::Duplicate { of } => Fate::Duplicate { of },
+        })
+        .collect();
     summary.groups = groups.len() as u64;
     summary.in_groups = groups.iter().map(|g| g.len() as u64).sum();
     summary.dropped_in_dataset = summary.in_groups - summary.groups;
@@ -796,6 +793,10 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
         }
     }
     let id_of = |i: u32| -> Value { ids.get(&i).cloned().unwrap_or_else(|| Value::from(i)) };
+    let similarity_of = |i: u32| -> Option<f64> {
+        let at = sim_to_kept.binary_search_by_key(&i, |&(r, _)| r).ok()?;
+        Some(sim_to_kept[at].1)
+    };
     summary.step("report");
 
     // ---- output
@@ -810,7 +811,7 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
                         "id": id_of(i as u32),
                         "duplicate_of": id_of(of),
                         "distance": hamming(fps[i], fps[of as usize]),
-                        "similarity": sim_to_kept.get(&(i as u32)).copied(),
+                        "similarity": similarity_of(i as u32),
                     }),
                     Fate::InIndex { m } => {
                         let (id, d) = &index_matches[m as usize];
@@ -846,7 +847,7 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
                             "id": id_of(m),
                             "fingerprint": fps[m as usize],
                             "distance": hamming(fps[m as usize], fps[kept as usize]),
-                            "similarity": sim_to_kept.get(&m).copied(),
+                            "similarity": similarity_of(m),
                         })
                     }));
                     json!({ "members": members })
