@@ -287,9 +287,11 @@ fn as_pyarrow<'py>(value: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAn
         }
         "polars" if name == "Series" => Ok(Some(value.call_method0("to_arrow")?)),
         "pandas" if name == "Series" => {
+            // `string[pyarrow]`, `ArrowDtype` and pandas 3's `str`: an
+            // `Arrow...Array` holding a pyarrow `ChunkedArray`.
             let array = value.getattr("array")?;
-            let dtype = value.getattr("dtype")?.str()?.to_string();
-            if dtype.contains("pyarrow") && array.hasattr("__arrow_array__")? {
+            let (_, kind) = type_path(&array);
+            if kind.starts_with("Arrow") && array.hasattr("__arrow_array__")? {
                 Ok(Some(array.call_method0("__arrow_array__")?))
             } else {
                 Ok(None)
