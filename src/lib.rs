@@ -37,12 +37,14 @@
 //! Modules: [`fingerprint`] (text to fingerprint), [`plan`] (block splits,
 //! permutations, the cost model), [`search`] (queries over in-memory tables),
 //! [`batch`] (all pairs and clusters of a set), [`recheck`] (exact Jaccard
-//! re-checks of candidate pairs), [`sketch`] (a text's 16-byte verification
+//! re-checks of candidate pairs), [`dedup`] (the verified deduplication of a
+//! collection of texts), [`sketch`] (a text's 16-byte verification
 //! value), [`engine`] (the persistent [`Index`]).
 
 #![warn(missing_docs)]
 
 pub mod batch;
+pub mod dedup;
 pub mod engine;
 pub mod error;
 pub mod fingerprint;

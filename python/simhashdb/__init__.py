@@ -1,5 +1,8 @@
 """simhashdb: exact near-duplicate search over 64-bit SimHash fingerprints.
 
+- ``dedup(texts)``: the verified deduplication of a column of texts (a list,
+  numpy, pandas, pyarrow, polars or ``datasets`` column), the rule of the
+  ``simhashdb dedup`` command.
 - ``Simhasher``: texts to fingerprints (``fingerprint``, ``fingerprint_many``).
 - ``hamming(a, b)``: the distance between two fingerprints.
 - ``find_all`` / ``clusters``: every near-duplicate pair, or cluster, of a
@@ -32,6 +35,7 @@ from ._errors import (
 )
 from ._simhashdb import (
     MAX_NAME_BYTES,
+    DedupResult,
     Doc,
     Index,
     Match,
@@ -40,6 +44,7 @@ from ._simhashdb import (
     Simhasher,
     VerifiedMatch,
     clusters,
+    dedup,
     doc_id,
     find_all,
     hamming,
@@ -53,6 +58,8 @@ from ._simhashdb import (
 )
 
 __all__ = [
+    "dedup",
+    "DedupResult",
     "Simhasher",
     "hamming",
     "find_all",

@@ -36,6 +36,36 @@ def clusters(
     its cluster (connected components of ``find_all``'s pairs); a fingerprint
     without near-duplicates is labelled with its own position."""
 
+class DedupResult:
+    """The answer of ``dedup``: one entry per text, in the order given."""
+
+    @property
+    def keep(self) -> npt.NDArray[np.bool_]: ...
+    @property
+    def duplicate_of(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def similarity(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def kept(self) -> int: ...
+    @property
+    def dropped(self) -> int: ...
+    def __len__(self) -> int: ...
+
+def dedup(
+    texts: Any,
+    *,
+    threshold: float = 0.8,
+    shingle: int = 5,
+    tokenizer: str = "words",
+    keep: str = "first",
+    verify: bool = True,
+    distance: Optional[int] = None,
+) -> DedupResult:
+    """Deduplicates texts (a list of str, a numpy object array, a pandas
+    Series, a pyarrow string Array/ChunkedArray, a polars Series or a
+    ``datasets`` column), verified, with the rule and defaults of the
+    ``simhashdb dedup`` command on datasets."""
+
 class Plan:
     """How the 64 bits are split into permuted tables, and the largest
     distance k it answers exactly: ``Plan(blocks, k=3)``,

@@ -163,10 +163,12 @@ fn items<'py>(value: &Bound<'py, PyAny>, what: &str, of: &str) -> PyResult<Vec<B
 }
 
 /// Texts read in place from Python `str` objects (their UTF-8 form, which
-/// CPython keeps inside each object), usable without the GIL.
+/// CPython keeps inside each object) or from the buffers of Arrow string
+/// arrays, usable without the GIL.
 pub struct Texts {
-    /// Keeps every `str` alive, and with it the bytes `spans` point into.
-    owners: Vec<Py<PyString>>,
+    /// Keeps every `str` (or Arrow array) alive, and with it the bytes
+    /// `spans` point into.
+    owners: Vec<Py<PyAny>>,
     /// Address and length of each text's UTF-8 bytes.
     spans: Vec<(usize, usize)>,
 }
@@ -180,14 +182,16 @@ impl Texts {
     /// Text `i`.
     pub fn get(&self, i: usize) -> &str {
         let (address, len) = self.spans[i];
-        debug_assert_eq!(self.owners.len(), self.spans.len());
-        // SAFETY: `address` and `len` are the UTF-8 buffer that
-        // `PyUnicode_AsUTF8AndSize` returned for `self.owners[i]`: valid UTF-8
-        // (CPython encodes it, refusing lone surrogates), owned by that `str`
-        // (cached in the object, freed only when it is deallocated), and
-        // never modified (`str` is immutable). `self.owners` holds a strong
-        // reference to each `str` for as long as `self` lives, and `&self`
-        // bounds the returned lifetime.
+        // SAFETY: `address` and `len` are either the UTF-8 buffer that
+        // `PyUnicode_AsUTF8AndSize` returned for a `str` of `self.owners`:
+        // valid UTF-8 (CPython encodes it, refusing lone surrogates), owned by
+        // that `str` (cached in the object, freed only when it is
+        // deallocated), and never modified (`str` is immutable); or a range
+        // of the data buffer of an Arrow array of `self.owners`, checked to
+        // lie inside it and to be UTF-8 when it was read (`arrow_chunk`);
+        // Arrow arrays are immutable and their buffers live as long as the
+        // array. `self.owners` holds a strong reference to each owner for as
+        // long as `self` lives, and `&self` bounds the returned lifetime.
         unsafe {
             std::str::from_utf8_unchecked(std::slice::from_raw_parts(address as *const u8, len))
         }
@@ -220,7 +224,17 @@ unsafe extern "C" {
 /// A sequence of texts (`str`), read in place and held without the GIL:
 /// no copy of each text, which would cost a tenth of the time of
 /// fingerprinting it.
+///
+/// Also an Arrow column, read from its buffers without a copy per text: a
+/// pyarrow `Array` or `ChunkedArray` of `string` or `large_string` (other
+/// string types are cast to `large_string` first), a polars `Series`
+/// (through `to_arrow`), a pandas `Series` backed by pyarrow, or a Hugging
+/// Face `datasets` column (through its Arrow format). Null is refused,
+/// naming its position.
 pub fn texts_arg(value: &Bound<'_, PyAny>, what: &str) -> PyResult<Texts> {
+    if let Some(texts) = arrow_texts(value, what)? {
+        return Ok(texts);
+    }
     let items = items(value, what, "str")?;
     let mut owners = Vec::with_capacity(items.len());
     let mut spans = Vec::with_capacity(items.len());
@@ -242,10 +256,193 @@ pub fn texts_arg(value: &Bound<'_, PyAny>, what: &str) -> PyResult<Texts> {
             return Err(error);
         }
         spans.push((address as usize, len as usize));
-        owners.push(text.unbind());
+        owners.push(text.into_any().unbind());
     }
     Ok(Texts { owners, spans })
 }
+
+/// The module and class name of `value`'s type.
+fn type_path(value: &Bound<'_, PyAny>) -> (String, String) {
+    let ty = value.get_type();
+    let module = ty
+        .getattr("__module__")
+        .and_then(|m| m.extract::<String>())
+        .unwrap_or_default();
+    let name = ty.name().map(|n| n.to_string()).unwrap_or_default();
+    (module, name)
+}
+
+/// The pyarrow array (or chunked array) behind an Arrow-backed column of
+/// polars, pandas or `datasets`, or `value` itself when it is pyarrow's;
+/// `None` for anything else.
+fn as_pyarrow<'py>(value: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let (module, name) = type_path(value);
+    let root = module.split('.').next().unwrap_or("");
+    match root {
+        "pyarrow"
+            if value.hasattr("type")?
+                && (value.hasattr("buffers")? || value.hasattr("chunks")?) =>
+        {
+            Ok(Some(value.clone()))
+        }
+        "polars" if name == "Series" => Ok(Some(value.call_method0("to_arrow")?)),
+        "pandas" if name == "Series" => {
+            // `string[pyarrow]`, `ArrowDtype` and pandas 3's `str`: an
+            // `Arrow...Array` holding a pyarrow `ChunkedArray`.
+            let array = value.getattr("array")?;
+            let (_, kind) = type_path(&array);
+            if kind.starts_with("Arrow") && array.hasattr("__arrow_array__")? {
+                Ok(Some(array.call_method0("__arrow_array__")?))
+            } else {
+                Ok(None)
+            }
+        }
+        "datasets" if name == "Column" => {
+            // The column of the dataset in Arrow format: its rows in the
+            // dataset's order (after `select`, `shuffle`, `filter`).
+            let source = value.getattr("source")?;
+            let column = value.getattr("column_name")?;
+            if !source.hasattr("with_format")? {
+                return Ok(None);
+            }
+            let arrow = source.call_method1("with_format", ("arrow",))?;
+            Ok(Some(arrow.get_item(column)?))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Texts from an Arrow column (see [`texts_arg`]), or `None` when `value`
+/// is not one.
+fn arrow_texts(value: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<Texts>> {
+    let Some(array) = as_pyarrow(value)? else {
+        return Ok(None);
+    };
+    let chunks: Vec<Bound<'_, PyAny>> = if array.hasattr("chunks")? {
+        array
+            .getattr("chunks")?
+            .try_iter()?
+            .collect::<PyResult<_>>()?
+    } else {
+        vec![array]
+    };
+    let mut texts = Texts {
+        owners: Vec::new(),
+        spans: Vec::new(),
+    };
+    for chunk in chunks {
+        arrow_chunk(&chunk, what, &mut texts)?;
+    }
+    Ok(Some(texts))
+}
+
+/// Where an empty text with no data buffer points.
+static EMPTY: [u8; 1] = [0];
+
+/// Appends the texts of one pyarrow `Array` to `texts`.
+fn arrow_chunk(chunk: &Bound<'_, PyAny>, what: &str, texts: &mut Texts) -> PyResult<()> {
+    let ty = chunk.getattr("type")?.str()?.to_string();
+    let chunk = match ty.as_str() {
+        "string" | "utf8" | "large_string" | "large_utf8" => chunk.clone(),
+        "string_view" | "utf8_view" => chunk.call_method1("cast", ("large_string",))?,
+        t if t.starts_with("dictionary<values=string")
+            || t.starts_with("dictionary<values=large_string") =>
+        {
+            chunk
+                .call_method0("dictionary_decode")?
+                .call_method1("cast", ("large_string",))?
+        }
+        _ => {
+            return Err(PyTypeError::new_err(format!(
+                "{what} must hold strings, got an Arrow array of type {ty}"
+            )));
+        }
+    };
+    let ty = chunk.getattr("type")?.str()?.to_string();
+    let wide = ty.starts_with("large");
+    let base = texts.spans.len();
+    let len: usize = chunk.len()?;
+    let offset: usize = chunk.getattr("offset")?.extract()?;
+    let null_count: usize = chunk.getattr("null_count")?.extract()?;
+    if null_count > 0 {
+        let nulls = chunk.call_method0("is_null")?;
+        for i in 0..len {
+            if nulls.get_item(i)?.call_method0("as_py")?.is_truthy()? {
+                return Err(PyValueError::new_err(format!(
+                    "{what}[{}] is null: every text must be a str",
+                    base + i
+                )));
+            }
+        }
+    }
+    let buffers: Vec<Bound<'_, PyAny>> = chunk
+        .call_method0("buffers")?
+        .try_iter()?
+        .collect::<PyResult<_>>()?;
+    let buffer = |b: Option<&Bound<'_, PyAny>>| -> PyResult<(usize, usize)> {
+        match b {
+            Some(b) if !b.is_none() => Ok((
+                b.getattr("address")?.extract()?,
+                b.getattr("size")?.extract()?,
+            )),
+            _ => Ok((0, 0)),
+        }
+    };
+    let (offsets_at, offsets_size) = buffer(buffers.get(1))?;
+    let (data_at, data_size) = buffer(buffers.get(2))?;
+    let width = if wide { 8 } else { 4 };
+    let bad = |why: &str| {
+        PyValueError::new_err(format!("{what}: a malformed Arrow string array ({why})"))
+    };
+    if len > 0 && (offsets_at == 0 || (offset + len + 1) * width > offsets_size) {
+        return Err(bad("its offsets buffer is too short"));
+    }
+    let read = |i: usize| -> i64 {
+        // SAFETY: `i <= offset + len`, inside the offsets buffer (checked
+        // above), which the array (kept alive by the caller) owns.
+        unsafe {
+            let at = (offsets_at + i * width) as *const u8;
+            if wide {
+                std::ptr::read_unaligned(at as *const i64)
+            } else {
+                i64::from(std::ptr::read_unaligned(at as *const i32))
+            }
+        }
+    };
+    texts.spans.reserve(len);
+    let mut start = if len > 0 { read(offset) } else { 0 };
+    for i in 0..len {
+        let end = read(offset + i + 1);
+        if start < 0 || end < start || end as usize > data_size {
+            return Err(bad("its offsets leave the data buffer"));
+        }
+        let (start_u, n) = (start as usize, (end - start) as usize);
+        let address = if n == 0 {
+            EMPTY.as_ptr() as usize
+        } else {
+            data_at + start_u
+        };
+        // SAFETY: `start..end` lies inside the data buffer (checked just
+        // above), which the array owns.
+        let bytes = unsafe { std::slice::from_raw_parts(address as *const u8, n) };
+        if std::str::from_utf8(bytes).is_err() {
+            return Err(PyValueError::new_err(format!(
+                "{what}[{}] is not valid UTF-8",
+                base + i
+            )));
+        }
+        texts.spans.push((address, n));
+        start = end;
+        if i % CONVERT_CHECK == CONVERT_CHECK - 1 {
+            crate::interrupt::check(chunk.py())?;
+        }
+    }
+    texts.owners.push(chunk.unbind());
+    Ok(())
+}
+
+/// Texts read from an Arrow array between two signal checks.
+const CONVERT_CHECK: usize = 1 << 20;
 
 /// A sequence of optional names (`str` or `None`) of length `len`.
 pub fn names_arg(value: &Bound<'_, PyAny>, len: usize) -> PyResult<Vec<Option<String>>> {

@@ -172,7 +172,9 @@ impl PySimhasher {
     }
 
     /// The fingerprints of `texts` (a list, tuple or other iterable of
-    /// `str`), as a `numpy.ndarray` of `uint64` in the same order. Runs in
+    /// `str`, a numpy object array, a pandas Series, a pyarrow string
+    /// Array/ChunkedArray read without a copy per text, a polars Series or a
+    /// `datasets` column), as a `numpy.ndarray` of `uint64` in the same order. Runs in
     /// parallel on all cores, without the GIL, a few thousand texts at a
     /// time: Ctrl-C raises KeyboardInterrupt between two of them.
     fn fingerprint_many<'py>(

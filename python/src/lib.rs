@@ -6,6 +6,7 @@ mod args;
 #[cfg(feature = "rust-baselines")]
 mod baselines;
 mod batch;
+mod dedup;
 mod errors;
 mod fork;
 mod hasher;
@@ -26,6 +27,8 @@ mod _simhashdb {
 
     #[pymodule_export]
     use crate::batch::{clusters, find_all, hamming};
+    #[pymodule_export]
+    use crate::dedup::{PyDedupResult, dedup};
     #[pymodule_export]
     use crate::hasher::PySimhasher;
     #[pymodule_export]

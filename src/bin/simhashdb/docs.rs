@@ -138,7 +138,7 @@ impl Document {
 
 /// Whether a text has no letter or digit (see [`Document::is_blank`]).
 pub fn is_blank_text(text: &str) -> bool {
-    !text.chars().any(char::is_alphanumeric)
+    simhashdb::dedup::is_blank_text(text)
 }
 
 /// A file to read, with its size for the progress bar.

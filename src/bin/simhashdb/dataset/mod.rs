@@ -1,22 +1,20 @@
 //! `dedup` on datasets: JSON Lines, CSV/TSV and Parquet files in, the
 //! deduplicated dataset (or the removed records, or the groups) out.
 //!
-//! The pipeline (docs/ARCHITECTURE.md, "Deduplicating a dataset"):
-//! 1. read every record once, keeping only its fingerprint, its text's
-//!    length, (for `--keep newest:F`) the value of F and, for the default
-//!    candidate search, the MinHash band keys of its shingle set
-//!    (`recheck::MinHashBands`);
-//! 2. find the candidate pairs: records that share a band key (default), or
-//!    with `-d K` or `--no-verify` the pairs within K bits (`batch::find_all`);
-//! 3. check each candidate with the exact Jaccard rule, re-reading only the
-//!    candidates' texts in bounded memory (`verify.rs`);
-//! 4. group the confirmed pairs directly (a record is dropped only against an
-//!    earlier kept record, in `--keep` order; union-find for `--no-verify`), check the survivors against `--against`;
+//! The engine is the library's (`simhashdb::dedup`, docs/ARCHITECTURE.md,
+//! "Deduplicating a dataset"); this module reads and writes the files:
+//! 1. read every record once into `dedup::Sketches` (fingerprint, length,
+//!    band keys), keeping (for `--keep newest:F`) the value of F and (for
+//!    `--add-to`) the id;
+//! 2. the candidate pairs (`Sketches::candidates`), in `--keep` order;
+//! 3. the exact check (`Settings::check`), re-reading only the candidates'
+//!    texts from the inputs (`Inputs` is its `dedup::TextSource`);
+//! 4. the keep rule (`Settings::keep`), then the survivors against
+//!    `--against`;
 //! 5. write the output (a temporary file renamed at the end) and append the
 //!    survivors to `--add-to`.
 
 mod read;
-mod verify;
 mod write;
 
 use std::collections::HashMap;
@@ -30,12 +28,12 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 use serde_json::{Value, json};
-use simhashdb::batch::find_all;
-use simhashdb::plan::{Budget, Plan};
-use simhashdb::recheck::{JaccardRule, MinHashBands};
+use simhashdb::dedup::{self, TextChunk, TextSource};
+use simhashdb::plan::Plan;
+use simhashdb::recheck::JaccardRule;
 use simhashdb::{Index, Options, Simhasher, doc_id, hamming};
 
-use crate::docs::{WalkArgs, collect_inputs, is_blank_text};
+use crate::docs::{WalkArgs, collect_inputs};
 use crate::error::CliError;
 use read::{Counter, Fields, Format, Raw, Rec, Source};
 
@@ -208,16 +206,6 @@ fn is_marker(path: &Path) -> bool {
         .is_some_and(|n| n.starts_with('_'))
 }
 
-/// Shingle width of the default check (word 5-shingles, docs/quality/dedup.md).
-const DEFAULT_WIDTH: usize = 5;
-/// Jaccard threshold of the default check (docs/QUALITY.md, "Recommended
-/// defaults for `dedup` on datasets").
-const DEFAULT_THRESHOLD: f64 = 0.8;
-/// In [`band_candidates`], a record is paired with at most this many of the
-/// records that share a band key and come first in keep order, and as many
-/// of those just before it: a key shared by a huge cluster costs pairs in
-/// proportion to its records, not to their square.
-const BUCKET_WINDOW: usize = 32;
 /// Records per chunk handed from the reading thread to the workers.
 const CHUNK_RECORDS: usize = 8192;
 /// Bytes of text per chunk handed from the reading thread to the workers.
@@ -337,6 +325,25 @@ impl Inputs {
     fn tick(&self, bar: &ProgressBar, records: u64) {
         bar.set_position(self.counter.load(Ordering::Relaxed));
         bar.set_message(format!("{records} records"));
+    }
+}
+
+/// The check (`dedup::Settings::check`) re-reads the candidates' texts
+/// from the inputs.
+impl TextSource for Inputs {
+    type Error = CliError;
+
+    fn scan(
+        &self,
+        what: &'static str,
+        want: &(dyn Fn(u64) -> bool + Sync),
+        f: &mut dyn FnMut(&TextChunk<'_>),
+    ) -> Result<(), CliError> {
+        self.scan_texts(what, want, &mut |chunk| {
+            let texts: Vec<(u64, &str)> = chunk.iter().map(|(g, t)| (*g, t.as_str())).collect();
+            f(&texts);
+            Ok(())
+        })
     }
 }
 
@@ -589,72 +596,29 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
         ..Summary::default()
     };
 
-    // ---- pass 1: fingerprints, lengths, keys (and band keys for the
-    // default candidate search)
+    // ---- stage 1 (dedup::Sketches): fingerprints, lengths, keys (and band
+    // keys for the default candidate search)
     let verify = !args.no_verify;
-    let width = common.rule.map_or(DEFAULT_WIDTH, |r| r.width);
-    let threshold = common.rule.map_or(DEFAULT_THRESHOLD, |r| r.threshold);
-    let bands =
-        (verify && common.distance.is_none()).then(|| MinHashBands::for_threshold(threshold));
+    let settings = dedup::Settings {
+        verify,
+        threshold: common
+            .rule
+            .map_or(dedup::DEFAULT_THRESHOLD, |r| r.threshold),
+        width: common.rule.map_or(dedup::DEFAULT_WIDTH, |r| r.width),
+        distance: common.distance,
+        verify_memory: args.verify_memory,
+    };
+    let width = settings.width;
+    let threshold = settings.threshold;
+    let bands = settings.bands();
     let keep_longest = args.keep == KeepRule::Longest;
-    let mut fps: Vec<u64> = Vec::new();
-    let mut lens: Vec<u32> = Vec::new();
-    let mut blank: Vec<bool> = Vec::new();
+    let mut sketches = settings.sketches(&hasher, keep_longest);
     let keys: Vec<Value>;
     // With --add-to: each record's id in the index.
     let index_ids: Vec<u64>;
-    let mut band_keys: Vec<u32> = Vec::new();
-    // With the bands: each record's number of distinct shingles.
-    let mut set_sizes: Vec<u32> = Vec::new();
     {
-        let flush = |chunk: Vec<String>,
-                     fps: &mut Vec<u64>,
-                     lens: &mut Vec<u32>,
-                     blank: &mut Vec<bool>,
-                     band_keys: &mut Vec<u32>,
-                     set_sizes: &mut Vec<u32>| {
-            let done: Vec<(u64, u32, bool, Vec<u32>, u32)> = chunk
-                .par_iter()
-                .map(|t| {
-                    let is_blank = is_blank_text(t);
-                    // Only `--keep longest` reads the lengths.
-                    let chars = if keep_longest {
-                        t.chars().count().min(u32::MAX as usize) as u32
-                    } else {
-                        0
-                    };
-                    let (fp, keys, size) = match &bands {
-                        _ if is_blank => (0, Vec::new(), 0),
-                        None => (hasher.fingerprint(t), Vec::new(), 0),
-                        Some(b) => {
-                            let sketch = b.sketch(&hasher, t, width);
-                            let size = sketch.shingles.min(u32::MAX as usize) as u32;
-                            (sketch.fingerprint.unwrap_or(0), sketch.keys, size)
-                        }
-                    };
-                    (fp, chars, is_blank, keys, size)
-                })
-                .collect();
-            for (fp, chars, b, keys, size) in done {
-                fps.push(fp);
-                if keep_longest {
-                    lens.push(chars);
-                }
-                // A text without shingles takes no part in the band search.
-                blank.push(b || (bands.is_some() && keys.is_empty()));
-                if let Some(bands) = &bands {
-                    set_sizes.push(size);
-                    band_keys.extend(
-                        keys.iter()
-                            .copied()
-                            .chain(std::iter::repeat(0))
-                            .take(bands.bands),
-                    );
-                }
-            }
-        };
         // One thread parses the inputs into chunks of texts while the pool
-        // fingerprints the chunk before.
+        // sketches the chunk before.
         let bar = inputs.bar("reading");
         let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<String>>(1);
         let read_inputs = &inputs;
@@ -704,14 +668,7 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
                 Ok::<_, CliError>((starts, text_bytes, keys, ids))
             });
             for chunk in rx {
-                flush(
-                    chunk,
-                    &mut fps,
-                    &mut lens,
-                    &mut blank,
-                    &mut band_keys,
-                    &mut set_sizes,
-                );
+                sketches.push(&chunk);
             }
             reader
                 .join()
@@ -723,113 +680,59 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
         summary.text_bytes = text_bytes;
         inputs.starts = starts;
     }
-    let n = fps.len();
-    if n > u32::MAX as usize {
-        return Err(CliError::Input(format!(
-            "{n} records: at most {} are supported in one run",
-            u32::MAX
-        )));
-    }
+    sketches
+        .check_len()
+        .map_err(|e| CliError::Input(e.to_string()))?;
+    let n = sketches.len();
     summary.records = n as u64;
-    summary.blank = blank.iter().filter(|&&b| b).count() as u64;
+    summary.blank = sketches.blank.iter().filter(|&&b| b).count() as u64;
 
     summary.step("read");
 
-    // ---- candidates
+    // ---- stage 2: candidates
     let spinner = spinner("finding candidates");
-    let order = keep_order(n, &args.keep, &lens, &keys);
-    let mut pairs: Vec<(u32, u32)> = match &bands {
-        Some(bands) => band_candidates(&band_keys, bands.bands, &blank, &order),
-        None => {
-            let k = common.distance.unwrap_or(3);
-            let members: Vec<u32> = (0..n as u32).filter(|&i| !blank[i as usize]).collect();
-            candidates(&fps, &members, k)
-        }
-    };
-    drop(band_keys);
-    summary.candidates = pairs.len() as u64;
-    // A pair whose shingle sets' sizes alone bound its Jaccard below the
-    // threshold cannot pass the check (the check itself applies the same
-    // bound): it is dropped before the texts are read again.
-    if !set_sizes.is_empty() {
-        pairs.retain(|&(a, b)| {
-            !size_bound_below(set_sizes[a as usize], set_sizes[b as usize], threshold)
-        });
-    }
-    drop(set_sizes);
+    let order = keep_order(n, &args.keep, &sketches.chars, &keys);
+    let candidates = sketches.candidates(&order);
     spinner.finish_and_clear();
-    summary.bounded_by_size = summary.candidates - pairs.len() as u64;
+    summary.candidates = candidates.found;
+    summary.bounded_by_size = candidates.bounded_by_size;
 
     summary.step("candidates");
 
-    // ---- the exact check
-    let budget = args.verify_memory;
-    // The confirmed pairs and their similarity, sorted by pair.
-    let mut similarity_of_pair: Vec<((u32, u32), f64)> = Vec::new();
-    let checker = verify::Checker {
-        inputs: &inputs,
-        hasher: &hasher,
-        width,
-        budget,
-        n,
-    };
-    if verify && !pairs.is_empty() {
-        for pair in pairs.iter_mut() {
-            *pair = (pair.0.min(pair.1), pair.0.max(pair.1));
-        }
-        let (js, passes) = verify::jaccards(&checker, &pairs, threshold, "checking")?;
-        summary.verify_passes += passes;
-        similarity_of_pair = pairs
-            .iter()
-            .zip(js)
-            .filter(|&(_, j)| j >= threshold)
-            .map(|(&pair, j)| (pair, j))
-            .collect();
-        similarity_of_pair.sort_unstable_by_key(|&(pair, _)| pair);
-        pairs = Vec::new();
-        summary.verified = similarity_of_pair.len() as u64;
-    } else {
-        summary.verified = pairs.len() as u64;
-    }
+    // ---- stage 3: the exact check (re-reading the candidates' texts)
+    let checked = settings.check(&hasher, &inputs, n, candidates.pairs)?;
+    summary.verify_passes += checked.passes;
+    summary.verified = checked.pairs.len() as u64;
 
     summary.step("check");
 
-    // ---- groups and the record each keeps
-    let (groups, kept_of_group, fate) = if verify {
-        direct(n, &similarity_of_pair, &order)
-    } else {
-        let groups = components(n, &pairs);
-        let mut fate = vec![Fate::Kept; n];
-        let mut kept_of_group: Vec<u32> = Vec::with_capacity(groups.len());
-        for g in &groups {
-            let kept = match &args.keep {
-                KeepRule::First => g[0],
-                KeepRule::Longest => *g
-                    .iter()
-                    .max_by(|&&a, &&b| lens[a as usize].cmp(&lens[b as usize]).then(b.cmp(&a)))
-                    .unwrap_or(&g[0]),
-                KeepRule::Newest(_) => *g
-                    .iter()
-                    .max_by(|&&a, &&b| {
-                        compare_keys(&keys[a as usize], &keys[b as usize]).then(b.cmp(&a))
-                    })
-                    .unwrap_or(&g[0]),
-            };
-            for &m in g {
-                if m != kept {
-                    fate[m as usize] = Fate::Duplicate { of: kept };
-                }
-            }
-            kept_of_group.push(kept);
-        }
-        (groups, kept_of_group, fate)
-    };
-    drop(pairs);
-    let mut fate = fate;
+    // ---- stage 4: the keep rule: groups and the record each keeps
+    let outcome = settings.keep(n, &checked, &order);
+    drop(checked);
+    let dedup::Outcome {
+        fate: decided,
+        groups,
+        kept_of_group,
+        similarities,
+    } = outcome;
+    let fps = std::mem::take(&mut sketches.fingerprints);
+    let blank = std::mem::take(&mut sketches.blank);
+    drop(sketches);
+    // The similarity of each dropped record to the kept record it matched,
+    // sorted by record (for the report).
+    let reported = args.emit != Emit::Keep;
+    let sim_to_kept = if reported { similarities } else { Vec::new() };
+    // (In place: the two enums have one size.)
+    let mut fate: Vec<Fate> = decided
+        .into_iter()
+        .map(|f| match f {
+            dedup::Fate::Kept => Fate::Kept,
+            dedup::Fate::Duplicate { of } => Fate::Duplicate { of },
+        })
+        .collect();
     summary.groups = groups.len() as u64;
     summary.in_groups = groups.iter().map(|g| g.len() as u64).sum();
     summary.dropped_in_dataset = summary.in_groups - summary.groups;
-
     // ---- the survivors against an existing index (fingerprints only)
     let mut index_matches: Vec<(Value, u32)> = Vec::new();
     let used_index = args.against.is_some();
@@ -867,10 +770,8 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
 
     summary.step("groups");
 
-    // ---- ids (of the records that appear in the report) and similarities
-    let reported = args.emit != Emit::Keep;
+    // ---- ids (of the records that appear in the report)
     let mut ids: HashMap<u32, Value> = HashMap::new();
-    let mut sim_to_kept: HashMap<u32, f64> = HashMap::new();
     if reported {
         let in_report = |i: usize| match fate[i] {
             Fate::Kept => false,
@@ -890,35 +791,12 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
                 Ok(())
             })?;
         }
-        if verify {
-            let mut to_check = Vec::new();
-            let mut dropped = Vec::new();
-            for (i, f) in fate.iter().enumerate() {
-                if let Fate::Duplicate { of } = *f {
-                    let key = (of.min(i as u32), of.max(i as u32));
-                    match similarity_of_pair.binary_search_by_key(&key, |&(pair, _)| pair) {
-                        Ok(at) => {
-                            sim_to_kept.insert(i as u32, similarity_of_pair[at].1);
-                        }
-                        Err(_) => {
-                            to_check.push(key);
-                            dropped.push(i as u32);
-                        }
-                    }
-                }
-            }
-            if !to_check.is_empty() {
-                let (js, passes) = verify::jaccards(&checker, &to_check, 0.0, "similarity")?;
-                summary.verify_passes += passes;
-                for (&i, j) in dropped.iter().zip(js) {
-                    sim_to_kept.insert(i, j);
-                }
-            }
-        }
     }
-    drop(similarity_of_pair);
     let id_of = |i: u32| -> Value { ids.get(&i).cloned().unwrap_or_else(|| Value::from(i)) };
-
+    let similarity_of = |i: u32| -> Option<f64> {
+        let at = sim_to_kept.binary_search_by_key(&i, |&(r, _)| r).ok()?;
+        Some(sim_to_kept[at].1)
+    };
     summary.step("report");
 
     // ---- output
@@ -933,7 +811,7 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
                         "id": id_of(i as u32),
                         "duplicate_of": id_of(of),
                         "distance": hamming(fps[i], fps[of as usize]),
-                        "similarity": sim_to_kept.get(&(i as u32)).copied(),
+                        "similarity": similarity_of(i as u32),
                     }),
                     Fate::InIndex { m } => {
                         let (id, d) = &index_matches[m as usize];
@@ -969,7 +847,7 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
                             "id": id_of(m),
                             "fingerprint": fps[m as usize],
                             "distance": hamming(fps[m as usize], fps[kept as usize]),
-                            "similarity": sim_to_kept.get(&m).copied(),
+                            "similarity": similarity_of(m),
                         })
                     }));
                     json!({ "members": members })
@@ -1071,98 +949,6 @@ fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// The pairs within distance `k` among `members` (global record numbers).
-fn candidates(fps: &[u64], members: &[u32], k: u32) -> Vec<(u32, u32)> {
-    if members.len() < 2 {
-        return Vec::new();
-    }
-    let sub: Vec<u64> = members.iter().map(|&i| fps[i as usize]).collect();
-    // `find_all` needs an unprobed plan.
-    let plan = Plan::choose(sub.len() as u64, k, Budget::Unprobed)
-        .or_else(|_| Plan::new(k + 1, k))
-        .expect("k + 1 blocks make a plan for every k the rule chooses");
-    find_all(&sub, &plan)
-        .into_iter()
-        .map(|(a, b)| (members[a], members[b]))
-        .collect()
-}
-
-/// The default candidates: pairs of records that share a MinHash band key
-/// (`keys` holds `bands` keys per record, record by record), each pair once,
-/// as (smaller, larger) record numbers, sorted. `order` is the keep order:
-/// among the records sharing a key, each is paired with the first
-/// [`BUCKET_WINDOW`] of them in that order (where the record it would be
-/// kept against most often is) and the [`BUCKET_WINDOW`] just before it.
-/// Blank records take no part. The bands are taken one after another and
-/// each band's pairs merged into the pairs so far, so a cluster of copies,
-/// which shares every band, is held once and one band's worth more.
-fn band_candidates(keys: &[u32], bands: usize, blank: &[bool], order: &[u32]) -> Vec<(u32, u32)> {
-    let n = blank.len();
-    let mut rank = vec![0u32; n];
-    for (r, &i) in order.iter().enumerate() {
-        rank[i as usize] = r as u32;
-    }
-    let mut pairs: Vec<(u32, u32)> = Vec::new();
-    for band in 0..bands {
-        let mut entries: Vec<(u32, u32)> = (0..n)
-            .filter(|&i| !blank[i])
-            .map(|i| (keys[i * bands + band], rank[i]))
-            .collect();
-        entries.par_sort_unstable();
-        let mut band_pairs = Vec::new();
-        for run in entries.chunk_by(|a, b| a.0 == b.0) {
-            for (j, &(_, later)) in run.iter().enumerate().skip(1) {
-                let first = j.min(BUCKET_WINDOW);
-                let recent = j.saturating_sub(BUCKET_WINDOW).max(first);
-                let y = order[later as usize];
-                for &(_, earlier) in run[..first].iter().chain(&run[recent..j]) {
-                    let x = order[earlier as usize];
-                    band_pairs.push((x.min(y), x.max(y)));
-                }
-            }
-        }
-        drop(entries);
-        band_pairs.par_sort_unstable();
-        band_pairs.dedup();
-        pairs = merge_unique(&pairs, &band_pairs);
-    }
-    pairs
-}
-
-/// Whether sets of `a` and `b` elements have a Jaccard similarity below
-/// `floor` whatever they hold: it is at most min / max of the sizes
-/// (`verify::similarity` applies the same bound).
-fn size_bound_below(a: u32, b: u32, floor: f64) -> bool {
-    let (small, large) = (a.min(b), a.max(b));
-    large > 0 && (small as f64 / large as f64) < floor
-}
-
-/// The sorted union of two sorted lists without repeats.
-fn merge_unique(a: &[(u32, u32)], b: &[(u32, u32)]) -> Vec<(u32, u32)> {
-    let mut out = Vec::with_capacity(a.len() + b.len());
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        match a[i].cmp(&b[j]) {
-            std::cmp::Ordering::Less => {
-                out.push(a[i]);
-                i += 1;
-            }
-            std::cmp::Ordering::Greater => {
-                out.push(b[j]);
-                j += 1;
-            }
-            std::cmp::Ordering::Equal => {
-                out.push(a[i]);
-                i += 1;
-                j += 1;
-            }
-        }
-    }
-    out.extend_from_slice(&a[i..]);
-    out.extend_from_slice(&b[j..]);
-    out
-}
-
 /// `--keep newest`: numbers before strings, null (missing) oldest.
 fn compare_keys(a: &Value, b: &Value) -> std::cmp::Ordering {
     use std::cmp::Ordering;
@@ -1185,121 +971,19 @@ fn compare_keys(a: &Value, b: &Value) -> std::cmp::Ordering {
     }
 }
 
-/// The records in the order the keep rule prefers them: input order for
-/// `first`; longest (or newest) first, ties by input order, otherwise.
+/// The records in the order the keep rule prefers them: the library's
+/// order for `first` and `longest`; newest first, ties by input order, for
+/// `newest:FIELD`.
 fn keep_order(n: usize, keep: &KeepRule, lens: &[u32], keys: &[Value]) -> Vec<u32> {
-    let mut order: Vec<u32> = (0..n as u32).collect();
     match keep {
-        KeepRule::First => {}
-        KeepRule::Longest => order.sort_by(|&a, &b| lens[b as usize].cmp(&lens[a as usize])),
+        KeepRule::First => dedup::keep_order(n, dedup::Keep::First, lens),
+        KeepRule::Longest => dedup::keep_order(n, dedup::Keep::Longest, lens),
         KeepRule::Newest(_) => {
-            order.sort_by(|&a, &b| compare_keys(&keys[b as usize], &keys[a as usize]))
+            let mut order: Vec<u32> = (0..n as u32).collect();
+            order.sort_by(|&a, &b| compare_keys(&keys[b as usize], &keys[a as usize]));
+            order
         }
     }
-    order
-}
-
-/// Direct grouping: records visited in keep order; a record is dropped when a
-/// confirmed pair links it to an earlier visited record that is kept, the most
-/// similar such record (ties by keep order) becoming its `duplicate_of`. A
-/// group is a kept record and the records dropped against it, members sorted
-/// by input position, ordered by their first member.
-#[allow(clippy::type_complexity)]
-fn direct(
-    n: usize,
-    similarity_of_pair: &[((u32, u32), f64)],
-    order: &[u32],
-) -> (Vec<Vec<u32>>, Vec<u32>, Vec<Fate>) {
-    let mut rank = vec![0u32; n];
-    for (r, &i) in order.iter().enumerate() {
-        rank[i as usize] = r as u32;
-    }
-    // Each record's pairs, as (other record, similarity), in one array.
-    let mut start = vec![0u32; n + 1];
-    for &((a, b), _) in similarity_of_pair {
-        start[a as usize + 1] += 1;
-        start[b as usize + 1] += 1;
-    }
-    for r in 0..n {
-        start[r + 1] += start[r];
-    }
-    let mut fill = start.clone();
-    let mut adj = vec![(0u32, 0.0f64); start[n] as usize];
-    for &((a, b), s) in similarity_of_pair {
-        for (x, y) in [(a, b), (b, a)] {
-            adj[fill[x as usize] as usize] = (y, s);
-            fill[x as usize] += 1;
-        }
-    }
-    drop(fill);
-    let mut fate = vec![Fate::Kept; n];
-    for &i in order {
-        let mut best: Option<(f64, u32)> = None;
-        for &(j, s) in &adj[start[i as usize] as usize..start[i as usize + 1] as usize] {
-            if rank[j as usize] >= rank[i as usize] || fate[j as usize] != Fate::Kept {
-                continue;
-            }
-            let better = match best {
-                None => true,
-                Some((bs, bj)) => s > bs || (s == bs && rank[j as usize] < rank[bj as usize]),
-            };
-            if better {
-                best = Some((s, j));
-            }
-        }
-        if let Some((_, j)) = best {
-            fate[i as usize] = Fate::Duplicate { of: j };
-        }
-    }
-    let mut members: HashMap<u32, Vec<u32>> = HashMap::new();
-    for (i, f) in fate.iter().enumerate() {
-        if let Fate::Duplicate { of } = *f {
-            members.entry(of).or_insert_with(|| vec![of]).push(i as u32);
-        }
-    }
-    let mut groups: Vec<(u32, Vec<u32>)> = members
-        .into_iter()
-        .map(|(k, mut g)| {
-            g.sort_unstable();
-            (k, g)
-        })
-        .collect();
-    groups.sort_by_key(|(_, g)| g[0]);
-    let kept_of_group = groups.iter().map(|(k, _)| *k).collect();
-    let groups = groups.into_iter().map(|(_, g)| g).collect();
-    (groups, kept_of_group, fate)
-}
-
-/// Connected components of two or more members, each sorted, ordered by
-/// their first member.
-fn components(n: usize, pairs: &[(u32, u32)]) -> Vec<Vec<u32>> {
-    let mut parent: Vec<u32> = (0..n as u32).collect();
-    fn root(parent: &mut [u32], mut x: u32) -> u32 {
-        while parent[x as usize] != x {
-            parent[x as usize] = parent[parent[x as usize] as usize];
-            x = parent[x as usize];
-        }
-        x
-    }
-    let mut in_pair = vec![false; n];
-    for &(i, j) in pairs {
-        in_pair[i as usize] = true;
-        in_pair[j as usize] = true;
-        let (a, b) = (root(&mut parent, i), root(&mut parent, j));
-        if a != b {
-            parent[a.max(b) as usize] = a.min(b);
-        }
-    }
-    let mut by_root: HashMap<u32, Vec<u32>> = HashMap::new();
-    for x in 0..n as u32 {
-        if in_pair[x as usize] {
-            let r = root(&mut parent, x);
-            by_root.entry(r).or_default().push(x);
-        }
-    }
-    let mut groups: Vec<Vec<u32>> = by_root.into_values().filter(|g| g.len() > 1).collect();
-    groups.sort_unstable_by_key(|g| g[0]);
-    groups
 }
 
 /// Where `dedup` writes: bytes (JSONL, CSV/TSV, JSON; to a file or
@@ -1561,60 +1245,6 @@ fn add_survivors(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn band_candidates_pair_shared_keys_once_and_bound_huge_buckets() {
-        // Two bands; records 0, 2 and 4 share band 0's key, 1 and 4 band 1's,
-        // 3 is blank and shares everything.
-        let keys = [7, 1, 8, 2, 7, 3, 7, 1, 7, 1];
-        let blank = [false, false, false, true, false];
-        let order: Vec<u32> = (0..5).collect();
-        assert_eq!(
-            band_candidates(&keys, 2, &blank, &order),
-            vec![(0, 2), (0, 4), (2, 4)]
-        );
-        // One key shared by many records: each is paired with the first
-        // BUCKET_WINDOW in keep order and the BUCKET_WINDOW before it.
-        let n = 1000usize;
-        let keys = vec![5u32; n];
-        let blank = vec![false; n];
-        let order: Vec<u32> = (0..n as u32).rev().collect();
-        let pairs = band_candidates(&keys, 1, &blank, &order);
-        let w = BUCKET_WINDOW;
-        let expected: usize = (1..n).map(|j| j.min(w) + (j - j.min(w)).min(w)).sum();
-        assert_eq!(pairs.len(), expected);
-        assert!(pairs.len() <= 2 * w * n);
-        // The first record in keep order (the last by number) meets everyone.
-        let last = (n - 1) as u32;
-        assert_eq!(pairs.iter().filter(|p| p.1 == last).count(), n - 1);
-        assert!(pairs.windows(2).all(|p| p[0] < p[1]));
-        assert!(pairs.iter().all(|&(a, b)| a < b));
-        // Band 0: one key shared by all; band 1: records 100 and 500 alone
-        // share a key. Their pair lies outside band 0's windows and must
-        // still come from band 1.
-        let mut keys = vec![0u32; 2 * n];
-        for i in 0..n {
-            keys[2 * i] = 5;
-            keys[2 * i + 1] = 10_000 + i as u32;
-        }
-        keys[2 * 500 + 1] = keys[2 * 100 + 1];
-        let order: Vec<u32> = (0..n as u32).collect();
-        let pairs = band_candidates(&keys, 2, &blank, &order);
-        assert!(pairs.binary_search(&(100, 500)).is_ok());
-        assert!(pairs.binary_search(&(101, 500)).is_err());
-        assert_eq!(pairs.len(), expected + 1);
-        assert_eq!(
-            merge_unique(&[(1, 2), (3, 4)], &[(0, 9), (3, 4), (5, 0)]),
-            vec![(0, 9), (1, 2), (3, 4), (5, 0)]
-        );
-    }
-
-    #[test]
-    fn components_join_transitively() {
-        let groups = components(6, &[(0, 3), (3, 5), (1, 2)]);
-        assert_eq!(groups, vec![vec![0, 3, 5], vec![1, 2]]);
-        assert!(components(3, &[]).is_empty());
-    }
 
     #[test]
     fn keys_order_null_numbers_strings() {

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds the wheel with the command line tool inside it: `pip install` of
+# that wheel puts a `simhashdb` command on PATH (and `python -m simhashdb`
+# runs it). The tool is the workspace's `cargo build --release` binary,
+# stripped, copied to python/simhashdb/_bin/ (not in git), which
+# pyproject.toml's [tool.maturin] include puts in the wheel; the console
+# script simhashdb.__main__:main runs it.
+#
+#   python/build-wheel.sh [OUT_DIR]     (default target/wheels; maturin from
+#                                        PATH, or $MATURIN)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out="${1:-target/wheels}"
+maturin="${MATURIN:-maturin}"
+cargo build --release --bin simhashdb
+mkdir -p python/simhashdb/_bin
+cp target/release/simhashdb python/simhashdb/_bin/simhashdb.tmp
+strip python/simhashdb/_bin/simhashdb.tmp 2>/dev/null || true
+mv python/simhashdb/_bin/simhashdb.tmp python/simhashdb/_bin/simhashdb
+"$maturin" build --release --quiet --manifest-path python/Cargo.toml --out "$out"
