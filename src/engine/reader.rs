@@ -1,0 +1,139 @@
+//! Readers beside a writer in another process: [`Index::refresh`], and
+//! the retry that lets a reader's open, refresh and `verify` run while a
+//! writer commits manifests and removes the files they no longer name.
+//!
+//! A reader takes no lock and writes nothing. It reads `MANIFEST` (replaced
+//! whole by a rename at each commit), maps the segments it names and reads
+//! the WALs it names up to their last complete frame. A writer removes a
+//! file only after committing a manifest that no longer names it, so a
+//! file the reader finds gone means a newer manifest: the reader starts
+//! over from it. A file once mapped or read stays the reader's (on Unix a
+//! mapping outlives the file's name). docs/ARCHITECTURE.md, "Readers beside
+//! a writer", gives the whole argument.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::format::{FileKind, Manifest};
+
+use super::check::check_manifest;
+use super::core::{lock, read_lock, write_lock};
+use super::files::{corrupted, io_error};
+use super::fs::FileSystem;
+use super::index::Index;
+use super::recovery::{open_segments, replay_wals};
+use super::segment::fits_in_memory;
+
+/// How many times a reader starts over when the index changes under it.
+const ATTEMPTS: usize = 100;
+
+/// Runs `attempt` until it succeeds, or fails with `MANIFEST` unchanged
+/// across the attempt (then the failure is the index's own, not a race
+/// with a writer's commit), at most [`ATTEMPTS`] times. Each commit
+/// changes the manifest's bytes (its generation grows), so an unchanged
+/// manifest means no commit came between.
+pub(super) fn retry_while_changed<T>(
+    dir: &Path,
+    fs: &dyn FileSystem,
+    mut attempt: impl FnMut() -> Result<T>,
+) -> Result<T> {
+    let path = dir.join(FileKind::Manifest.file_name(0));
+    let mut before = fs.read(&path).ok();
+    for _ in 1..ATTEMPTS {
+        match attempt() {
+            Ok(value) => return Ok(value),
+            Err(e) => {
+                let now = fs.read(&path).ok();
+                if now == before {
+                    return Err(e);
+                }
+                before = now;
+            }
+        }
+    }
+    attempt()
+}
+
+impl Index {
+    /// Brings a read-only index up to date with its directory: afterwards
+    /// it answers with every write the writer (in this process or another)
+    /// had acknowledged when the call began, as a new
+    /// [`open_read_only`](Index::open_read_only) would, without remapping
+    /// the segments it holds already. Queries running meanwhile answer
+    /// from the state before or after, never a mix. Cheap when nothing
+    /// changed (the manifest read and compared, each WAL's length taken).
+    ///
+    /// On an index open for writing this does nothing: a writer sees its
+    /// own writes.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Corrupted`] if the directory's files are damaged, or now
+    /// hold another index; [`Error::Io`] if they cannot be read (the index
+    /// removed). The index keeps answering from its state before the call.
+    pub fn refresh(&self) -> Result<()> {
+        if !self.read_only {
+            return Ok(());
+        }
+        // Held through the refresh: refreshes run one at a time.
+        let mut wal_lens = lock(&self.wal_lens);
+        let fs = self.core.fs.clone();
+        retry_while_changed(&self.core.dir, fs.as_ref(), || {
+            self.refresh_attempt(&mut wal_lens)
+        })
+    }
+
+    fn refresh_attempt(&self, wal_lens: &mut Vec<u64>) -> Result<()> {
+        let core = &self.core;
+        let path = core.dir.join(FileKind::Manifest.file_name(0));
+        let bytes = core.fs.read(&path).map_err(io_error(&path, "read"))?;
+        let manifest = Manifest::decode(&bytes).map_err(|e| corrupted(&path, &e))?;
+        check_manifest(&path, &manifest)?;
+        if manifest.index_id != core.index_id
+            || manifest.shape != core.plan.shape()
+            || manifest.k != core.plan.k()
+        {
+            return Err(Error::Corrupted {
+                path,
+                offset: 0,
+                reason: format!(
+                    "the directory now holds another index (index id {:016x}; the one opened \
+                     is {:016x}): open it anew",
+                    manifest.index_id, core.index_id
+                ),
+            });
+        }
+        if *lock(&core.manifest) == manifest {
+            // WALs are only appended to: the same lengths, the same writes.
+            let lens: std::io::Result<Vec<u64>> = manifest
+                .wal_ids
+                .iter()
+                .map(|&id| core.fs.len(&core.dir.join(FileKind::Wal.file_name(id))))
+                .collect();
+            if lens.is_ok_and(|lens| lens == *wal_lens) {
+                return Ok(());
+            }
+        }
+        let held = read_lock(&core.state).segments.clone();
+        let segments = open_segments(&core.dir, &core.fs, &manifest, core.plan.k(), &held)?;
+        drop(held);
+        let replayed = replay_wals(&core.dir, core.fs.as_ref(), &manifest, &core.plan)?;
+        let size: u64 = segments
+            .iter()
+            .map(|s| s.meta.seg_file_len + s.meta.ids_file_len)
+            .sum();
+        if !fits_in_memory(size, 2, core.memory_budget) {
+            for segment in &segments {
+                segment.set_out_of_memory();
+            }
+        }
+        *wal_lens = replayed.wal_lens;
+        let mut committed = lock(&core.manifest);
+        *committed = manifest;
+        let mut state = write_lock(&core.state);
+        state.segments = segments;
+        state.memtable = Arc::new(replayed.memtable);
+        Ok(())
+    }
+}
