@@ -462,3 +462,166 @@ fn a_refresh_that_cannot_read_the_index_fails_and_the_reader_keeps_its_view() {
     }
     check_view(&reader, 50, steps_held(&reader, 100), &mut rng);
 }
+
+/// The fingerprint of document `id` of the served load: near one of the
+/// centres, so that queries near the centres find loaded documents too.
+#[cfg(feature = "serve")]
+fn served_fp(id: u64) -> u64 {
+    common::CENTRES[(id % 4) as usize] ^ (1 << (id % 64)) ^ (1 << ((id / 64) % 64))
+}
+
+#[cfg(feature = "serve")]
+#[test]
+fn cli_readers_answer_beside_a_served_index_under_load() {
+    use common::cli::{ok, run};
+    use common::server::Server;
+    use serde_json::json;
+
+    /// The first id the load writes (the index's own documents lie below).
+    const FIRST: u64 = 1 << 40;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let db = tmp.path().join("index");
+    let db_arg = db.to_str().expect("utf-8").to_string();
+    let mut base = Model::new();
+    {
+        let index = Index::open(&db, Options::new().k(3).memtable_bytes(16 << 10)).expect("open");
+        let mut rng = Rng(11);
+        for batch in 0..10u64 {
+            let docs: Vec<(u64, u64, Option<String>)> = (0..300)
+                .map(|j| (batch * 300 + j, rng.fingerprint(), None))
+                .collect();
+            for (id, fp, _) in &docs {
+                base.insert(*id, (*fp, None));
+            }
+            index.insert_batch(docs).expect("insert");
+        }
+        index.close().expect("close");
+    }
+    let server = Server::start(&db, &["--sync"]);
+    let acked = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = {
+        let (acked, stop) = (acked.clone(), stop.clone());
+        let (mut writes, mut compactions) = (server.client(), server.client());
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !stop.load(Ordering::SeqCst) {
+                let docs: Vec<serde_json::Value> = (i..i + 50)
+                    .map(|id| json!({ "id": FIRST + id, "fingerprint": served_fp(FIRST + id) }))
+                    .collect();
+                let reply = writes
+                    .post(
+                        "/v1/documents",
+                        json!({ "documents": docs }).to_string().as_bytes(),
+                    )
+                    .expect("insert");
+                assert_eq!(reply.status, 200, "{}", reply.text());
+                i += 50;
+                acked.store(i, Ordering::SeqCst);
+                if i % 500 == 0 {
+                    // Every segment replaced, its files removed.
+                    let reply = compactions.post("/v1/compact", b"").expect("compact");
+                    assert_eq!(reply.status, 200, "{}", reply.text());
+                }
+            }
+        })
+    };
+    let loaded = |n: u64| -> Model {
+        let mut model = base.clone();
+        for id in FIRST..FIRST + n {
+            model.insert(id, (served_fp(id), None));
+        }
+        model
+    };
+    let mut rng = Rng(12);
+    for round in 0..12 {
+        let before = acked.load(Ordering::SeqCst);
+        match round % 4 {
+            0 => {
+                let out = ok(&["stats", "--db", &db_arg, "--json"], b"");
+                let stats: serde_json::Value = serde_json::from_str(out.trim()).expect("JSON");
+                let documents = stats["documents"].as_u64().expect("documents");
+                let after = acked.load(Ordering::SeqCst);
+                assert!(
+                    documents >= base.len() as u64 + before
+                        && documents <= base.len() as u64 + after + 50,
+                    "stats: {documents} documents; {before}..{after} loaded"
+                );
+            }
+            1 => {
+                let fp = common::CENTRES[rng.index(4)] ^ (1 << rng.below(64));
+                let out = ok(
+                    &["query", "--db", &db_arg, "--fp", &fp.to_string(), "--json"],
+                    b"",
+                );
+                let after = acked.load(Ordering::SeqCst);
+                let answer: serde_json::Value = serde_json::from_str(out.trim()).expect("JSON");
+                let found: Vec<(u64, u64)> = answer["matches"]
+                    .as_array()
+                    .expect("matches")
+                    .iter()
+                    .map(|m| {
+                        (
+                            m["id"].as_u64().expect("id"),
+                            m["distance"].as_u64().expect("distance"),
+                        )
+                    })
+                    .collect();
+                // Everything acknowledged before, nothing not written.
+                let must: Vec<(u64, u64)> = brute_force(&loaded(before), fp, 3)
+                    .iter()
+                    .map(|m| (m.id, u64::from(m.distance)))
+                    .collect();
+                let may = brute_force(&loaded(after + 50), fp, 3);
+                for hit in &must {
+                    assert!(found.contains(hit), "query {fp:#x} misses {hit:?}");
+                }
+                for hit in &found {
+                    assert!(
+                        may.iter().any(|m| (m.id, u64::from(m.distance)) == *hit),
+                        "query {fp:#x} invents {hit:?}"
+                    );
+                }
+            }
+            2 => {
+                let ids: Vec<u64> = vec![rng.below(3000), FIRST + before.saturating_sub(1)];
+                let mut args = vec!["get", "--db", &db_arg, "--json"];
+                let texts: Vec<String> = ids.iter().map(|id| id.to_string()).collect();
+                for id in &texts {
+                    args.extend(["--id", id.as_str()]);
+                }
+                let out = ok(&args, b"");
+                let model = loaded(before.max(1));
+                for (line, id) in out.lines().zip(&ids) {
+                    let doc: serde_json::Value = serde_json::from_str(line).expect("JSON");
+                    assert_eq!(doc["id"].as_u64(), Some(*id), "{out}");
+                    assert_eq!(doc["fingerprint"].as_u64(), Some(model[id].0), "{out}");
+                }
+                assert_eq!(out.lines().count(), 2, "{out}");
+            }
+            _ => {
+                let out = run(&["verify", "--db", &db_arg], b"");
+                assert!(
+                    out.status.success(),
+                    "verify beside the server: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                assert!(String::from_utf8_lossy(&out.stdout).starts_with("ok: "));
+            }
+        }
+        // Let the load get ahead between rounds.
+        while acked.load(Ordering::SeqCst) < before + 200 {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    load.join().expect("load");
+    // The server was never held up: it answers, and every write it
+    // acknowledged is there.
+    let reply = server.client().get("/readyz").expect("readyz");
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    drop(server);
+    let n = acked.load(Ordering::SeqCst);
+    let reader = Index::open_read_only(&db).expect("open");
+    assert_eq!(live_docs(&reader), loaded(n));
+}
