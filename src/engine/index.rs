@@ -77,9 +77,9 @@ pub struct Index {
     pub(super) max_segments: usize,
     pub(super) read_only: bool,
     pub(super) writer: Mutex<Option<Writer>>,
-    /// A reader's WALs as it last read them, their lengths in the order
-    /// its manifest names them (`refresh`); held through a refresh.
-    pub(super) wal_lens: Mutex<Vec<u64>>,
+    /// What a reader last read of its WALs (`refresh`); held through a
+    /// refresh.
+    pub(super) loaded: Mutex<super::reader::Loaded>,
     /// The background merge thread, if merges run there.
     pub(super) merger: Option<Merger>,
     /// The background flush thread, if flushes run there.

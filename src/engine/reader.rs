@@ -15,15 +15,26 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::format::{FileKind, Manifest};
+use crate::format::wal::WAL_HEADER_LEN;
+use crate::format::{FileKind, Manifest, WalEnd, WalReader};
 
-use super::check::check_manifest;
+use super::check::{check_manifest, check_wal_seqs, segments_max_seq};
 use super::core::{lock, read_lock, write_lock};
-use super::files::{corrupted, io_error};
+use super::files::{corrupted, io_error, named_file_error};
 use super::fs::FileSystem;
 use super::index::Index;
-use super::recovery::{open_segments, replay_wals};
+use super::recovery::{WalTailPos, open_segments, replay_wals};
 use super::segment::fits_in_memory;
+use super::write::apply;
+
+/// What a reader last read of its WALs.
+#[derive(Debug, Default)]
+pub(super) struct Loaded {
+    /// Each WAL's length, in the order its manifest names them.
+    pub(super) wal_lens: Vec<u64>,
+    /// Where the last WAL's replay ended, if every WAL was read to its end.
+    pub(super) tail: Option<WalTailPos>,
+}
 
 /// How many times a reader starts over when the index changes under it.
 const ATTEMPTS: usize = 100;
@@ -77,14 +88,14 @@ impl Index {
             return Ok(());
         }
         // Held through the refresh: refreshes run one at a time.
-        let mut wal_lens = lock(&self.wal_lens);
+        let mut loaded = lock(&self.loaded);
         let fs = self.core.fs.clone();
         retry_while_changed(&self.core.dir, fs.as_ref(), || {
-            self.refresh_attempt(&mut wal_lens)
+            self.refresh_attempt(&mut loaded)
         })
     }
 
-    fn refresh_attempt(&self, wal_lens: &mut Vec<u64>) -> Result<()> {
+    fn refresh_attempt(&self, loaded: &mut Loaded) -> Result<()> {
         let core = &self.core;
         let path = core.dir.join(FileKind::Manifest.file_name(0));
         let bytes = core.fs.read(&path).map_err(io_error(&path, "read"))?;
@@ -111,14 +122,16 @@ impl Index {
                 .iter()
                 .map(|&id| core.fs.len(&core.dir.join(FileKind::Wal.file_name(id))))
                 .collect();
-            if lens.is_ok_and(|lens| lens == *wal_lens) {
+            if let Ok(lens) = lens
+                && (lens == loaded.wal_lens || self.catch_up(&manifest, loaded, lens)?)
+            {
                 return Ok(());
             }
         }
         let held = read_lock(&core.state).segments.clone();
         let segments = open_segments(&core.dir, &core.fs, &manifest, core.plan.k(), &held)?;
         drop(held);
-        let replayed = replay_wals(&core.dir, core.fs.as_ref(), &manifest, &core.plan)?;
+        let replayed = replay_wals(&core.dir, core.fs.as_ref(), &manifest, &core.plan, false)?;
         let size: u64 = segments
             .iter()
             .map(|s| s.meta.seg_file_len + s.meta.ids_file_len)
@@ -128,12 +141,80 @@ impl Index {
                 segment.set_out_of_memory();
             }
         }
-        *wal_lens = replayed.wal_lens;
+        loaded.wal_lens = replayed.wal_lens;
+        loaded.tail = replayed.tail;
         let mut committed = lock(&core.manifest);
         *committed = manifest;
         let mut state = write_lock(&core.state);
         state.segments = segments;
         state.memtable = Arc::new(replayed.memtable);
         Ok(())
+    }
+
+    /// A refresh's quick way when the manifest is unchanged and only the
+    /// last WAL grew: its frames after the last one replayed are applied
+    /// to the memtable. `false` (nothing changed) when that does not apply
+    /// (the manifest's earlier WALs changed length, the last replay ended
+    /// early, the new bytes are not whole frames that follow on, or a walk
+    /// shares the memtable): the caller then loads everything again.
+    fn catch_up(&self, manifest: &Manifest, loaded: &mut Loaded, lens: Vec<u64>) -> Result<bool> {
+        let core = &self.core;
+        let Some(tail) = &loaded.tail else {
+            return Ok(false);
+        };
+        let (Some((&last_id, _)), Some((&last_len, earlier))) =
+            (manifest.wal_ids.split_last(), lens.split_last())
+        else {
+            return Ok(false);
+        };
+        if last_id != tail.wal_id
+            || last_len < tail.end
+            || loaded.wal_lens.get(..earlier.len()) != Some(earlier)
+        {
+            return Ok(false);
+        }
+        let path = core.dir.join(FileKind::Wal.file_name(last_id));
+        let mut bytes = tail.header.clone();
+        bytes.extend_from_slice(
+            &core
+                .fs
+                .read_from(&path, tail.end)
+                .map_err(named_file_error(&path, "read"))?,
+        );
+        let Ok(reader) = WalReader::new(&bytes) else {
+            return Ok(false);
+        };
+        let (frames, end) = reader.read_all();
+        if !matches!(end, WalEnd::Clean | WalEnd::TornTail { .. })
+            || check_wal_seqs(&path, &frames, segments_max_seq(manifest)).is_err()
+        {
+            return Ok(false);
+        }
+        let first = frames
+            .first()
+            .and_then(|f| f.records.first())
+            .map(crate::format::Record::seq);
+        if first.is_some() && tail.last_seq.is_some() && first != tail.last_seq.map(|s| s + 1) {
+            return Ok(false);
+        }
+        let consumed = frames.last().map_or(0, |f| f.end - WAL_HEADER_LEN as u64);
+        let mut last_seq = tail.last_seq;
+        {
+            let mut state = write_lock(&core.state);
+            let Some(memtable) = Arc::get_mut(&mut state.memtable) else {
+                return Ok(false);
+            };
+            for frame in frames {
+                for record in frame.records {
+                    last_seq = Some(apply(memtable, record));
+                }
+            }
+        }
+        loaded.wal_lens = lens;
+        if let Some(tail) = &mut loaded.tail {
+            tail.end += consumed;
+            tail.last_seq = last_seq;
+        }
+        Ok(true)
     }
 }

@@ -33,6 +33,7 @@ use super::index::Index;
 use super::lock::DirLock;
 use super::memtable::Memtable;
 use super::options::{Durability, NewIndexSettings, Options};
+use super::reader::Loaded;
 use super::repair::check_without_manifest;
 use super::schedule::Hooks;
 use super::segment::{Segment, fits_in_memory};
@@ -209,7 +210,8 @@ impl Index {
             last_unsynced,
             last_older,
             wal_lens,
-        } = replay_wals(dir, fs.as_ref(), &manifest, &plan)?;
+            tail,
+        } = replay_wals(dir, fs.as_ref(), &manifest, &plan, !read_only)?;
 
         let writer = if read_only {
             (None, manifest)
@@ -361,7 +363,7 @@ impl Index {
             max_segments: options.max_segments,
             read_only,
             writer: Mutex::new(writer),
-            wal_lens: Mutex::new(wal_lens),
+            loaded: Mutex::new(Loaded { wal_lens, tail }),
             merger,
             flusher,
             _lock: lock,
@@ -486,6 +488,21 @@ pub(super) struct Replayed {
     pub(super) last_older: bool,
     /// The length of each WAL read, in the manifest's order.
     pub(super) wal_lens: Vec<u64>,
+    /// Where the replay of the last WAL ended, if every WAL was read to its
+    /// end (clean, or a torn tail): what a reader's refresh reads on from.
+    pub(super) tail: Option<WalTailPos>,
+}
+
+/// The end of the last complete frame of the last WAL a replay read.
+#[derive(Debug, Clone)]
+pub(super) struct WalTailPos {
+    pub(super) wal_id: u64,
+    /// The WAL's header, to read frames after `end` with.
+    pub(super) header: Vec<u8>,
+    /// The offset after its last complete frame.
+    pub(super) end: u64,
+    /// The sequence number of the last record replayed.
+    pub(super) last_seq: Option<u64>,
 }
 
 /// Opens the segments `manifest` names, newest first; a segment of
@@ -519,11 +536,14 @@ pub(super) fn open_segments(
 /// Replays the WALs `manifest` names into a new memtable, ending early by
 /// the three rules (a torn tail, a gap in sequence numbers between two
 /// WALs, damage that looks like a lost write-back of unsynced appends).
+/// `logged` collects the frames' bytes (a writer logs them again); a
+/// reader passes `false`.
 pub(super) fn replay_wals(
     dir: &Path,
     fs: &dyn FileSystem,
     manifest: &Manifest,
     plan: &Plan,
+    keep_logged: bool,
 ) -> Result<Replayed> {
     let mut memtable = Memtable::new(plan);
     let mut next_seq = manifest.next_seq;
@@ -534,6 +554,7 @@ pub(super) fn replay_wals(
     // The sequence number of the last record replayed.
     let mut last_seq: Option<u64> = None;
     let mut wal_lens = Vec::with_capacity(manifest.wal_ids.len());
+    let mut tail = None;
     let segments_max = segments_max_seq(manifest);
     for (i, &wal_id) in manifest.wal_ids.iter().enumerate() {
         if torn {
@@ -563,12 +584,17 @@ pub(super) fn replay_wals(
             torn = true;
             break;
         }
+        let frames_end = frames
+            .last()
+            .map_or(crate::format::wal::WAL_HEADER_LEN as u64, |f| f.end);
         for frame in frames {
-            logged.extend_from_slice(
-                bytes
-                    .get(frame.offset as usize..frame.end as usize)
-                    .unwrap_or_default(),
-            );
+            if keep_logged {
+                logged.extend_from_slice(
+                    bytes
+                        .get(frame.offset as usize..frame.end as usize)
+                        .unwrap_or_default(),
+                );
+            }
             for record in frame.records {
                 let seq = apply(&mut memtable, record);
                 last_seq = Some(seq);
@@ -594,6 +620,17 @@ pub(super) fn replay_wals(
                 return Err(corrupted(&path, &error));
             }
         }
+        if i + 1 == manifest.wal_ids.len() {
+            tail = Some(WalTailPos {
+                wal_id,
+                header: bytes
+                    .get(..crate::format::wal::WAL_HEADER_LEN)
+                    .unwrap_or_default()
+                    .to_vec(),
+                end: frames_end,
+                last_seq,
+            });
+        }
     }
 
     Ok(Replayed {
@@ -604,5 +641,6 @@ pub(super) fn replay_wals(
         last_unsynced,
         last_older,
         wal_lens,
+        tail,
     })
 }
