@@ -393,10 +393,23 @@ fn a_reader_keeps_its_view_until_refresh_and_segments_merged_away_stay_readable(
     // Nothing changed: a refresh keeps the view.
     reader.refresh().expect("refresh");
     check_view(&reader, 800, steps_held(&reader, 1_000), &mut rng);
+    // A merge alone (the memtable empty, the WALs unchanged): the refresh
+    // takes the merged segment and keeps the WAL's writes.
+    for i in 800..900 {
+        apply_to(&writer, i);
+    }
+    writer.flush().expect("flush");
+    reader.refresh().expect("refresh");
+    assert!(reader.stats().segments > 1);
+    writer.compact().expect("compact");
+    assert_eq!(writer.stats().segments, 1);
+    reader.refresh().expect("refresh after the merge");
+    assert_eq!(reader.stats().segments, 1);
+    check_view(&reader, 900, steps_held(&reader, 1_000), &mut rng);
     // Writes in the WAL only (inserts, replacements, deletes), caught up
     // with a few at a time.
     for round in 0..6 {
-        let end = 803 + 3 * round;
+        let end = 903 + 3 * round;
         for i in end - 3..end {
             apply_to(&writer, i);
         }

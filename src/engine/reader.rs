@@ -24,7 +24,7 @@ use super::files::{corrupted, io_error, named_file_error};
 use super::fs::FileSystem;
 use super::index::Index;
 use super::recovery::{WalTailPos, open_segments, replay_wals};
-use super::segment::fits_in_memory;
+use super::segment::{Segment, fits_in_memory};
 use super::write::apply;
 
 /// What a reader last read of its WALs.
@@ -115,32 +115,41 @@ impl Index {
                 ),
             });
         }
-        if *lock(&core.manifest) == manifest {
-            // WALs are only appended to: the same lengths, the same writes.
+        let current = lock(&core.manifest).clone();
+        if current.wal_ids == manifest.wal_ids {
+            // The same WALs, only ever appended to: the same lengths, the
+            // same writes; longer ones, the frames after those replayed.
+            // The segments may have changed (a merge commits without
+            // touching the WALs).
             let lens: std::io::Result<Vec<u64>> = manifest
                 .wal_ids
                 .iter()
                 .map(|&id| core.fs.len(&core.dir.join(FileKind::Wal.file_name(id))))
                 .collect();
-            if let Ok(lens) = lens
-                && (lens == loaded.wal_lens || self.catch_up(&manifest, loaded, lens)?)
-            {
-                return Ok(());
+            if let Ok(lens) = lens {
+                let segments = if current.segments == manifest.segments {
+                    None
+                } else {
+                    let held = read_lock(&core.state).segments.clone();
+                    Some(open_segments(
+                        &core.dir,
+                        &core.fs,
+                        &manifest,
+                        core.plan.k(),
+                        &held,
+                    )?)
+                };
+                if self.catch_up(&manifest, loaded, lens, segments)? {
+                    *lock(&core.manifest) = manifest;
+                    return Ok(());
+                }
             }
         }
         let held = read_lock(&core.state).segments.clone();
         let segments = open_segments(&core.dir, &core.fs, &manifest, core.plan.k(), &held)?;
         drop(held);
         let replayed = replay_wals(&core.dir, core.fs.as_ref(), &manifest, &core.plan, false)?;
-        let size: u64 = segments
-            .iter()
-            .map(|s| s.meta.seg_file_len + s.meta.ids_file_len)
-            .sum();
-        if !fits_in_memory(size, 2, core.memory_budget) {
-            for segment in &segments {
-                segment.set_out_of_memory();
-            }
-        }
+        mark_out_of_memory(&segments, core.memory_budget);
         loaded.wal_lens = replayed.wal_lens;
         loaded.tail = replayed.tail;
         let mut committed = lock(&core.manifest);
@@ -157,8 +166,20 @@ impl Index {
     /// (the manifest's earlier WALs changed length, the last replay ended
     /// early, the new bytes are not whole frames that follow on, or a walk
     /// shares the memtable): the caller then loads everything again.
-    fn catch_up(&self, manifest: &Manifest, loaded: &mut Loaded, lens: Vec<u64>) -> Result<bool> {
+    fn catch_up(
+        &self,
+        manifest: &Manifest,
+        loaded: &mut Loaded,
+        lens: Vec<u64>,
+        segments: Option<Vec<Arc<Segment>>>,
+    ) -> Result<bool> {
         let core = &self.core;
+        if lens == loaded.wal_lens {
+            if let Some(segments) = segments {
+                self.set_segments(segments);
+            }
+            return Ok(true);
+        }
         let Some(tail) = &loaded.tail else {
             return Ok(false);
         };
@@ -209,6 +230,10 @@ impl Index {
                     last_seq = Some(apply(memtable, record));
                 }
             }
+            if let Some(segments) = segments {
+                mark_out_of_memory(&segments, core.memory_budget);
+                state.segments = segments;
+            }
         }
         loaded.wal_lens = lens;
         if let Some(tail) = &mut loaded.tail {
@@ -216,5 +241,25 @@ impl Index {
             tail.last_seq = last_seq;
         }
         Ok(true)
+    }
+
+    /// Puts `segments` in place of the reader's.
+    fn set_segments(&self, segments: Vec<Arc<Segment>>) {
+        mark_out_of_memory(&segments, self.core.memory_budget);
+        write_lock(&self.core.state).segments = segments;
+    }
+}
+
+/// Marks `segments` to be read a query's blocks at a time if together
+/// they do not fit in memory, as an open does.
+fn mark_out_of_memory(segments: &[Arc<Segment>], budget: Option<u64>) {
+    let size: u64 = segments
+        .iter()
+        .map(|s| s.meta.seg_file_len + s.meta.ids_file_len)
+        .sum();
+    if !fits_in_memory(size, 2, budget) {
+        for segment in segments {
+            segment.set_out_of_memory();
+        }
     }
 }
