@@ -223,7 +223,13 @@ fn child(mode: &str, db: &Path, n: u64) -> Result<(), Box<dyn std::error::Error>
             let (refresh50, _) = percentiles(&mut refreshes);
             let open_max = opens.last().copied().unwrap_or_default();
             let refresh_max = refreshes.last().copied().unwrap_or_default();
+            let applied: usize = caught_up.iter().sum();
+            let spent: Duration = refreshes.iter().sum();
             caught_up.sort_unstable();
+            println!(
+                "  refreshes: {applied} documents caught up in {spent:?} in all ({:.0} documents/s)",
+                applied as f64 / spent.as_secs_f64()
+            );
             println!(
                 "beside a writing writer: open_read_only median {open50:?} (max {open_max:?}); \
                  refresh median {refresh50:?} (max {refresh_max:?}), each catching up with \
