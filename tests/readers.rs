@@ -535,7 +535,7 @@ fn cli_readers_answer_beside_a_served_index_under_load() {
                 assert_eq!(reply.status, 200, "{}", reply.text());
                 i += 50;
                 acked.store(i, Ordering::SeqCst);
-                if i % 500 == 0 {
+                if i.is_multiple_of(500) {
                     // Every segment replaced, its files removed.
                     let reply = compactions.post("/v1/compact", b"").expect("compact");
                     assert_eq!(reply.status, 200, "{}", reply.text());
