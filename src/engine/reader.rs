@@ -160,12 +160,14 @@ impl Index {
         Ok(())
     }
 
-    /// A refresh's quick way when the manifest is unchanged and only the
-    /// last WAL grew: its frames after the last one replayed are applied
-    /// to the memtable. `false` (nothing changed) when that does not apply
-    /// (the manifest's earlier WALs changed length, the last replay ended
-    /// early, the new bytes are not whole frames that follow on, or a walk
-    /// shares the memtable): the caller then loads everything again.
+    /// A refresh's quick way when the manifest names the same WALs as the
+    /// reader's (only `segments`, if given, changed: a merge) and at most
+    /// the last WAL grew (`lens`): its frames after the last one replayed
+    /// are applied to the memtable, and the segments swapped in with them.
+    /// `false` (nothing changed) when that does not apply (an earlier WAL
+    /// changed length, the last replay ended early, the new bytes are not
+    /// whole frames that follow on, or a walk shares the memtable): the
+    /// caller then loads everything again.
     fn catch_up(
         &self,
         manifest: &Manifest,
