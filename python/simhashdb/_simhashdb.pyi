@@ -232,7 +232,8 @@ class Index:
         checks) apply to this open."""
     @staticmethod
     def open_read_only(path: Union[str, "os.PathLike[str]"]) -> "Index":
-        """Opens an existing index for queries only (a shared lock)."""
+        """Opens an existing index for queries only, beside its writer (no
+        lock): sees every write acknowledged before the open."""
     def close(self) -> None:
         """Closes the index (waits for calls in progress); idempotent. Raises
         PoisonedError (closed all the same) if a write, sync, flush or merge
@@ -309,6 +310,9 @@ class Index:
         similar first; never inserts."""
     def flush(self) -> None:
         """Writes the in-memory documents to a new segment."""
+    def refresh(self) -> None:
+        """Read-only index: catches up with every write acknowledged since
+        the open (or last refresh). Does nothing on a writer."""
     def sync(self) -> None:
         """Syncs the write-ahead log to the device."""
     def compact(self) -> None:

@@ -45,8 +45,8 @@ use crate::records::{PyDoc, PyMatch};
 /// leaves the files and the lock to the process that opened it. With
 /// multiprocessing: one process writes (send it the documents, or their
 /// fingerprints computed in the workers); workers may each open the index
-/// with Index.open_read_only while no process writes it; for many writers and
-/// readers at once, run `simhashdb serve` and call it over HTTP. An Index
+/// with Index.open_read_only, beside the writer, and refresh() to catch up;
+/// for many writers at once, run `simhashdb serve` and call it over HTTP. An Index
 /// cannot be pickled: open it by path in each process.
 ///
 /// Ctrl-C (KeyboardInterrupt) stops a long call between chunks of its work;
@@ -416,10 +416,10 @@ impl PyIndex {
         Ok(opened)
     }
 
-    /// Opens an existing index for queries only, with a shared lock: any
-    /// number of readers (in any process) may open it at once, but not while
-    /// a writer holds it (LockedError). It sees the index as it was when
-    /// opened.
+    /// Opens an existing index for queries only: any number of readers (in
+    /// any process) may open it at once, beside the process that writes it,
+    /// which they never hold up. It sees every write acknowledged before the
+    /// open; refresh() catches up with later ones.
     #[staticmethod]
     fn open_read_only(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<Self> {
         let path = path_arg(path)?;
@@ -830,6 +830,13 @@ impl PyIndex {
     /// write-ahead log already); returns once it is committed.
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
         self.run(py, |index| Ok(index.flush()?))
+    }
+
+    /// Brings a read-only index up to date: afterwards it answers with every
+    /// write the writer had acknowledged when the call began. Does nothing
+    /// on an index open for writing.
+    fn refresh(&self, py: Python<'_>) -> PyResult<()> {
+        self.run(py, |index| Ok(index.refresh()?))
     }
 
     /// Syncs the write-ahead log: every acknowledged write survives a power

@@ -281,22 +281,27 @@ def test_a_distance_above_k_is_refused(index_dir):
         assert index.get(2) is None
 
 
-def test_read_only_opens_share_the_index_and_refuse_writes(index_dir):
+def test_read_only_opens_share_the_index_beside_its_writer_and_refuse_writes(index_dir):
     with Index.open(index_dir) as index:
         index.insert(7, 77, "seven")
         with pytest.raises(simhashdb.LockedError) as raised:
             Index.open(index_dir)
         assert raised.value.path == str(index_dir)
-        with pytest.raises(simhashdb.LockedError):
-            Index.open_read_only(index_dir)
+        # A reader opens beside the writer and sees its acknowledged write.
+        with Index.open_read_only(index_dir) as beside:
+            assert beside.get(7) == 77
     with Index.open_read_only(index_dir) as a, Index.open_read_only(index_dir) as b:
         assert a.read_only and b.get_doc(7).name == "seven"
         assert a.query(77) == [Match(7, 77, 0, "seven")]
         for write in (lambda: a.insert(8, 8), lambda: a.delete(7), lambda: a.add("x", "y"), a.flush, a.sync):
             with pytest.raises(simhashdb.ReadOnlyError):
                 write()
-        with pytest.raises(simhashdb.LockedError):
-            Index.open(index_dir)
+        # Readers keep no writer out.
+        with Index.open(index_dir) as index:
+            index.insert(8, 88)
+        assert a.get(8) is None
+        a.refresh()
+        assert a.get(8) == 88
     with Index.open(index_dir) as index:
         assert index.get(7) == 77
 

@@ -13,6 +13,7 @@ use crate::format::{
 use super::core::{lock, read_lock};
 use super::files::{corrupted, foreign, named_file_error};
 use super::index::Index;
+use super::recovery::open_segments;
 use super::types::{VerifyReport, WalTail};
 
 impl Index {
@@ -34,6 +35,20 @@ impl Index {
         }
         // And merges.
         let _merging = lock(&self.core.merging);
+        if self.read_only {
+            // A writer in another process may commit and remove files
+            // meanwhile: the files of the manifest read are verified, and
+            // a file found gone means a newer manifest to start over from.
+            let fs = self.core.fs.clone();
+            return super::reader::retry_while_changed(&self.core.dir, fs.as_ref(), || {
+                self.verify_files()
+            });
+        }
+        self.verify_files()
+    }
+
+    /// `verify` of the files the manifest names now.
+    fn verify_files(&self) -> Result<VerifyReport> {
         let mut report = VerifyReport::default();
         let manifest_path = self.core.dir.join(FileKind::Manifest.file_name(0));
         let bytes = self
@@ -87,8 +102,19 @@ impl Index {
             report.bytes += bytes.len() as u64;
         }
         // The segments' list, not the lock: queries go on meanwhile (nothing
-        // else changes it while this holds the writer and merge locks).
-        let segments = read_lock(&self.core.state).segments.clone();
+        // else changes it while this holds the writer and merge locks). A
+        // reader's list is the one of its open or last refresh: the
+        // manifest's own segments are opened, reusing those it holds.
+        let mut segments = read_lock(&self.core.state).segments.clone();
+        if self.read_only {
+            segments = open_segments(
+                &self.core.dir,
+                &self.core.fs,
+                &manifest,
+                self.core.plan.k(),
+                &segments,
+            )?;
+        }
         for segment in &segments {
             segment.verify()?;
             report.files += 2;

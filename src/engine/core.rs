@@ -4,7 +4,8 @@
 //! Lock order. A thread that holds more than one of these locks takes them
 //! in this order, and never the other way round:
 //!
-//! 1. `Index::writer` (the writing thread; `verify`, `compact`);
+//! 1. `Index::writer` (the writing thread; `verify`, `compact`), or a
+//!    reader's `Index::loaded` (its `refresh`);
 //! 2. `Core::merging` (a merge, on the merge thread or in `compact`);
 //! 3. `Core::merge_claims` (choosing the run of a merge);
 //! 4. `Core::manifest` (a commit, or allocating ids);

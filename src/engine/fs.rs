@@ -104,6 +104,14 @@ pub trait FileSystem: Send + Sync + fmt::Debug {
     /// The current length of the file `path`, in bytes.
     fn len(&self, path: &Path) -> io::Result<u64>;
 
+    /// The bytes of the file `path` from `offset` to its end (none if it
+    /// is shorter): what a reader's refresh reads of a WAL that grew.
+    fn read_from(&self, path: &Path, offset: u64) -> io::Result<Vec<u8>> {
+        let bytes = self.read(path)?;
+        let from = usize::try_from(offset).unwrap_or(usize::MAX);
+        Ok(bytes.get(from..).unwrap_or_default().to_vec())
+    }
+
     /// Whether the engine may flush and merge on background threads over
     /// this file system. A simulated one must not let a thread go on writing
     /// after a simulated crash, so the default is no: flushes and merges then
@@ -319,6 +327,15 @@ impl FileSystem for RealFs {
 
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
         std::fs::read(path)
+    }
+
+    fn read_from(&self, path: &Path, offset: u64) -> io::Result<Vec<u8>> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut file = File::open(path)?;
+        file.seek(SeekFrom::Start(offset))?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        Ok(bytes)
     }
 
     fn map(&self, path: &Path) -> io::Result<Mapped> {

@@ -78,6 +78,9 @@ pub struct Index {
     pub(super) max_segments: usize,
     pub(super) read_only: bool,
     pub(super) writer: Mutex<Option<Writer>>,
+    /// What a reader last read of its WALs (`refresh`); held through a
+    /// refresh.
+    pub(super) loaded: Mutex<super::reader::Loaded>,
     /// The background merge thread, if merges run there.
     pub(super) merger: Option<Merger>,
     /// The background flush thread, if flushes run there.
@@ -119,9 +122,26 @@ impl Index {
         Index::open_with(dir.as_ref(), options, false)
     }
 
-    /// Opens an existing index for queries only, with a shared lock: many
-    /// readers (in any process) may open it at once, but not while a writer
-    /// holds it. A read-only index sees the state of its open.
+    /// Opens an existing index for queries only. Any number of readers, in
+    /// any process, may open it at once, and beside its writer (another
+    /// process's [`open`](Index::open), a `simhashdb serve`): a reader
+    /// takes no lock and creates, writes or removes nothing, so it never
+    /// holds up the writer, its flushes, merges or WAL rotations.
+    ///
+    /// A reader answers from the state of its open: every write the writer
+    /// had acknowledged when the open began (the segments the manifest
+    /// names and the WALs' complete frames; a frame being appended is left
+    /// out, and nothing is repaired). [`refresh`](Index::refresh) brings it
+    /// up to date. Segments a merge replaces stay readable to it while it
+    /// holds them. A file the manifest names that a writer's commit
+    /// removes while the reader opens sends it to the newer manifest
+    /// (docs/ARCHITECTURE.md, "Readers beside a writer").
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] naming `MANIFEST` if `dir` holds no index;
+    /// [`Error::ManifestMissing`] if it holds index files without a
+    /// manifest; [`Error::Corrupted`] naming the file if a file is damaged.
     pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Index> {
         Index::open_with(dir.as_ref(), Options::default(), true)
     }

@@ -19,6 +19,11 @@
 //! the process that took them), so that a conflict can say whether the
 //! holder is another lock of this process or another process.
 //!
+//! [`Index::open_read_only`](crate::Index::open_read_only) takes no lock
+//! (readers open beside a writer, docs/ARCHITECTURE.md, "Readers beside a
+//! writer"); [`DirLock::shared`] remains for a tool that must keep writers
+//! out while it works.
+//!
 //! Locking works on the real file system only; an engine on an in-memory file
 //! system holds no lock (`Option<DirLock>`).
 

@@ -5,7 +5,8 @@
 //! [`Index`] in `index.rs` is the façade; `options.rs` and `types.rs` hold
 //! what it takes and answers; `core.rs` what its threads share; `write.rs`,
 //! `flush.rs`, `compaction/` the path of a write; `read.rs` the path of a
-//! query; `recovery.rs` the open; `check.rs` `verify`; `backup.rs`
+//! query; `recovery.rs` the open; `reader.rs` readers beside a writer
+//! in another process; `check.rs` `verify`; `backup.rs`
 //! backups; `segment.rs` and `files.rs` the files.
 
 mod backup;
@@ -25,6 +26,7 @@ mod memtable;
 mod options;
 mod pending;
 mod read;
+mod reader;
 mod recovery;
 mod repair;
 pub mod schedule;

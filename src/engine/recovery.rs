@@ -33,6 +33,7 @@ use super::index::Index;
 use super::lock::DirLock;
 use super::memtable::Memtable;
 use super::options::{Durability, NewIndexSettings, Options};
+use super::reader::Loaded;
 use super::repair::check_without_manifest;
 use super::schedule::Hooks;
 use super::segment::{Segment, fits_in_memory};
@@ -40,6 +41,18 @@ use super::write::{Writer, apply, new_wal_file, wal_flags};
 
 impl Index {
     pub(super) fn open_with(dir: &Path, options: Options, read_only: bool) -> Result<Index> {
+        if !read_only || options.file_system.is_some() {
+            return Index::open_attempt(dir, options, read_only);
+        }
+        // A reader takes no lock: a writer in another process may commit
+        // and remove files while it opens (docs/ARCHITECTURE.md, "Readers
+        // beside a writer").
+        super::reader::retry_while_changed(dir, &RealFs, || {
+            Index::open_attempt(dir, options.clone(), true)
+        })
+    }
+
+    fn open_attempt(dir: &Path, options: Options, read_only: bool) -> Result<Index> {
         let (fs, lock): (Arc<dyn FileSystem>, Option<DirLock>) = match &options.file_system {
             Some(fs) => (fs.clone(), None),
             None => {
@@ -70,11 +83,11 @@ impl Index {
                     });
                 }
                 let lock = if read_only {
-                    DirLock::shared(dir)
+                    None
                 } else {
-                    DirLock::exclusive(dir)
+                    Some(DirLock::exclusive(dir).map_err(lock_error)?)
                 };
-                (Arc::new(RealFs), Some(lock.map_err(lock_error)?))
+                (Arc::new(RealFs), lock)
             }
         };
         if options.file_system.is_some() && !read_only {
@@ -147,18 +160,7 @@ impl Index {
                 return Err(Error::CounterLimit { what, value });
             }
         }
-        let mut segments = Vec::with_capacity(manifest.segments.len());
-        for meta in &manifest.segments {
-            segments.push(Arc::new(Segment::open(
-                dir,
-                &fs,
-                *meta,
-                plan.k(),
-                manifest.index_id,
-            )?));
-        }
-        // Newest first.
-        segments.sort_by_key(|s| Reverse(s.meta.max_seq));
+        let segments = open_segments(dir, &fs, &manifest, plan.k(), &[])?;
         // An index that does not fit in memory with room to spare has its
         // segments marked to be read a query's blocks at a time
         // (`Segment::in_memory`), prefaulted or not. What to prefault once
@@ -200,79 +202,16 @@ impl Index {
             Vec::new()
         };
 
-        let mut memtable = Memtable::new(&plan);
-        let mut next_seq = manifest.next_seq;
-        // The valid frames of every WAL, in order, and whether a WAL ended
-        // in a torn tail.
-        let mut logged: Vec<u8> = Vec::new();
-        let mut torn = false;
-        // Whether the last WAL read says its frames were acknowledged unsynced.
-        let mut last_unsynced = false;
-        // Whether the last WAL read is of an older format version, which a
-        // writer does not append to (docs/FORMAT.md, "Versions").
-        let mut last_older = false;
-        // The sequence number of the last record replayed.
-        let mut last_seq: Option<u64> = None;
-        let segments_max = segments_max_seq(&manifest);
-        for (i, &wal_id) in manifest.wal_ids.iter().enumerate() {
-            if torn {
-                // A later WAL's frames came after the ones lost.
-                break;
-            }
-            let path = dir.join(FileKind::Wal.file_name(wal_id));
-            let bytes = fs.read(&path).map_err(named_file_error(&path, "read"))?;
-            let reader = open_wal(&path, wal_id, manifest.index_id, &bytes)?;
-            last_unsynced = reader.unsynced_appends();
-            last_older = reader.version() < crate::format::FORMAT_VERSION;
-            let (frames, end) = reader.read_all();
-            // Sequence numbers run on from one WAL to the next (a WAL is
-            // started only after a write to the one before). A gap means a
-            // power cut took the end of the earlier WAL, whose appends were
-            // not synced, but not the start of this one, written after: a
-            // Buffered WAL's unsynced tail can be cut at a frame boundary,
-            // leaving no torn tail to see. Replaying this one would leave a
-            // hole, so recovery keeps the prefix before the gap.
-            check_wal_seqs(&path, &frames, segments_max)?;
-            let first_seq = frames
-                .first()
-                .and_then(|frame| frame.records.first())
-                .map(Record::seq);
-            if i > 0 && first_seq.is_some() && first_seq != last_seq.map(|s| s + 1) {
-                torn = true;
-                break;
-            }
-            for frame in frames {
-                logged.extend_from_slice(
-                    bytes
-                        .get(frame.offset as usize..frame.end as usize)
-                        .unwrap_or_default(),
-                );
-                for record in frame.records {
-                    let seq = apply(&mut memtable, record);
-                    last_seq = Some(seq);
-                    next_seq = next_seq.max(seq + 1);
-                }
-            }
-            match end {
-                WalEnd::Clean => {}
-                WalEnd::TornTail { .. } => torn = true,
-                // Frames acknowledged without a sync may be lost in any
-                // order by a power cut (pages written back out of order): if
-                // the damage looks like such a lost page, keep the prefix
-                // before it and drop the rest, later WALs included
-                // (docs/FORMAT.md, "WAL torn tail").
-                WalEnd::Corrupted { error, next_valid }
-                    if last_unsynced
-                        && looks_like_lost_write_back(&bytes, error.offset, next_valid) =>
-                {
-                    torn = true;
-                    break;
-                }
-                WalEnd::Corrupted { error, .. } | WalEnd::Unparsable { error } => {
-                    return Err(corrupted(&path, &error));
-                }
-            }
-        }
+        let Replayed {
+            memtable,
+            next_seq,
+            logged,
+            torn,
+            last_unsynced,
+            last_older,
+            wal_lens,
+            tail,
+        } = replay_wals(dir, fs.as_ref(), &manifest, &plan, !read_only)?;
 
         let writer = if read_only {
             (None, manifest)
@@ -424,6 +363,7 @@ impl Index {
             max_segments: options.max_segments,
             read_only,
             writer: Mutex::new(writer),
+            loaded: Mutex::new(Loaded { wal_lens, tail }),
             merger,
             flusher,
             text_hasher: std::sync::OnceLock::new(),
@@ -530,4 +470,178 @@ fn remove_orphans(dir: &Path, fs: &dyn FileSystem, manifest: &Manifest) {
             let _ = fs.remove(&dir.join(name));
         }
     }
+}
+
+/// What replaying an index's WALs found.
+pub(super) struct Replayed {
+    /// Every replayed record, applied.
+    pub(super) memtable: Memtable,
+    /// The next sequence number: above the manifest's and every replayed record's.
+    pub(super) next_seq: u64,
+    /// The valid frames of every WAL, in order.
+    pub(super) logged: Vec<u8>,
+    /// Whether a WAL ended in a torn tail (or the replay ended early).
+    pub(super) torn: bool,
+    /// Whether the last WAL read says its frames were acknowledged unsynced.
+    pub(super) last_unsynced: bool,
+    /// Whether the last WAL read is of an older format version, which a
+    /// writer does not append to (docs/FORMAT.md, "Versions").
+    pub(super) last_older: bool,
+    /// The length of each WAL read, in the manifest's order.
+    pub(super) wal_lens: Vec<u64>,
+    /// Where the replay of the last WAL ended, if every WAL was read to its
+    /// end (clean, or a torn tail): what a reader's refresh reads on from.
+    pub(super) tail: Option<WalTailPos>,
+}
+
+/// The end of the last complete frame of the last WAL a replay read.
+#[derive(Debug, Clone)]
+pub(super) struct WalTailPos {
+    pub(super) wal_id: u64,
+    /// The WAL's header, to read frames after `end` with.
+    pub(super) header: Vec<u8>,
+    /// The offset after its last complete frame.
+    pub(super) end: u64,
+    /// The sequence number of the last record replayed.
+    pub(super) last_seq: Option<u64>,
+}
+
+/// Opens the segments `manifest` names, newest first; a segment of
+/// `reuse` with the same id is taken as it is (a published segment's
+/// files never change).
+pub(super) fn open_segments(
+    dir: &Path,
+    fs: &Arc<dyn FileSystem>,
+    manifest: &Manifest,
+    k: u32,
+    reuse: &[Arc<Segment>],
+) -> Result<Vec<Arc<Segment>>> {
+    let mut segments = Vec::with_capacity(manifest.segments.len());
+    for meta in &manifest.segments {
+        match reuse.iter().find(|s| s.meta == *meta) {
+            Some(open) => segments.push(open.clone()),
+            None => segments.push(Arc::new(Segment::open(
+                dir,
+                fs,
+                *meta,
+                k,
+                manifest.index_id,
+            )?)),
+        }
+    }
+    // Newest first.
+    segments.sort_by_key(|s| Reverse(s.meta.max_seq));
+    Ok(segments)
+}
+
+/// Replays the WALs `manifest` names into a new memtable, ending early by
+/// the three rules (a torn tail, a gap in sequence numbers between two
+/// WALs, damage that looks like a lost write-back of unsynced appends).
+/// `logged` collects the frames' bytes (a writer logs them again); a
+/// reader passes `false`.
+pub(super) fn replay_wals(
+    dir: &Path,
+    fs: &dyn FileSystem,
+    manifest: &Manifest,
+    plan: &Plan,
+    keep_logged: bool,
+) -> Result<Replayed> {
+    let mut memtable = Memtable::new(plan);
+    let mut next_seq = manifest.next_seq;
+    let mut logged: Vec<u8> = Vec::new();
+    let mut torn = false;
+    let mut last_unsynced = false;
+    let mut last_older = false;
+    // The sequence number of the last record replayed.
+    let mut last_seq: Option<u64> = None;
+    let mut wal_lens = Vec::with_capacity(manifest.wal_ids.len());
+    let mut tail = None;
+    let segments_max = segments_max_seq(manifest);
+    for (i, &wal_id) in manifest.wal_ids.iter().enumerate() {
+        if torn {
+            // A later WAL's frames came after the ones lost.
+            break;
+        }
+        let path = dir.join(FileKind::Wal.file_name(wal_id));
+        let bytes = fs.read(&path).map_err(named_file_error(&path, "read"))?;
+        wal_lens.push(bytes.len() as u64);
+        let reader = open_wal(&path, wal_id, manifest.index_id, &bytes)?;
+        last_unsynced = reader.unsynced_appends();
+        last_older = reader.version() < crate::format::FORMAT_VERSION;
+        let (frames, end) = reader.read_all();
+        // Sequence numbers run on from one WAL to the next (a WAL is
+        // started only after a write to the one before). A gap means a
+        // power cut took the end of the earlier WAL, whose appends were
+        // not synced, but not the start of this one, written after: a
+        // Buffered WAL's unsynced tail can be cut at a frame boundary,
+        // leaving no torn tail to see. Replaying this one would leave a
+        // hole, so recovery keeps the prefix before the gap.
+        check_wal_seqs(&path, &frames, segments_max)?;
+        let first_seq = frames
+            .first()
+            .and_then(|frame| frame.records.first())
+            .map(Record::seq);
+        if i > 0 && first_seq.is_some() && first_seq != last_seq.map(|s| s + 1) {
+            torn = true;
+            break;
+        }
+        let frames_end = frames
+            .last()
+            .map_or(crate::format::wal::WAL_HEADER_LEN as u64, |f| f.end);
+        for frame in frames {
+            if keep_logged {
+                logged.extend_from_slice(
+                    bytes
+                        .get(frame.offset as usize..frame.end as usize)
+                        .unwrap_or_default(),
+                );
+            }
+            for record in frame.records {
+                let seq = apply(&mut memtable, record);
+                last_seq = Some(seq);
+                next_seq = next_seq.max(seq + 1);
+            }
+        }
+        match end {
+            WalEnd::Clean => {}
+            WalEnd::TornTail { .. } => torn = true,
+            // Frames acknowledged without a sync may be lost in any
+            // order by a power cut (pages written back out of order): if
+            // the damage looks like such a lost page, keep the prefix
+            // before it and drop the rest, later WALs included
+            // (docs/FORMAT.md, "WAL torn tail").
+            WalEnd::Corrupted { error, next_valid }
+                if last_unsynced
+                    && looks_like_lost_write_back(&bytes, error.offset, next_valid) =>
+            {
+                torn = true;
+                break;
+            }
+            WalEnd::Corrupted { error, .. } | WalEnd::Unparsable { error } => {
+                return Err(corrupted(&path, &error));
+            }
+        }
+        if i + 1 == manifest.wal_ids.len() {
+            tail = Some(WalTailPos {
+                wal_id,
+                header: bytes
+                    .get(..crate::format::wal::WAL_HEADER_LEN)
+                    .unwrap_or_default()
+                    .to_vec(),
+                end: frames_end,
+                last_seq,
+            });
+        }
+    }
+
+    Ok(Replayed {
+        memtable,
+        next_seq,
+        logged,
+        torn,
+        last_unsynced,
+        last_older,
+        wal_lens,
+        tail,
+    })
 }

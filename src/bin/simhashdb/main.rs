@@ -127,6 +127,10 @@ enum Command {
     /// prints `DISTANCE<TAB>ID<TAB>NAME<TAB>SIMILARITY<TAB>RULE` per match,
     /// most similar first (`-` and `fingerprint` for a document without a
     /// sketch, by distance after the others).
+    ///
+    /// Reads beside a process that writes the index (`add`, `check`,
+    /// `serve`): takes no lock, writes nothing, and sees every write that
+    /// process had acknowledged when the command started.
     #[command(after_help = EXIT_CODES)]
     Query(index_cmd::QueryArgs),
     /// Streaming check-and-insert: reads `NAME<TAB>TEXT` lines from standard input.
@@ -148,6 +152,10 @@ enum Command {
     #[command(after_help = EXIT_CODES)]
     Check(index_cmd::CheckArgs),
     /// Print documents of an index: `ID<TAB>FINGERPRINT<TAB>TIMESTAMP_MS<TAB>NAME`.
+    ///
+    /// Reads beside a process that writes the index (`add`, `check`,
+    /// `serve`): takes no lock, writes nothing, and sees every write that
+    /// process had acknowledged when the command started.
     #[command(after_help = EXIT_CODES)]
     Get(index_cmd::GetArgs),
     /// Delete documents from an index by name or id.
@@ -193,9 +201,19 @@ enum Command {
     ///
     /// Exit code 0: healthy. Exit code 3: damaged; the message names the file
     /// and byte offset of the first damage found.
+    ///
+    /// Reads beside a process that writes the index (`add`, `check`,
+    /// `serve`): takes no lock, writes nothing, and sees every write that
+    /// process had acknowledged when the command started.
+    /// Beside a writer, the frame it is appending may be reported as a
+    /// warning (a tail recovery would drop).
     #[command(after_help = EXIT_CODES)]
     Verify(index_cmd::VerifyArgs),
     /// Show an index's plan, fingerprint configuration, segments and sizes.
+    ///
+    /// Reads beside a process that writes the index (`add`, `check`,
+    /// `serve`): takes no lock, writes nothing, and sees every write that
+    /// process had acknowledged when the command started.
     #[command(after_help = EXIT_CODES)]
     Stats(index_cmd::StatsArgs),
     /// Write a consistent copy of an index into DEST (a new path or an empty directory).

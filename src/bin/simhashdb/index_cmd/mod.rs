@@ -68,7 +68,7 @@ impl Db {
         }
     }
 
-    /// Opens the existing index for queries (a shared lock).
+    /// Opens the existing index for queries (no lock: beside any writer).
     pub fn read_only(&self) -> Result<Index, CliError> {
         Ok(Index::open_read_only(self.existing()?)?)
     }
