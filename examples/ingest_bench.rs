@@ -15,7 +15,8 @@
 //! settings, e.g. under a profiler. `FAN_IN=8` replaces the default merge
 //! policy's fan-in, `MEMTABLE_MIB=128` the memtable budget,
 //! `MAX_SEGMENTS=48` the segment count above which a flush waits,
-//! `SMALL_PLANS=0` writes every segment in the index's plan
+//! `SKETCHES=1` stores a 16-byte sketch with every document (as an index
+//! of texts does), `SMALL_PLANS=0` writes every segment in the index's plan
 //! (`Options::small_segment_plans`), and `FLUSH_THREAD=0` or `1` flushes on
 //! the writing thread or the flush thread (`Options::flush_thread`; the
 //! default depends on the core count), to compare settings with the same

@@ -81,8 +81,25 @@ pub fn insert_xorshift_timed(
             .collect();
         id += batch.len() as u64;
         let start = std::time::Instant::now();
-        index.insert_batch(batch)?;
+        if with_sketches() {
+            // A 16-byte sketch per document (format version 4), derived
+            // from the fingerprint: what an index of texts stores.
+            index.insert_batch_sketched(batch.into_iter().map(|(i, fp, name)| {
+                let mut bytes = [0u8; simhashdb::sketch::Sketch::BYTES];
+                bytes[..8].copy_from_slice(&fp.to_le_bytes());
+                bytes[8..].copy_from_slice(&fp.rotate_left(29).to_le_bytes());
+                (i, fp, Some(simhashdb::sketch::Sketch::from_bytes(bytes)), name)
+            }))?;
+        } else {
+            index.insert_batch(batch)?;
+        }
         latencies.push(start.elapsed().as_secs_f64());
     }
     Ok(())
+}
+
+/// `SKETCHES=1`: [`insert_xorshift_timed`] stores a sketch with every
+/// document, as an index of texts does.
+pub fn with_sketches() -> bool {
+    std::env::var("SKETCHES").is_ok_and(|v| v == "1")
 }
