@@ -10,8 +10,10 @@ deterministic sample up to --docs documents in all), each once, then
 substituted, inserted or deleted; at least one edit), shuffled with a fixed
 seed and written to one JSONL file with fields `id` and `text`.
 
-Each tool runs in its own process (its peak resident memory is that
-process's `ru_maxrss`) on the same file, with its documented defaults for
+Each tool runs in its own process on the same file (its peak resident memory
+is that process's, or the CLI's; "dedup s" is the time from the texts in
+memory, or the CLI started, to the drops: the JSONL file is read by Python's
+`json` for the in-process tools and by the CLI itself), with its documented defaults for
 deduplicating at about 0.8 similarity, keeping the first of each group:
 
 - `cli`: `simhashdb dedup docs.jsonl --id-field id --emit drop`;
@@ -152,12 +154,15 @@ def truth_pairs(texts):
 
 def run_cli(path, out):
     cli = os.environ.get("SIMHASHDB_CLI", "target/release/simhashdb")
+    t0 = time.time()
     drops = subprocess.run(
         [cli, "dedup", path, "--id-field", "id", "--emit", "drop"],
         check=True, capture_output=True, text=True,
     ).stdout
+    work = time.time() - t0
     dropped = [json.loads(line)["id"] for line in drops.splitlines() if line.strip()]
     Path(out).write_text(json.dumps(dropped))
+    return work
 
 
 def read_texts(path):
@@ -170,14 +175,18 @@ def run_python(path, out):
     import simhashdb
 
     texts = pd.Series(read_texts(path))
+    t0 = time.time()
     result = simhashdb.dedup(texts)
+    work = time.time() - t0
     Path(out).write_text(json.dumps([int(i) for i in (~result.keep).nonzero()[0]]))
+    return work
 
 
 def run_gaoya(path, out):
     from gaoya.minhash import MinHashStringIndex
 
     texts = read_texts(path)
+    t0 = time.time()
     index = MinHashStringIndex(
         hash_size=32, jaccard_threshold=0.8, num_bands=20, band_size=5,
         analyzer="word", lowercase=True, ngram_range=(5, 5),
@@ -188,13 +197,16 @@ def run_gaoya(path, out):
             dropped.append(i)
         else:
             index.insert_document(i, t)
+    work = time.time() - t0
     Path(out).write_text(json.dumps(dropped))
+    return work
 
 
 def run_datasketch(path, out):
     from datasketch import MinHash, MinHashLSH
 
     texts = read_texts(path)
+    t0 = time.time()
     lsh = MinHashLSH(threshold=0.8, num_perm=128)
     dropped = []
     for i, t in enumerate(texts):
@@ -205,7 +217,9 @@ def run_datasketch(path, out):
             dropped.append(i)
         else:
             lsh.insert(i, m)
+    work = time.time() - t0
     Path(out).write_text(json.dumps(dropped))
+    return work
 
 
 TOOLS = {"cli": run_cli, "python": run_python, "gaoya": run_gaoya, "datasketch": run_datasketch}
@@ -213,7 +227,8 @@ TOOLS = {"cli": run_cli, "python": run_python, "gaoya": run_gaoya, "datasketch":
 
 def main():
     if len(sys.argv) == 5 and sys.argv[1] == "--run":
-        TOOLS[sys.argv[2]](sys.argv[3], sys.argv[4])
+        work = TOOLS[sys.argv[2]](sys.argv[3], sys.argv[4])
+        print(f"{work:.3f}")
         # This process's own peak (VmHWM: ru_maxrss would carry the peak of
         # the process that started it across exec), or the CLI's, its child.
         status = Path("/proc/self/status").read_text()
@@ -258,9 +273,9 @@ def main():
     for i in range(len(texts)):
         if any(j < i and j not in ideal and jac >= 0.8 for j, jac in near.get(i, [])):
             ideal.add(i)
-    print("| tool | wall s | peak MB | dropped | unsafe | duplicates left (J >= 0.8) |")
-    print("|---|---:|---:|---:|---:|---:|")
-    rows = [("ideal (exact J >= 0.8, keep first)", None, None, ideal)]
+    print("| tool | process wall s | dedup s | peak MB | dropped | unsafe | duplicates left (J >= 0.8) |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    rows = [("ideal (exact J >= 0.8, keep first)", None, None, None, ideal)]
     for tool in args.tools.split(","):
         result = out / f"{tool}.json"
         t0 = time.time()
@@ -270,15 +285,16 @@ def main():
         if proc.returncode != 0:
             print(f"| {tool} | failed: {proc.stderr.strip().splitlines()[-1:]} |", flush=True)
             continue
-        peak_kb = int(proc.stdout.strip().splitlines()[-1])
-        rows.append((tool, wall, peak_kb / 1024, set(json.loads(result.read_text()))))
-    for name, wall, peak, dropped in rows:
+        work_s, peak_kb = proc.stdout.strip().splitlines()[-2:]
+        rows.append((tool, wall, float(work_s), int(peak_kb) / 1024, set(json.loads(result.read_text()))))
+    for name, wall, work, peak, dropped in rows:
         kept = lambda i: i not in dropped  # noqa: E731
         unsafe = sum(1 for i in dropped if not any(kept(j) for j, _ in near.get(i, [])))
         left = sum(1 for i, j, jac in pairs if jac >= 0.8 and kept(i) and kept(j))
         w = "" if wall is None else f"{wall:.2f}"
+        d = "" if work is None else f"{work:.2f}"
         p = "" if peak is None else f"{peak:.0f}"
-        print(f"| {name} | {w} | {p} | {len(dropped)} | {unsafe} | {left} |", flush=True)
+        print(f"| {name} | {w} | {d} | {p} | {len(dropped)} | {unsafe} | {left} |", flush=True)
 
 
 if __name__ == "__main__":
