@@ -88,7 +88,12 @@ pub fn insert_xorshift_timed(
                 let mut bytes = [0u8; simhashdb::sketch::Sketch::BYTES];
                 bytes[..8].copy_from_slice(&fp.to_le_bytes());
                 bytes[8..].copy_from_slice(&fp.rotate_left(29).to_le_bytes());
-                (i, fp, Some(simhashdb::sketch::Sketch::from_bytes(bytes)), name)
+                (
+                    i,
+                    fp,
+                    Some(simhashdb::sketch::Sketch::from_bytes(bytes)),
+                    name,
+                )
             }))?;
         } else {
             index.insert_batch(batch)?;
