@@ -23,7 +23,10 @@ deduplicating at about 0.8 similarity, keeping the first of each group:
   band_size=5, analyzer="word", ngram_range=(5, 5))` (word 5-shingles), a
   document dropped when the index holds a near one inserted before it;
 - `datasketch`: `MinHashLSH(threshold=0.8, num_perm=128)` over word
-  5-shingles, the same rule.
+  5-shingles, the same rule;
+- `text-dedup`: `python -m text_dedup.minhash --threshold 0.8` (text-dedup
+  0.4.0 in the virtualenv of $TEXT_DEDUP_PYTHON, its other defaults), the
+  rows it does not keep.
 
 Ground truth: the exact Jaccard similarity of word 5-shingle sets (words:
 `\\w+`, lower-cased) of every pair a 256-permutation MinHash with 128 bands
@@ -222,7 +225,34 @@ def run_datasketch(path, out):
     return work
 
 
-TOOLS = {"cli": run_cli, "python": run_python, "gaoya": run_gaoya, "datasketch": run_datasketch}
+def run_textdedup(path, out):
+    """text-dedup's MinHash (`python -m text_dedup.minhash`, threshold 0.8,
+    its defaults otherwise, 2 processes), run by the interpreter of
+    $TEXT_DEDUP_PYTHON (a virtualenv with text-dedup 0.4.0); the ids it did
+    not keep are its drops."""
+    python = os.environ["TEXT_DEDUP_PYTHON"]
+    work = Path(out).with_suffix(".text-dedup")
+    t0 = time.time()
+    subprocess.run(
+        [python, "-m", "text_dedup.minhash", "--path", "json", "--data_files", path,
+         "--split", "train", "--cache_dir", str(work / "cache"), "--output", str(work / "out"),
+         "--column", "text", "--num_proc", "2", "--threshold", "0.8"],
+        check=True, capture_output=True, text=True,
+    )
+    seconds = time.time() - t0
+    kept = subprocess.run(
+        [python, "-c", "import datasets, json, sys; "
+         "print(json.dumps(list(datasets.load_from_disk(sys.argv[1])['id'])))", str(work / "out")],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    kept = set(json.loads(kept.strip().splitlines()[-1]))
+    n = sum(1 for _ in open(path))
+    Path(out).write_text(json.dumps([i for i in range(n) if i not in kept]))
+    return seconds
+
+
+TOOLS = {"cli": run_cli, "python": run_python, "gaoya": run_gaoya, "datasketch": run_datasketch,
+         "text-dedup": run_textdedup}
 
 
 def main():
