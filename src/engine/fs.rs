@@ -385,10 +385,11 @@ impl FileSystem for RealFs {
     }
 }
 
-/// Maps a published file: one of the crate's three `unsafe` blocks (the
+/// Maps a published file: one of the library's four `unsafe` blocks (the
 /// others are the prefetch hint in `format/bytes.rs`, which touches no
-/// memory, and the call of the decoded search compiled for `popcnt` once
-/// the processor is known to have it, in `engine/decoded.rs`).
+/// memory, and the calls of searches compiled for `popcnt` once the
+/// processor is known to have it, in `engine/decoded.rs` and in
+/// `batch.rs`'s scan of all pairs).
 fn map_published(file: &File) -> io::Result<memmap2::Mmap> {
     // SAFETY: a mapping is undefined behaviour (or SIGBUS) if the file is
     // modified or truncated while mapped. The engine maps only published files,
