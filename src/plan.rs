@@ -314,11 +314,7 @@ impl Table {
     /// range of [`prefix_range`](Self::prefix_range).
     #[inline]
     pub fn probe_ranges(&self, permuted_query: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
-        let prefix = self.prefix_mask();
-        self.probes.iter().map(move |&m| {
-            let lo = (permuted_query ^ m) & prefix;
-            (lo, lo | !prefix)
-        })
+        self.probe_ranges_within(permuted_query, u64::BITS)
     }
 
     /// [`probe_ranges`](Self::probe_ranges) of the prefix values within

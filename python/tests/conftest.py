@@ -94,3 +94,39 @@ def cli_binary():
     if default.is_file():
         return str(default)
     return shutil.which("simhashdb")
+
+
+def require_spark():
+    """Skips the calling module when pyspark, pyarrow or Java is missing,
+    unless SIMHASHDB_REQUIRE_SPARK=1 (as in CI), where their absence fails
+    the module's imports instead."""
+    if os.environ.get("SIMHASHDB_REQUIRE_SPARK") != "1":
+        pytest.importorskip("pyspark", reason="pyspark is not installed (pip install './python[spark]')")
+        pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install './python[spark]')")
+        if shutil.which("java") is None:
+            pytest.skip("Spark needs Java (17), and java is not on PATH", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """A Spark session in local mode with two executor threads, one per
+    test module."""
+    import sys
+
+    from pyspark.sql import SparkSession
+
+    # Python workers run this interpreter, which has simhashdb installed.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("simhashdb-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.default.parallelism", "2")
+        .config("spark.driver.memory", "1g")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

@@ -8,45 +8,18 @@ than a skip."""
 
 import os
 import re
-import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import flip_bits
+from conftest import flip_bits, require_spark
 
 import simhashdb
 
-if os.environ.get("SIMHASHDB_REQUIRE_SPARK") != "1":
-    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install './python[spark]')")
-    pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install './python[spark]')")
-    if shutil.which("java") is None:
-        pytest.skip("Spark needs Java (17), and java is not on PATH", allow_module_level=True)
-
-from pyspark.sql import SparkSession  # noqa: E402
+require_spark()
 
 from simhashdb import Plan  # noqa: E402
 from simhashdb import spark as sspark  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def spark():
-    # Python workers run this interpreter, which has simhashdb installed.
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("simhashdb-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.default.parallelism", "2")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 def corpus(seed: int, k: int) -> np.ndarray:

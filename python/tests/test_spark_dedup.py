@@ -7,44 +7,18 @@ and its options' validation.
 Needs pyspark, pyarrow and Java, as test_spark.py."""
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 
 import numpy as np
 import pytest
-from conftest import cli_binary
+from conftest import cli_binary, require_spark
 
-if os.environ.get("SIMHASHDB_REQUIRE_SPARK") != "1":
-    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install './python[spark]')")
-    pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install './python[spark]')")
-    if shutil.which("java") is None:
-        pytest.skip("Spark needs Java (17), and java is not on PATH", allow_module_level=True)
+require_spark()
 
-from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import types as T  # noqa: E402
 
 import simhashdb  # noqa: E402
 from simhashdb import spark as sspark  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def spark():
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("simhashdb-dedup-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.default.parallelism", "2")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 def edit(rng, words, count, vocabulary, same_length=False):
