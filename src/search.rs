@@ -76,6 +76,23 @@ pub trait SortedTables {
         visit: impl FnMut(u64),
     ) -> Result<(), Self::Error>;
 
+    /// Calls `visit` with every key of `table` in each of `ranges`, in
+    /// order: the ranges are sorted and disjoint (each `lo` above the
+    /// previous range's `hi`), the probes of one query into one table.
+    /// The default searches each range on its own
+    /// ([`keys_in`](Self::keys_in)); a table that can go on from where one
+    /// range ended to the next one nearby shares one cursor between them.
+    fn keys_in_each(
+        table: &Self::Table<'_>,
+        ranges: impl Iterator<Item = (u64, u64)>,
+        mut visit: impl FnMut(u64),
+    ) -> Result<(), Self::Error> {
+        for (lo, hi) in ranges {
+            Self::keys_in(table, lo, hi, &mut visit)?;
+        }
+        Ok(())
+    }
+
     /// A hint before [`keys_in`](Self::keys_in) from `lo`: load what its
     /// search reads first (a block index entry, say). [`probe`] calls it for
     /// a stage of ranges, then [`warm_keys`](Self::warm_keys) for the same
@@ -121,14 +138,13 @@ pub fn probe<S: SortedTables>(
     let opened = (0..layouts.len())
         .map(|t| tables.table(t))
         .collect::<Result<Vec<_>, _>>()?;
-    // (table, permuted query, lo, hi), in plan order.
+    // (table, permuted query, lo, hi), in plan order, each table's sorted.
     let radius = plan.radius_for(k);
-    let mut ranges = layouts.iter().enumerate().flat_map(|(t, table)| {
-        let q = table.permute(fp);
-        table
-            .probe_ranges_within(q, radius)
-            .map(move |(lo, hi)| (t, q, lo, hi))
-    });
+    let mut all: Vec<Job> = Vec::new();
+    for (t, table) in layouts.iter().enumerate() {
+        push_ranges(&mut all, t, table, fp, radius);
+    }
+    let mut ranges = all.into_iter();
     let mut stage: [Job; STAGE] = [(0, 0, 0, 0); STAGE];
     loop {
         // `zip` asks `stage` first, so no range is taken and lost.
@@ -149,6 +165,36 @@ pub fn probe<S: SortedTables>(
 
 /// A range to search: (table, permuted query, lo, hi).
 type Job = (usize, u64, u64, u64);
+
+/// Appends to `out` the ranges a search of `fp` at `radius` probes in
+/// `table` (number `t`): sorted, with adjacent ones merged into one (the
+/// prefixes that differ from another only in the lowest prefix bit), so
+/// that [`SortedTables::keys_in_each`] can walk the table forward once.
+fn push_ranges(out: &mut Vec<Job>, t: usize, table: &crate::plan::Table, fp: u64, radius: u32) {
+    let q = table.permute(fp);
+    let start = out.len();
+    out.extend(
+        table
+            .probe_ranges_within(q, radius)
+            .map(|(lo, hi)| (t, q, lo, hi)),
+    );
+    let Some(added) = out.get_mut(start..) else {
+        return;
+    };
+    added.sort_unstable_by_key(|job| job.2);
+    let mut kept = 0;
+    for i in 1..added.len() {
+        let (prev, next) = (added[kept], added[i]);
+        if prev.3 != u64::MAX && prev.3 + 1 == next.2 {
+            added[kept].3 = next.3;
+        } else {
+            kept += 1;
+            added[kept] = next;
+        }
+    }
+    let merged = (kept + 1).min(added.len());
+    out.truncate(start + merged);
+}
 
 /// Gives `hint` each of `jobs`' tables and the start of its range.
 #[inline]
@@ -172,11 +218,16 @@ fn search<S: SortedTables>(
     found: &mut impl FnMut(Hit),
 ) -> Result<(), S::Error> {
     let layouts = plan.tables();
-    for &(t, q, lo, hi) in jobs {
+    // The jobs of one table are consecutive and sorted: one pass each.
+    for same in jobs.chunk_by(|a, b| a.0 == b.0) {
+        let Some(&(t, q, _, _)) = same.first() else {
+            continue;
+        };
         let (Some(keys), Some(table)) = (opened.get(t), layouts.get(t)) else {
             continue;
         };
-        S::keys_in(keys, lo, hi, |key| {
+        let ranges = same.iter().map(|&(_, _, lo, hi)| (lo, hi));
+        S::keys_in_each(keys, ranges, |key| {
             let distance = (key ^ q).count_ones();
             if distance <= k {
                 let fingerprint = table.unpermute(key);
@@ -240,12 +291,7 @@ pub fn probe_many<S: SortedTables>(
             let ranges = &mut ring[step % (PIPELINE + 1)];
             ranges.clear();
             for (t, table) in layouts.iter().enumerate() {
-                let q = table.permute(fp);
-                ranges.extend(
-                    table
-                        .probe_ranges_within(q, radius)
-                        .map(|(lo, hi)| (t, q, lo, hi)),
-                );
+                push_ranges(ranges, t, table, fp, radius);
             }
             warm::<S>(&opened, ranges, S::warm_index);
         }

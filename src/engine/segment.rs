@@ -620,6 +620,32 @@ impl SortedTables for Segment {
         Ok(())
     }
 
+    /// One [`Range`](crate::format::table::Range) for all the ranges, moved
+    /// on from one to the next ([`seek`](crate::format::table::Range::seek)):
+    /// a range that starts in the block where the previous one ended, or in
+    /// the next, is decoded on from there, without another search of the
+    /// block index or another check of the block's CRC.
+    #[inline]
+    fn keys_in_each(
+        (reader, segment): &Self::Table<'_>,
+        mut ranges: impl Iterator<Item = (u64, u64)>,
+        mut visit: impl FnMut(u64),
+    ) -> Result<()> {
+        let Some((lo, hi)) = ranges.next() else {
+            return Ok(());
+        };
+        let mut keys = reader.range(lo, hi);
+        loop {
+            for key in &mut keys {
+                visit(key.map_err(|e| corrupted(&segment.seg_path, &e))?);
+            }
+            match ranges.next() {
+                Some((lo, hi)) => keys.seek(lo, hi),
+                None => return Ok(()),
+            }
+        }
+    }
+
     /// In memory, loads the block index entry; otherwise asks the kernel to
     /// read it, without waiting (the stage's reads then go to the disk
     /// together: an out-of-memory segment's block indexes are prefaulted

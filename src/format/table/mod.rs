@@ -477,6 +477,127 @@ mod tests {
         assert!(damaged.iter().any(|k| k.is_err()));
     }
 
+    /// One `Range` moved on through sorted ranges ([`Range::seek`], as a
+    /// query's probes into one table use it) yields what a fresh range
+    /// yields for each: ranges within one block, adjacent ones (`lo` just
+    /// past the previous `hi`), ones starting in the next block or far
+    /// on, empty ones between keys, and ones at the table's edges (below
+    /// its first key, in its first and last blocks, past its last key),
+    /// for blocks of 1 to 128 keys.
+    #[test]
+    fn a_range_moved_on_by_seek_yields_what_fresh_ranges_yield() {
+        let shapes = [
+            (0..300u64).map(|i| i * 10 + 5).collect::<Vec<_>>(),
+            xorshift(2000, 77),
+            (0..200u64).map(|i| u64::MAX - 2000 + 10 * i).collect(),
+            vec![42],
+        ];
+        let mut s = 0x1234_5678_9abc_def1u64;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        for keys in shapes {
+            let min = keys[0];
+            let max = *keys.last().unwrap();
+            for block_len in [1, 5, 32, 128] {
+                let bytes = encode(&keys, block_len);
+                let t = TableReader::new(&bytes).unwrap();
+                for round in 0..300 {
+                    // Sorted disjoint ranges: cut points between `min - 3`
+                    // and `max + 3`, near keys or anywhere, some ranges
+                    // a single value, some adjacent to the one before.
+                    let count = 1 + (next() % 12) as usize;
+                    let mut cuts: Vec<u64> = (0..2 * count)
+                        .map(|_| match next() % 4 {
+                            0 => {
+                                let key = keys[(next() % keys.len() as u64) as usize];
+                                key.wrapping_add(next() % 3).wrapping_sub(1)
+                            }
+                            1 => min.saturating_sub(next() % 3),
+                            2 => max.saturating_add(next() % 3),
+                            _ => min.saturating_sub(3) + next() % (max - min).saturating_add(7),
+                        })
+                        .collect();
+                    cuts.sort_unstable();
+                    cuts.dedup();
+                    let mut ranges = Vec::new();
+                    let mut i = 0;
+                    while i + 1 < cuts.len() {
+                        let lo = cuts[i];
+                        // Adjacent to the previous range, or a gap.
+                        let hi = if next() % 3 == 0 { lo } else { cuts[i + 1] };
+                        ranges.push((lo, hi));
+                        i += if next() % 2 == 0 && hi < cuts[i + 1] {
+                            1
+                        } else {
+                            2
+                        };
+                        if let Some(&c) = cuts.get(i) {
+                            if c <= hi {
+                                i += 1;
+                            }
+                        }
+                    }
+                    if round % 5 == 0 {
+                        ranges.push((u64::MAX, u64::MAX));
+                        ranges.dedup();
+                    }
+                    let Some(&(lo, hi)) = ranges.first() else {
+                        continue;
+                    };
+                    let mut shared = t.range(lo, hi);
+                    for (j, &(lo, hi)) in ranges.iter().enumerate() {
+                        if j > 0 {
+                            assert!(lo > ranges[j - 1].1);
+                            shared.seek(lo, hi);
+                        }
+                        let got: Vec<u64> = (&mut shared).map(Result::unwrap).collect();
+                        let want: Vec<u64> = keys
+                            .iter()
+                            .copied()
+                            .filter(|&k| lo <= k && k <= hi)
+                            .collect();
+                        assert_eq!(got, want, "block_len {block_len}, ranges {ranges:?}, #{j}");
+                        assert_eq!(
+                            t.range(lo, hi).map(Result::unwrap).collect::<Vec<_>>(),
+                            want
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// A damaged block met after a `seek` is reported as a fresh range
+    /// reports it.
+    #[test]
+    fn a_seek_into_a_damaged_block_reports_it() {
+        let keys = xorshift(1000, 5);
+        let mut bytes = encode(&keys, 32);
+        let at = bytes.len() / 2;
+        bytes[at] ^= 1;
+        let t = TableReader::new(&bytes).unwrap();
+        let fresh: Vec<bool> = keys
+            .chunks(50)
+            .map(|c| t.range(c[0], c[c.len() - 1]).any(|k| k.is_err()))
+            .collect();
+        assert!(fresh.iter().any(|&bad| bad));
+        let mut shared = t.range(keys[0], keys[49]);
+        for (j, c) in keys.chunks(50).enumerate() {
+            if j > 0 {
+                shared.seek(c[0], c[c.len() - 1]);
+            }
+            let bad = (&mut shared).any(|k| k.is_err());
+            assert_eq!(bad, fresh[j], "chunk {j}");
+            if bad {
+                break;
+            }
+        }
+    }
+
     #[test]
     fn uniform_keys_cost_about_log_gap_plus_two_bits() {
         let keys = xorshift(1 << 16, 99);

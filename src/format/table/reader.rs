@@ -540,6 +540,12 @@ pub struct Range<'a> {
     state: RangeState,
     /// Keys the next chunk decodes at most.
     chunk: usize,
+    /// Whether the next block opened is the first of a search (its keys
+    /// below `lo` may be skipped, and its first chunk is short).
+    first_block: bool,
+    /// Whether the iteration stopped at a key above `hi`, left at
+    /// `buf[pos]` for a [`seek`](Self::seek) to a range above.
+    ended: bool,
 }
 
 impl<'a> Range<'a> {
@@ -556,7 +562,71 @@ impl<'a> Range<'a> {
             last: None,
             chunk: CHUNK,
             state,
+            first_block: true,
+            ended: false,
         }
+    }
+
+    /// Goes on to the keys in `lo..=hi`, a range above the one iterated so
+    /// far (`lo` above its `hi`), as if [`TableReader::range`] had been
+    /// called anew: a new iteration, which [`next`](Iterator::next) then
+    /// yields (even after it returned `None` for the previous range).
+    ///
+    /// The sorted probes of one query into one table
+    /// ([`search::probe`](crate::search::probe)) share one `Range` this
+    /// way: when `lo` lies before the first key of the block after the
+    /// next one, the iteration goes on decoding where it stands (in the
+    /// block it is in, or from the next one), instead of searching the
+    /// block index and checking a block's CRC again; further on, it
+    /// searches anew. Either way it yields the same keys.
+    pub fn seek(&mut self, lo: u64, hi: u64) {
+        let going_on = self.state == RangeState::Running && self.last.is_some() && lo > self.hi;
+        self.ended = false;
+        self.lo = lo;
+        self.hi = hi;
+        if lo > hi {
+            self.state = RangeState::Done;
+            self.len = 0;
+            return;
+        }
+        // Only an iteration that has decoded keys of a range below goes on
+        // where it stands; one that failed, ran out or never started
+        // searches (a damaged index entry read here is left to the search
+        // to report).
+        if going_on {
+            let count = self.table.layout.block_count;
+            let below_first_of = |block: usize| {
+                block >= count
+                    || self
+                        .table
+                        .index_entry(block)
+                        .is_ok_and(|(first, _)| lo < first)
+            };
+            if below_first_of(self.next_block) {
+                // The keys from `lo` on start in this block or at the
+                // next one's first key.
+                return;
+            }
+            if below_first_of(self.next_block + 1) {
+                // In the next block: open it, as a search would.
+                self.cursor = None;
+                self.len = 0;
+                self.pos = 0;
+                self.first_block = true;
+                return;
+            }
+        }
+        self.state = if self.table.layout.key_count == 0 {
+            RangeState::Done
+        } else {
+            RangeState::Search
+        };
+        self.cursor = None;
+        self.len = 0;
+        self.pos = 0;
+        self.last = None;
+        self.first_block = true;
+        self.chunk = CHUNK;
     }
 
     /// Decodes the next chunk of keys into `buf`; `Ok(false)` at the end.
@@ -587,12 +657,13 @@ impl<'a> Range<'a> {
                     // as the search usually ends in the block (a later
                     // block must first show that its first key follows the
                     // previous block's last).
-                    if self.last.is_none() && self.lo > 0 {
+                    if self.first_block && self.lo > 0 {
                         if self.table.layout.block_len > SKIP_ABOVE {
                             cursor.skip_below(self.lo);
                         }
                         self.chunk = FIRST_CHUNK;
                     }
+                    self.first_block = false;
                     self.cursor.insert(cursor)
                 }
             };
@@ -628,15 +699,18 @@ impl Iterator for Range<'_> {
 
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
+        if self.ended {
+            return None;
+        }
         loop {
             if self.pos < self.len {
                 let key = self.buf.get(self.pos).copied().unwrap_or_default();
-                self.pos += 1;
                 if key > self.hi {
-                    self.state = RangeState::Done;
-                    self.len = 0;
+                    // Left where it is, for a `seek` further on.
+                    self.ended = true;
                     return None;
                 }
+                self.pos += 1;
                 if key >= self.lo {
                     return Some(Ok(key));
                 }
