@@ -22,17 +22,18 @@ use crate::format::{prefetch, prefetch_line};
 use crate::plan::{CANDIDATE_BUDGET, Plan};
 use crate::search::Hit;
 
-/// Queries in a step of [`DecodedTables::search_many`]'s pipeline: while
+/// Queries in a step of [`search_tables`]'s pipeline: while
 /// the keys of one group are compared, those of the next are fetched, and
 /// the directory entries of the one after.
 const GROUP: usize = 8;
 
-/// One permuted table, decoded.
+/// One permuted table, decoded: the bytes a [`TableView`] searches, on
+/// the heap.
 #[derive(Debug)]
 struct Table {
-    /// `dir[b]`: the position of the first key whose top `bits` bits are
-    /// at least `b`; `dir[2^bits]` is the key count.
-    dir: Vec<u32>,
+    /// `dir[b]`, little-endian `u32`: the position of the first key whose
+    /// top `bits` bits are at least `b`; `dir[2^bits]` is the key count.
+    dir: Vec<u8>,
     /// Each key's low `64 - bits` bits, `width` bytes little-endian, in key
     /// order, then 8 zero bytes (so every key loads as one `u64`).
     low: Vec<u8>,
@@ -49,18 +50,19 @@ impl Table {
         bits: u32,
     ) -> Result<Table, FormatError> {
         let width = if bits >= 16 { 6 } else { 8 };
-        let mut dir = vec![0u32; (1usize << bits) + 1];
+        let mut counts = vec![0u32; (1usize << bits) + 1];
         let mut low = Vec::with_capacity(count * width + 8);
         for key in keys {
             let key = key?;
             let b = (key >> (64 - bits)) as usize;
-            dir[b + 1] += 1;
+            counts[b + 1] += 1;
             low.extend_from_slice(&key.to_le_bytes()[..width]);
         }
         low.extend_from_slice(&[0; 8]);
-        for b in 1..dir.len() {
-            dir[b] += dir[b - 1];
+        for b in 1..counts.len() {
+            counts[b] += counts[b - 1];
         }
+        let dir = counts.iter().flat_map(|c| c.to_le_bytes()).collect();
         Ok(Table {
             dir,
             low,
@@ -69,6 +71,39 @@ impl Table {
         })
     }
 
+    fn view(&self) -> TableView<'_> {
+        TableView {
+            dir: &self.dir,
+            low: &self.low,
+            bits: self.bits,
+            width: self.width,
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        self.dir.len() + self.low.len()
+    }
+}
+
+/// One permuted table in the layout [`search_tables`] searches, over
+/// borrowed bytes: a decoded copy's, or a table mapped from a segment
+/// written in this layout.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TableView<'a> {
+    /// `2^bits + 1` little-endian `u32`: entry `b` is the position of the
+    /// first key whose top `bits` bits are at least `b`; the last is the
+    /// key count.
+    pub(crate) dir: &'a [u8],
+    /// Each key's low `64 - bits` bits, `width` bytes little-endian, in key
+    /// order, then at least `8 - width` bytes more (so every key loads as
+    /// one `u64`). A key out of these bounds reads as 0 (never for a
+    /// directory that is checked against them).
+    pub(crate) low: &'a [u8],
+    pub(crate) bits: u32,
+    pub(crate) width: usize,
+}
+
+impl TableView<'_> {
     /// The low bits of every key: `64 - bits` of them.
     #[inline]
     fn low_mask(&self) -> u64 {
@@ -81,19 +116,34 @@ impl Table {
         (key >> (64 - self.bits)) as usize
     }
 
+    /// Directory entry `b`, 0 out of bounds.
+    #[inline]
+    fn entry(&self, b: usize) -> usize {
+        let bytes = self
+            .dir
+            .get(b * 4..b * 4 + 4)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .unwrap_or_default();
+        u32::from_le_bytes(bytes) as usize
+    }
+
+    /// Asks for directory entry `b` ahead of its read.
+    #[inline]
+    fn prefetch_entry(&self, b: usize) {
+        prefetch_line(self.dir, b * 4);
+    }
+
     /// Positions of the keys of directory position `b`.
     #[inline]
     fn range(&self, b: usize) -> (usize, usize) {
-        let lo = self.dir.get(b).copied().unwrap_or_default();
-        let hi = self.dir.get(b + 1).copied().unwrap_or_default();
-        (lo as usize, hi as usize)
+        (self.entry(b), self.entry(b + 1))
     }
 
     /// Asks for the keys at positions `lo..hi` ahead of their search.
     #[inline]
     fn prefetch_keys(&self, lo: usize, hi: usize) {
         if lo < hi {
-            prefetch(&self.low, lo * self.width..hi * self.width);
+            prefetch(self.low, lo * self.width..hi * self.width);
         }
     }
 
@@ -107,10 +157,6 @@ impl Table {
             .and_then(|b| <[u8; 8]>::try_from(b).ok())
             .unwrap_or_default();
         u64::from_le_bytes(bytes) & self.low_mask()
-    }
-
-    fn bytes(&self) -> usize {
-        self.dir.len() * 4 + self.low.len()
     }
 }
 
@@ -205,107 +251,143 @@ impl DecodedTables {
         self.tables.iter().map(Table::bytes).sum()
     }
 
+    /// The tables as searched.
+    fn views(&self) -> Vec<TableView<'_>> {
+        self.tables.iter().map(Table::view).collect()
+    }
+
     /// For each of `fps`, every fingerprint within `k` of it (`k` at most
     /// the plan's), each once per query: `found(i, hit)`, queries in order.
     /// The same hits as `search::probe_many` on the mapped tables.
     pub(super) fn search_many(&self, fps: &[u64], k: u32, found: impl FnMut(usize, Hit)) {
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("popcnt") {
-            // SAFETY: `search_popcnt` requires the processor's `popcnt`
-            // instruction, and it has it (checked just above). One of the
-            // crate's four `unsafe` blocks, with the memory map
-            // (`engine/fs.rs`), the prefetch hint (`format/bytes.rs`) and the
-            // scan of all pairs (`batch.rs`).
-            unsafe { self.search_popcnt(fps, k, found) };
-            return;
-        }
-        self.search(fps, k, found);
-    }
-
-    /// [`search`](Self::search) compiled with the processor's population
-    /// count instruction. Every key compared counts the bits of an XOR, and
-    /// the baseline x86-64 target has no such instruction: its count takes
-    /// a dozen (with it, 3–5 % more checks per second in `check_bench` and
-    /// 9–10 % more batched checks over HTTP).
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "popcnt")]
-    fn search_popcnt(&self, fps: &[u64], k: u32, found: impl FnMut(usize, Hit)) {
-        self.search(fps, k, found);
+        search_tables(&self.plan, &self.views(), fps, k, found);
     }
 
     /// [`search_many`](Self::search_many), for whatever instructions the
     /// caller was compiled with.
-    #[inline(always)]
-    fn search(&self, fps: &[u64], k: u32, mut found: impl FnMut(usize, Hit)) {
-        let plan = &self.plan;
-        let layouts = plan.tables();
-        let per_query = self.tables.len();
-        let groups = fps.len().div_ceil(GROUP);
-        // Three groups in flight, by group number modulo 3: each query's
-        // permuted key and directory position per table, then its range.
-        let slots = GROUP.min(fps.len()) * per_query;
-        let mut ring = vec![Probe::default(); 3 * slots];
-        let group = |g: usize| {
-            fps.get(g * GROUP..fps.len().min((g + 1) * GROUP))
-                .unwrap_or_default()
-        };
-        for step in 0..groups + 2 {
-            // The directory entries of group `step`...
-            if step < groups {
-                let probes = &mut ring[(step % 3) * slots..][..slots];
-                for (j, &fp) in group(step).iter().enumerate() {
-                    for (t, (table, layout)) in self.tables.iter().zip(layouts).enumerate() {
-                        let key = layout.permute(fp);
-                        let bucket = table.bucket_of(key);
-                        prefetch_line(&table.dir, bucket);
-                        probes[j * per_query + t] = Probe {
-                            key,
-                            lo: bucket,
-                            hi: 0,
-                        };
-                    }
+    #[cfg(test)]
+    fn search(&self, fps: &[u64], k: u32, found: impl FnMut(usize, Hit)) {
+        search(&self.plan, &self.views(), fps, k, found);
+    }
+}
+
+/// For each of `fps`, every fingerprint within `k` of it (`k` at most the
+/// plan's) in `tables`, the tables of `plan` in its order, each once per
+/// query: `found(i, hit)`, queries in order.
+pub(crate) fn search_tables(
+    plan: &Plan,
+    tables: &[TableView<'_>],
+    fps: &[u64],
+    k: u32,
+    found: impl FnMut(usize, Hit),
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("popcnt") {
+        // SAFETY: `search_popcnt` requires the processor's `popcnt`
+        // instruction, and it has it (checked just above). One of the
+        // crate's four `unsafe` blocks, with the memory map
+        // (`engine/fs.rs`), the prefetch hint (`format/bytes.rs`) and the
+        // scan of all pairs (`batch.rs`).
+        unsafe { search_popcnt(plan, tables, fps, k, found) };
+        return;
+    }
+    search(plan, tables, fps, k, found);
+}
+
+/// [`search`] compiled with the processor's population count instruction.
+/// Every key compared counts the bits of an XOR, and the baseline x86-64
+/// target has no such instruction: its count takes a dozen (with it, 3–5 %
+/// more checks per second in `check_bench` and 9–10 % more batched checks
+/// over HTTP).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "popcnt")]
+fn search_popcnt(
+    plan: &Plan,
+    tables: &[TableView<'_>],
+    fps: &[u64],
+    k: u32,
+    found: impl FnMut(usize, Hit),
+) {
+    search(plan, tables, fps, k, found);
+}
+
+/// [`search_tables`], for whatever instructions the caller was compiled
+/// with.
+#[inline(always)]
+fn search(
+    plan: &Plan,
+    tables: &[TableView<'_>],
+    fps: &[u64],
+    k: u32,
+    mut found: impl FnMut(usize, Hit),
+) {
+    let layouts = plan.tables();
+    let per_query = tables.len();
+    let groups = fps.len().div_ceil(GROUP);
+    // Three groups in flight, by group number modulo 3: each query's
+    // permuted key and directory position per table, then its range.
+    let slots = GROUP.min(fps.len()) * per_query;
+    let mut ring = vec![Probe::default(); 3 * slots];
+    let group = |g: usize| {
+        fps.get(g * GROUP..fps.len().min((g + 1) * GROUP))
+            .unwrap_or_default()
+    };
+    for step in 0..groups + 2 {
+        // The directory entries of group `step`...
+        if step < groups {
+            let probes = &mut ring[(step % 3) * slots..][..slots];
+            for (j, &fp) in group(step).iter().enumerate() {
+                for (t, (table, layout)) in tables.iter().zip(layouts).enumerate() {
+                    let key = layout.permute(fp);
+                    let bucket = table.bucket_of(key);
+                    table.prefetch_entry(bucket);
+                    probes[j * per_query + t] = Probe {
+                        key,
+                        lo: bucket,
+                        hi: 0,
+                    };
                 }
             }
-            // ...the keys of group `step - 1`, whose entries have arrived...
-            if let Some(g) = step.checked_sub(1).filter(|&g| g < groups) {
-                let probes = &mut ring[(g % 3) * slots..][..slots];
-                for (j, _) in group(g).iter().enumerate() {
-                    for (t, table) in self.tables.iter().enumerate() {
-                        let probe = &mut probes[j * per_query + t];
-                        let (lo, hi) = table.range(probe.lo);
-                        (probe.lo, probe.hi) = (lo, hi);
-                        table.prefetch_keys(lo, hi);
-                    }
+        }
+        // ...the keys of group `step - 1`, whose entries have arrived...
+        if let Some(g) = step.checked_sub(1).filter(|&g| g < groups) {
+            let probes = &mut ring[(g % 3) * slots..][..slots];
+            for (j, _) in group(g).iter().enumerate() {
+                for (t, table) in tables.iter().enumerate() {
+                    let probe = &mut probes[j * per_query + t];
+                    let (lo, hi) = table.range(probe.lo);
+                    (probe.lo, probe.hi) = (lo, hi);
+                    table.prefetch_keys(lo, hi);
                 }
             }
-            // ...and the search of group `step - 2`, whose keys have.
-            if let Some(g) = step.checked_sub(2).filter(|&g| g < groups) {
-                let probes = &ring[(g % 3) * slots..][..slots];
-                for (j, &fp) in group(g).iter().enumerate() {
-                    for (t, (table, layout)) in self.tables.iter().zip(layouts).enumerate() {
-                        let Probe { key, lo, hi } = probes[j * per_query + t];
-                        let mask = table.low_mask();
-                        let want = key & mask;
-                        for i in lo..hi {
-                            let low = table.low(i);
-                            // The top bits are the query's: the whole key's
-                            // distance is the low bits'.
-                            let distance = (low ^ want).count_ones();
-                            if distance <= k {
-                                let fingerprint = layout.unpermute((key & !mask) | low);
-                                // A bucket may hold keys of other prefixes (a
-                                // directory shorter than the prefix): the
-                                // search rule checks it, and reports a match
-                                // in one table only.
-                                if plan.reports(t, fingerprint ^ fp, k) {
-                                    found(
-                                        g * GROUP + j,
-                                        Hit {
-                                            distance,
-                                            fingerprint,
-                                        },
-                                    );
-                                }
+        }
+        // ...and the search of group `step - 2`, whose keys have.
+        if let Some(g) = step.checked_sub(2).filter(|&g| g < groups) {
+            let probes = &ring[(g % 3) * slots..][..slots];
+            for (j, &fp) in group(g).iter().enumerate() {
+                for (t, (table, layout)) in tables.iter().zip(layouts).enumerate() {
+                    let Probe { key, lo, hi } = probes[j * per_query + t];
+                    let mask = table.low_mask();
+                    let want = key & mask;
+                    for i in lo..hi {
+                        let low = table.low(i);
+                        // The top bits are the query's: the whole key's
+                        // distance is the low bits'.
+                        let distance = (low ^ want).count_ones();
+                        if distance <= k {
+                            let fingerprint = layout.unpermute((key & !mask) | low);
+                            // A bucket may hold keys of other prefixes (a
+                            // directory shorter than the prefix): the
+                            // search rule checks it, and reports a match
+                            // in one table only.
+                            if plan.reports(t, fingerprint ^ fp, k) {
+                                found(
+                                    g * GROUP + j,
+                                    Hit {
+                                        distance,
+                                        fingerprint,
+                                    },
+                                );
                             }
                         }
                     }
@@ -315,7 +397,7 @@ impl DecodedTables {
     }
 }
 
-/// One table's probe of one query in [`DecodedTables::search_many`]: the
+/// One table's probe of one query in [`search_tables`]: the
 /// permuted query, and first its directory position, then its range.
 #[derive(Debug, Clone, Copy, Default)]
 struct Probe {
