@@ -6,9 +6,12 @@
 //! is within the radius the query's distance needs of the query's
 //! ([`Plan::radius_for`], at most the plan's radius;
 //! [`Table::probe_ranges_within`](crate::plan::Table::probe_ranges_within); only
-//! the query's own prefix when the plan does not probe) and reports each
-//! candidate that [`Plan::reports`]: within distance `k`, from the first table
-//! whose prefix reaches it, so results need no deduplication.
+//! the query's own prefix when the plan does not probe), leaving out those
+//! that cannot hold a match the table reports ([`Plan::probe_weights`]), and
+//! reports each candidate that [`Plan::reports`]: within distance `k`, from
+//! the first table whose prefix reaches it, so results need no
+//! deduplication. A table's runs are searched in key order, adjacent ones
+//! as one, with one cursor ([`SortedTables::keys_in_each`]).
 
 use std::fmt;
 
@@ -139,10 +142,9 @@ pub fn probe<S: SortedTables>(
         .map(|t| tables.table(t))
         .collect::<Result<Vec<_>, _>>()?;
     // (table, permuted query, lo, hi), in plan order, each table's sorted.
-    let radius = plan.radius_for(k);
     let mut all: Vec<Job> = Vec::new();
-    for (t, table) in layouts.iter().enumerate() {
-        push_ranges(&mut all, t, table, fp, radius);
+    for t in 0..layouts.len() {
+        push_ranges(&mut all, plan, t, fp, k);
     }
     let mut ranges = all.into_iter();
     let mut stage: [Job; STAGE] = [(0, 0, 0, 0); STAGE];
@@ -166,16 +168,19 @@ pub fn probe<S: SortedTables>(
 /// A range to search: (table, permuted query, lo, hi).
 type Job = (usize, u64, u64, u64);
 
-/// Appends to `out` the ranges a search of `fp` at `radius` probes in
-/// `table` (number `t`): sorted, with adjacent ones merged into one (the
+/// Appends to `out` the ranges a search of `fp` at distance `k` probes in
+/// table `t` of `plan` ([`Plan::probe_weights`]): sorted, with adjacent ones merged into one (the
 /// prefixes that differ from another only in the lowest prefix bit), so
 /// that [`SortedTables::keys_in_each`] can walk the table forward once.
-fn push_ranges(out: &mut Vec<Job>, t: usize, table: &crate::plan::Table, fp: u64, radius: u32) {
+fn push_ranges(out: &mut Vec<Job>, plan: &Plan, t: usize, fp: u64, k: u32) {
+    let Some(table) = plan.tables().get(t) else {
+        return;
+    };
     let q = table.permute(fp);
     let start = out.len();
     out.extend(
         table
-            .probe_ranges_within(q, radius)
+            .probe_ranges_of_weights(q, plan.probe_weights(t, k))
             .map(|(lo, hi)| (t, q, lo, hi)),
     );
     let Some(added) = out.get_mut(start..) else {
@@ -275,7 +280,6 @@ pub fn probe_many<S: SortedTables>(
     let opened = (0..layouts.len())
         .map(|t| tables.table(t))
         .collect::<Result<Vec<_>, _>>()?;
-    let radius = plan.radius_for(k);
     // The ranges of the fingerprints in the pipeline, by position modulo
     // its length: (table, permuted query, lo, hi).
     let mut ring: [Vec<Job>; PIPELINE + 1] = Default::default();
@@ -290,8 +294,8 @@ pub fn probe_many<S: SortedTables>(
         if let Some(&fp) = fps.get(step) {
             let ranges = &mut ring[step % (PIPELINE + 1)];
             ranges.clear();
-            for (t, table) in layouts.iter().enumerate() {
-                push_ranges(ranges, t, table, fp, radius);
+            for t in 0..layouts.len() {
+                push_ranges(ranges, plan, t, fp, k);
             }
             warm::<S>(&opened, ranges, S::warm_index);
         }
