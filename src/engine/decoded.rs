@@ -170,17 +170,22 @@ pub(super) struct DecodedTables {
 impl DecodedTables {
     /// The plan of the copy of a segment of `plan` holding `key_count`
     /// keys per table, if it gets one: at most `up_to` keys over the copy's
-    /// tables, and only for plans that probe one prefix value per table (a
-    /// probed plan's tables are searched at many).
+    /// tables.
     ///
-    /// The copy has its own plan: the `k + 1` tables of [`Plan::new`] when
-    /// the segment has more and they give a probe at most
-    /// [`CANDIDATE_BUDGET`] keys to compare (up to 4 M keys at k = 3: the
-    /// segment plans switch to 10 tables before that, for the mapped
-    /// tables' sake, whose probes cost more), otherwise the segment's.
+    /// The copy has its own plan: for a plan that probes one prefix value
+    /// per table, the `k + 1` tables of [`Plan::new`] when the segment has
+    /// more and they give a probe at most [`CANDIDATE_BUDGET`] keys to
+    /// compare (up to 4 M keys at k = 3: the segment plans switch to 10
+    /// tables before that, for the mapped tables' sake, whose probes cost
+    /// more), otherwise the segment's. A probed plan's copy is in its own
+    /// plan, searched at many prefix values per table.
     pub(super) fn plan_for(plan: &Plan, key_count: u64, up_to: u64) -> Option<Plan> {
-        if plan.radius() > 0 || key_count > u64::from(u32::MAX) {
+        if key_count > u64::from(u32::MAX) {
             return None;
+        }
+        if plan.radius() > 0 {
+            let keys = key_count.saturating_mul(plan.tables().len() as u64);
+            return (keys <= up_to).then(|| plan.clone());
         }
         let k = plan.k();
         let copy = Plan::new(k + 1, k)
@@ -321,6 +326,10 @@ fn search(
     k: u32,
     mut found: impl FnMut(usize, Hit),
 ) {
+    if plan.radius() > 0 {
+        search_probed(plan, tables, fps, k, found);
+        return;
+    }
     let layouts = plan.tables();
     let per_query = tables.len();
     let groups = fps.len().div_ceil(GROUP);
@@ -395,6 +404,151 @@ fn search(
             }
         }
     }
+}
+
+/// Runs of directory positions [`search_probed`] has in flight between
+/// its stages: the directory entries of one are fetched while the keys of
+/// the one `AHEAD` behind are, and the keys of the one behind that are
+/// compared.
+const AHEAD: usize = 8;
+
+/// Runs [`search_probed`] lists at a time (more when one query has more),
+/// so that what it holds stays bounded whatever the batch.
+const RUNS: usize = 1024;
+
+/// [`search`] for a probed plan: each query looks at many prefix values
+/// per table ([`Plan::probe_weights`]). A table's probes are sorted and
+/// turned into runs of directory positions, each position once (probes
+/// whose prefixes share their top `bits` bits, when the directory is
+/// shorter than the prefix, fall in one; adjacent ones join): the table's
+/// directory and keys are then walked forward once, each key compared
+/// once per query. The runs of all the queries go through the stages of
+/// [`search`]'s pipeline, [`AHEAD`] runs apart instead of a group of
+/// queries: directory entries asked for, then read and the keys between
+/// them asked for, then compared.
+#[inline(always)]
+fn search_probed(
+    plan: &Plan,
+    tables: &[TableView<'_>],
+    fps: &[u64],
+    k: u32,
+    mut found: impl FnMut(usize, Hit),
+) {
+    let layouts = plan.tables();
+    let mut runs: Vec<Run> = Vec::new();
+    let mut next_query = 0;
+    while next_query < fps.len() {
+        // The runs of the next queries, in query order, each table's in
+        // ascending order.
+        runs.clear();
+        while next_query < fps.len() && runs.len() < RUNS {
+            let fp = fps[next_query];
+            for (t, (table, layout)) in tables.iter().zip(layouts).enumerate() {
+                let key = layout.permute(fp);
+                let start = runs.len();
+                runs.extend(
+                    layout
+                        .probe_ranges_of_weights(key, plan.probe_weights(t, k))
+                        .map(|(lo, hi)| Run {
+                            query: next_query,
+                            table: t,
+                            key,
+                            first: table.bucket_of(lo),
+                            last: table.bucket_of(hi),
+                            lo: 0,
+                            hi: 0,
+                        }),
+                );
+                let added = &mut runs[start..];
+                added.sort_unstable_by_key(|run| run.first);
+                // Overlapping or adjacent runs join: each position once.
+                let mut kept = 0;
+                for i in 1..added.len() {
+                    if added[i].first <= added[kept].last + 1 {
+                        added[kept].last = added[kept].last.max(added[i].last);
+                    } else {
+                        kept += 1;
+                        added[kept] = added[i];
+                    }
+                }
+                let merged = (kept + 1).min(added.len());
+                runs.truncate(start + merged);
+            }
+            next_query += 1;
+        }
+        for step in 0..runs.len() + 2 * AHEAD {
+            // The directory entries of run `step`...
+            if let Some(run) = runs.get(step) {
+                let table = &tables[run.table];
+                table.prefetch_entry(run.first);
+                table.prefetch_entry(run.last + 1);
+            }
+            // ...the keys of run `step - AHEAD`...
+            if let Some(run) = step.checked_sub(AHEAD).and_then(|i| runs.get_mut(i)) {
+                let table = &tables[run.table];
+                (run.lo, run.hi) = (table.entry(run.first), table.entry(run.last + 1));
+                table.prefetch_keys(run.lo, run.hi);
+            }
+            // ...and the comparisons of run `step - 2 * AHEAD`.
+            if let Some(run) = step.checked_sub(2 * AHEAD).and_then(|i| runs.get(i)) {
+                let (table, layout) = (&tables[run.table], &layouts[run.table]);
+                let fp = fps[run.query];
+                let mask = table.low_mask();
+                let want = run.key & mask;
+                let shift = 64 - table.bits;
+                // Position by position (one unless runs joined), each
+                // with its keys' top bits.
+                let mut lo = run.lo;
+                for b in run.first..=run.last {
+                    let hi = if b == run.last {
+                        run.hi
+                    } else {
+                        table.entry(b + 1)
+                    };
+                    let top = (b as u64) << shift;
+                    let top_distance = (top ^ (run.key & !mask)).count_ones();
+                    if top_distance <= k {
+                        for i in lo..hi {
+                            let low = table.low(i);
+                            let distance = top_distance + (low ^ want).count_ones();
+                            if distance <= k {
+                                let fingerprint = layout.unpermute(top | low);
+                                // Keys of a position hold prefixes the
+                                // probes did not ask for when the
+                                // directory is shorter than the prefix:
+                                // the search rule checks them, and
+                                // reports a match in one table only.
+                                if plan.reports(run.table, fingerprint ^ fp, k) {
+                                    found(
+                                        run.query,
+                                        Hit {
+                                            distance,
+                                            fingerprint,
+                                        },
+                                    );
+                                }
+                            }
+                        }
+                    }
+                    lo = hi;
+                }
+            }
+        }
+    }
+}
+
+/// A run of directory positions `first..=last` of one table that a query
+/// of [`search_probed`] looks at, and the positions of its keys once read.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    query: usize,
+    table: usize,
+    /// The query, permuted for the table.
+    key: u64,
+    first: usize,
+    last: usize,
+    lo: usize,
+    hi: usize,
 }
 
 /// One table's probe of one query in [`search_tables`]: the
@@ -499,6 +653,97 @@ mod tests {
         }
     }
 
+    /// A probed plan's copy, searched at every distance up to its k,
+    /// finds what a scan finds, each once: the probes of one table sorted
+    /// and walked forward once, adjacent ones (prefixes a lowest bit
+    /// apart) joined, several in one directory position (a directory
+    /// shorter than the prefix: 8 to 12 bits under 16- to 32-bit
+    /// prefixes) taken once, and as long as the prefix (each probe one
+    /// position); with stored fingerprints at the directory's edges
+    /// (every prefix bit clear or set, so that the first and last
+    /// positions hold keys) and queries there, whose probes reach both
+    /// ends; and differing bits packed into one block or spread over all.
+    #[test]
+    fn probed_copies_find_what_a_scan_finds() {
+        let probed = |m, r, k| Plan::probed(m, r, k).expect("plan");
+        for (plan, n) in [
+            (probed(4, 1, 6), 0),
+            (probed(4, 1, 6), 1),
+            (probed(4, 1, 6), 3_000),
+            (probed(4, 1, 6), 300_000),
+            (probed(3, 2, 6), 5_000),
+            (probed(3, 2, 6), 100_000),
+            (probed(2, 1, 3), 4_000),
+            (probed(3, 1, 4), 20_000),
+            (probed(5, 2, 8), 5_000),
+        ] {
+            let k = plan.k();
+            // Clusters (several matches per query), and fingerprints whose
+            // blocks are all clear or all set, a few bits from either.
+            let mut fps: Vec<u64> = (0..n as u64)
+                .map(|i| mix(i / 4) ^ (1 << (mix(i) % 64)) ^ (mix(i ^ 7) & 0x101))
+                .collect();
+            if n > 0 {
+                for i in 0..64u64 {
+                    let near = (1u64 << (i % 64)) | (1u64 << ((i * 7) % 64));
+                    fps.extend([near, !near, 0, u64::MAX, near & 0xffff, !(near & 0xffff)]);
+                }
+            }
+            let tables = decoded(&plan, &plan, &fps);
+            let mut distinct = fps.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            let mut queries: Vec<u64> = vec![0, u64::MAX, 1, u64::MAX - 1, 0xffff, !0xffff];
+            for i in 0..240u64 {
+                let q = match i % 4 {
+                    0 | 1 if !distinct.is_empty() => {
+                        let base = distinct[(mix(i) % distinct.len() as u64) as usize];
+                        // `d` bits flipped, packed from one bit on or
+                        // spread every 64 / d bits.
+                        let d = (i / 4) as u32 % (k + 2);
+                        let start = (mix(i ^ 3) % 64) as u32;
+                        (0..d).fold(base, |q, j| {
+                            let bit = if i % 4 == 0 {
+                                (start + j) % 64
+                            } else {
+                                (start + j * 64 / d.max(1)) % 64
+                            };
+                            q ^ (1 << bit)
+                        })
+                    }
+                    2 => mix(i ^ 0xabc) & (u64::MAX >> (mix(i) % 64)),
+                    _ => mix(i ^ 0xdef),
+                };
+                queries.push(q);
+            }
+            for (d, generic) in (0..=k).flat_map(|d| [(d, false), (d, true)]) {
+                let mut found = vec![Vec::new(); queries.len()];
+                let mut last = 0;
+                let mut push = |i: usize, hit: Hit| {
+                    assert!(i >= last, "queries in order");
+                    last = i;
+                    assert_eq!(hit.distance, (hit.fingerprint ^ queries[i]).count_ones());
+                    found[i].push(hit.fingerprint);
+                };
+                if generic {
+                    tables.search(&queries, d, &mut push);
+                } else {
+                    tables.search_many(&queries, d, &mut push);
+                }
+                for (i, &q) in queries.iter().enumerate() {
+                    let mut got = found[i].clone();
+                    got.sort_unstable();
+                    let want: Vec<u64> = distinct
+                        .iter()
+                        .copied()
+                        .filter(|&fp| (fp ^ q).count_ones() <= d)
+                        .collect();
+                    assert_eq!(got, want, "{plan}, {n} fingerprints, d = {d}, query {q:#x}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn copies_take_k_plus_1_tables_while_probes_stay_short() {
         let new = |m, k| Plan::new(m, k).expect("plan");
@@ -527,8 +772,16 @@ mod tests {
         );
         assert_eq!(DecodedTables::plan_for(&ten, (1 << 20) + 1, 4 << 20), None);
         assert_eq!(DecodedTables::plan_for(&four, 10, 0), None);
-        let probed = Plan::probed(2, 1, 3).expect("plan");
-        assert_eq!(DecodedTables::plan_for(&probed, 10, u64::MAX), None);
+        // A probed plan's copy is in its own plan, within the limit.
+        let probed = Plan::probed(4, 1, 6).expect("plan");
+        assert_eq!(
+            DecodedTables::plan_for(&probed, 4 << 20, 16 << 20),
+            Some(probed.clone())
+        );
+        assert_eq!(
+            DecodedTables::plan_for(&probed, (4 << 20) + 1, 16 << 20),
+            None
+        );
     }
 
     #[test]
