@@ -507,32 +507,50 @@ fn search_probed(
                     };
                     let top = (b as u64) << shift;
                     let top_distance = (top ^ (run.key & !mask)).count_ones();
-                    if top_distance <= k {
-                        for i in lo..hi {
-                            let low = table.low(i);
-                            let distance = top_distance + (low ^ want).count_ones();
-                            if distance <= k {
-                                let fingerprint = layout.unpermute(top | low);
-                                // Keys of a position hold prefixes the
-                                // probes did not ask for when the
-                                // directory is shorter than the prefix:
-                                // the search rule checks them, and
-                                // reports a match in one table only.
-                                if plan.reports(run.table, fingerprint ^ fp, k) {
-                                    found(
-                                        run.query,
-                                        Hit {
-                                            distance,
-                                            fingerprint,
-                                        },
-                                    );
-                                }
+                    if let Some(left) = k.checked_sub(top_distance) {
+                        let keys = table.low.get(lo * table.width..hi * table.width);
+                        let mut each = |low: u64| {
+                            let fingerprint = layout.unpermute(top | low);
+                            // Keys of a position hold prefixes the probes
+                            // did not ask for when the directory is
+                            // shorter than the prefix: the search rule
+                            // checks them, and reports a match in one
+                            // table only.
+                            if plan.reports(run.table, fingerprint ^ fp, k) {
+                                found(
+                                    run.query,
+                                    Hit {
+                                        distance: (fingerprint ^ fp).count_ones(),
+                                        fingerprint,
+                                    },
+                                );
                             }
+                        };
+                        let keys = keys.unwrap_or_default();
+                        if table.width == 6 {
+                            scan::<6>(keys, want, mask, left, &mut each);
+                        } else {
+                            scan::<8>(keys, want, mask, left, &mut each);
                         }
                     }
                     lo = hi;
                 }
             }
+        }
+    }
+}
+
+/// Calls `each` with the low bits of every key of `keys` (`W` bytes
+/// each, little-endian; the bits of `mask`) within `left` bits of `want`:
+/// one load, XOR and population count per key, with no bounds check.
+#[inline(always)]
+fn scan<const W: usize>(keys: &[u8], want: u64, mask: u64, left: u32, each: &mut impl FnMut(u64)) {
+    for key in keys.chunks_exact(W) {
+        let mut bytes = [0u8; 8];
+        bytes[..W].copy_from_slice(key);
+        let low = u64::from_le_bytes(bytes) & mask;
+        if (low ^ want).count_ones() <= left {
+            each(low);
         }
     }
 }
