@@ -328,6 +328,54 @@ fn probed_index_plans_answer_like_brute_force_through_flush_merge_and_reopen() {
     }
 }
 
+/// Segments of a probed plan keep decoded copies too (searched by each
+/// table's sorted probes, walked forward once): with copies and without,
+/// through `query` and `query_batch`, the default plan at k = 6 and the one
+/// at k = 8 answer every distance as a brute-force scan does, and the
+/// copies are made.
+#[test]
+fn probed_segments_searched_decoded_answer_like_brute_force() {
+    for plan in [
+        Plan::auto(10_000_000, 6).unwrap(),
+        Plan::auto(50_000_000, 6).unwrap(),
+        Plan::auto(10_000_000, 8).unwrap(),
+    ] {
+        assert!(plan.radius() > 0, "{plan}");
+        for up_to in [u64::MAX, 0] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut model = Model::new();
+            let mut o = options(plan.clone(), false);
+            o.decoded_tables_up_to = up_to;
+            o.prefault = false;
+            let index = Index::open(dir.path(), o).unwrap();
+            // Segments written once the index has queried get copies.
+            assert!(index.query(0, plan.k()).unwrap().is_empty());
+            write(&index, &mut model, 5, 3_000, 4_000);
+            index.flush().unwrap();
+            write(&index, &mut model, 6, 3_000, 4_000);
+            index.flush().unwrap();
+            let decoded = index.stats().decoded_table_bytes;
+            assert_eq!(decoded > 0, up_to > 0, "{plan}: {decoded} bytes decoded");
+            let what = format!("{plan}, copies up to {up_to} keys");
+            let compared = check(&index, &model, &what);
+            assert!(compared > 1_000, "{what}: only {compared} matches compared");
+            let queries: Vec<u64> = (0..200u64)
+                .map(|q| fingerprint(mix(q ^ 0xbeef)) ^ (1 << (q % 64)))
+                .collect();
+            for d in 0..=plan.k() {
+                let answers = index.query_batch(&queries, d).unwrap();
+                for (fp, answer) in queries.iter().zip(&answers) {
+                    assert_eq!(
+                        *answer,
+                        brute_force(&model, *fp, d),
+                        "{what}: {fp:016x} at {d}"
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 #[should_panic(expected = "probed plan")]
 fn find_all_refuses_a_probed_plan() {
