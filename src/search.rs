@@ -113,6 +113,13 @@ pub trait SortedTables {
     /// The last hint (see [`warm_index`](Self::warm_index)): load the
     /// keys a search from `lo` starts with. Does nothing unless implemented.
     fn warm_keys(_table: &Self::Table<'_>, _lo: u64) {}
+
+    /// [`warm_keys`](Self::warm_keys) for the whole range `lo..=hi`: load
+    /// the keys the search reads, not only the first. By default the
+    /// `warm_keys` of `lo`.
+    fn warm_run(table: &Self::Table<'_>, lo: u64, _hi: u64) {
+        Self::warm_keys(table, lo);
+    }
 }
 
 /// Ranges [`probe`] warms together (see [`SortedTables::warm_index`]): enough
@@ -160,7 +167,7 @@ pub fn probe<S: SortedTables>(
         };
         warm::<S>(&opened, jobs, S::warm_index);
         warm::<S>(&opened, jobs, S::warm_near);
-        warm::<S>(&opened, jobs, S::warm_keys);
+        warm_runs::<S>(&opened, jobs);
         search::<S>(plan, &opened, fp, jobs, k, &mut found)?;
     }
 }
@@ -207,6 +214,16 @@ fn warm<S: SortedTables>(opened: &[S::Table<'_>], jobs: &[Job], hint: impl Fn(&S
     for &(t, _, lo, _) in jobs {
         if let Some(keys) = opened.get(t) {
             hint(keys, lo);
+        }
+    }
+}
+
+/// Gives [`SortedTables::warm_run`] each of `jobs`' ranges.
+#[inline]
+fn warm_runs<S: SortedTables>(opened: &[S::Table<'_>], jobs: &[Job]) {
+    for &(t, _, lo, hi) in jobs {
+        if let Some(keys) = opened.get(t) {
+            S::warm_run(keys, lo, hi);
         }
     }
 }
@@ -303,7 +320,7 @@ pub fn probe_many<S: SortedTables>(
             warm::<S>(&opened, &ring[slot], S::warm_near);
         }
         if let Some((_, slot)) = behind(step, 2) {
-            warm::<S>(&opened, &ring[slot], S::warm_keys);
+            warm_runs::<S>(&opened, &ring[slot]);
         }
         if let Some((i, slot)) = behind(step, PIPELINE) {
             search::<S>(plan, &opened, fps[i], &ring[slot], k, &mut |hit| {

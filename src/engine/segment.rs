@@ -679,6 +679,17 @@ impl SortedTables for Segment {
             segment.tables_map.will_need(file_range(span));
         }
     }
+
+    /// As [`warm_keys`](Self::warm_keys), in memory for the blocks the
+    /// whole range is expected to span.
+    #[inline]
+    fn warm_run((reader, segment): &Self::Table<'_>, lo: u64, hi: u64) {
+        if segment.in_memory.load(Ordering::Relaxed) {
+            reader.warm_run(lo, hi);
+        } else if let Some(span) = reader.block_span(lo) {
+            segment.tables_map.will_need(file_range(span));
+        }
+    }
 }
 
 /// File offsets as a range of a mapping's bytes (past its end if they do

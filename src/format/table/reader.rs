@@ -446,6 +446,29 @@ impl<'a> TableReader<'a> {
         }
     }
 
+    /// [`warm_block`](Self::warm_block) for the blocks a search of
+    /// `lo..=hi` is expected to read: the first, and as many after it as
+    /// the range spans at the guide's density (at most [`RUN_BLOCKS`]
+    /// more), at the table's mean block length. Only a table that is
+    /// [`guided`](Self::guided) looks past the first block.
+    #[inline]
+    pub fn warm_run(&self, lo: u64, hi: u64) {
+        let Some(bytes) = self.block_bytes(lo) else {
+            return;
+        };
+        let more = self
+            .layout
+            .guide
+            .map_or(0, |guide| guide.blocks_in(hi.saturating_sub(lo), true))
+            .min(RUN_BLOCKS);
+        let mean = self.layout.index_offset / self.layout.block_count.max(1);
+        let end = bytes
+            .end
+            .saturating_add(more.saturating_mul(mean))
+            .min(self.layout.index_offset);
+        prefetch(self.bytes, bytes.start..end);
+    }
+
     /// The keys in `lo..=hi`, ascending. Binary-searches the block index,
     /// then decodes from the block where the range starts.
     ///
@@ -507,6 +530,9 @@ impl<'a> IntoIterator for &TableReader<'a> {
         self.iter()
     }
 }
+
+/// Blocks past the first that [`TableReader::warm_run`] prefetches at most.
+const RUN_BLOCKS: usize = 8;
 
 /// Keys the first chunk of a search decodes at most.
 const FIRST_CHUNK: usize = 8;
