@@ -535,10 +535,8 @@ mod tests {
                         } else {
                             2
                         };
-                        if let Some(&c) = cuts.get(i) {
-                            if c <= hi {
-                                i += 1;
-                            }
+                        if cuts.get(i).is_some_and(|&c| c <= hi) {
+                            i += 1;
                         }
                     }
                     if round % 5 == 0 {
@@ -590,7 +588,7 @@ mod tests {
             if j > 0 {
                 shared.seek(c[0], c[c.len() - 1]);
             }
-            let bad = (&mut shared).any(|k| k.is_err());
+            let bad = shared.any(|k| k.is_err());
             assert_eq!(bad, fresh[j], "chunk {j}");
             if bad {
                 break;
