@@ -104,9 +104,11 @@ pub struct Options {
     /// with one XOR. A segment of 1 M keys is searched about four times as
     /// fast (docs/ARCHITECTURE.md, "Small segments' tables are searched
     /// decoded"). The copy has `k + 1` tables when that keeps a probe to
-    /// 64 keys or fewer (up to 4 M keys at k = 3), else the segment's own;
-    /// this option caps its keys over all its tables. Only for plans that
-    /// probe one prefix per table (the default ones) and segments expected
+    /// 64 keys or fewer (up to 4 M keys at k = 3), else the segment's own
+    /// (always a probed plan's own, whose tables are searched at several
+    /// prefix values each: up to 4 M fingerprints for the 4 tables of the
+    /// default plan at k = 6); this option caps its keys over all its
+    /// tables. Only for segments expected
     /// in memory ([`memory_budget`](Options::memory_budget)): a segment
     /// written by this process gets its copy when written (on the flush or
     /// merge thread) once the index has answered a query since it was
