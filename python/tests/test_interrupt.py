@@ -118,3 +118,69 @@ def test_ctrl_c_during_a_long_read_raises_keyboard_interrupt_and_the_index_goes_
     lines = interrupt(case, index_dir)
     assert lines[0] == "interrupted", lines
     assert lines[1] == "written 0", lines
+
+
+DEDUP_CHILD = textwrap.dedent(
+    """
+    import signal
+    import sys
+    import simhashdb
+
+    # 20,000 texts of 3,000 words (600 MB to read, twice): the whole call
+    # takes minutes.
+    text = " ".join(f"word{i}" for i in range(3000))
+    marker = "marker " + text
+    texts = [marker] + [text] * 20_000
+    # While simhashdb.dedup runs it holds a reference to each of its texts:
+    # the handler knows by the marker's reference count whether the call is
+    # running. A signal that lands before the call starts (or after it
+    # ends) is ignored; the test sends another.
+    idle = sys.getrefcount(marker)
+    state = {"armed": True}
+
+    def on_sigint(signum, frame):
+        if state["armed"] and sys.getrefcount(marker) > idle:
+            state["armed"] = False
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_sigint)
+    print("go", flush=True)
+    try:
+        simhashdb.dedup(texts)
+        print("finished", flush=True)
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+    state["armed"] = False
+    # Nothing is left half-done: the next call runs and answers as always.
+    again = simhashdb.dedup(["one two three four five six", "a b c", "one two three four five six"])
+    print("again", again.keep.tolist(), again.duplicate_of.tolist(), flush=True)
+    """
+)
+
+
+def test_ctrl_c_during_dedup_raises_keyboard_interrupt_from_the_call_and_the_next_call_works():
+    child = subprocess.Popen(
+        [sys.executable, "-c", DEDUP_CHILD],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "go", child.stderr.read()
+        # SIGINT every 0.2 s until the child ends (a liveness bound only):
+        # the first one that lands while the call runs is the one it raises.
+        for _ in range(3000):
+            child.send_signal(signal.SIGINT)
+            try:
+                out, err = child.communicate(timeout=0.2)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 0, err
+    lines = out.split("\n")
+    assert lines[0] == "interrupted", lines
+    assert lines[1] == "again [True, True, False] [-1, -1, 0]", lines
