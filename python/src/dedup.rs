@@ -100,8 +100,13 @@ fn invalid(py: Python<'_>, message: String) -> PyErr {
 /// first text in `keep` order.
 ///
 /// Returns a DedupResult (keep, duplicate_of, similarity). Runs on all
-/// cores without the GIL. Bad settings raise InvalidArgumentError (a
-/// ValueError), arguments of the wrong type TypeError.
+/// cores without the GIL, reading the texts a chunk at a time (at most
+/// 8,192 texts and 4 MiB, or 512 KiB per thread): Ctrl-C raises
+/// KeyboardInterrupt between two chunks (it has no effect to undo). A `str`
+/// that is not ASCII is encoded to UTF-8 for its chunk only; ASCII `str`
+/// and Arrow buffers are read in place. Bad settings raise
+/// InvalidArgumentError (a ValueError), arguments of the wrong type
+/// TypeError.
 #[pyfunction]
 #[pyo3(signature = (texts, *, threshold=None, shingle=None, tokenizer=None, keep=None, verify=None, distance=None))]
 #[allow(clippy::too_many_arguments)]
@@ -208,10 +213,13 @@ pub fn dedup<'py>(
 
 /// Texts handed to the engine per chunk, at most.
 const CHUNK_TEXTS: usize = 8192;
-/// Bytes of text per chunk, at most (a longer text is a chunk of its own):
-/// what bounds the chunk's shingle sets in the check, and the time between
-/// two signal checks.
-const CHUNK_BYTES: usize = 4 << 20;
+/// Bytes of text per chunk and thread of the pool, at most (a longer text
+/// is a chunk of its own), and at least [`MIN_CHUNK_BYTES`] in all: what
+/// bounds the chunk's shingle sets in the check, and the time between two
+/// signal checks, while giving each thread enough of a chunk to work on.
+const CHUNK_BYTES_PER_THREAD: usize = 512 << 10;
+/// Bytes of text per chunk, at least (see [`CHUNK_BYTES_PER_THREAD`]).
+const MIN_CHUNK_BYTES: usize = 4 << 20;
 
 /// Why a run stopped early.
 enum Stop {
@@ -232,7 +240,10 @@ fn run(
     settings: &Settings,
     keep: Keep,
 ) -> Result<Outcome, Stop> {
-    let source = Chunks { texts };
+    let source = Chunks {
+        texts,
+        bytes: MIN_CHUNK_BYTES.max(CHUNK_BYTES_PER_THREAD * rayon::current_num_threads()),
+    };
     let mut sketches = settings.sketches(hasher, keep == Keep::Longest);
     source
         .scan("sketching", &|_| true, &mut |chunk| {
@@ -252,10 +263,12 @@ fn run(
 }
 
 /// The texts of a call as the engine's [`TextSource`]: chunks of at most
-/// [`CHUNK_TEXTS`] texts and [`CHUNK_BYTES`] bytes, each made with the GIL
+/// [`CHUNK_TEXTS`] texts and `bytes` bytes, each made with the GIL
 /// (after running the signal handlers) and read without it.
 struct Chunks<'a> {
     texts: &'a Texts,
+    /// Bytes of text per chunk, at most.
+    bytes: usize,
 }
 
 impl TextSource for Chunks<'_> {
@@ -276,7 +289,7 @@ impl TextSource for Chunks<'_> {
                 }
                 py.check_signals()?;
                 self.texts
-                    .chunk(py, from, want, CHUNK_TEXTS, CHUNK_BYTES, "texts")
+                    .chunk(py, from, want, CHUNK_TEXTS, self.bytes, "texts")
             })?;
             if chunk.len() > 0 {
                 f(&chunk.texts(self.texts));
