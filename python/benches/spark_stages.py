@@ -1,7 +1,7 @@
 """Where a Spark job's time went, from its event log (spark.eventLog.dir;
 python/benches/spark_dedup_bench.py writes one with SPARK_EVENT_LOG_DIR).
 
-    python python/benches/spark_stages.py EVENT_LOG_FILE
+    python python/benches/spark_stages.py EVENT_LOG (a file, or Spark 4's directory)
 
 One line per stage, in order of submission: its wall time (submission to
 completion), its tasks, their summed run time and the time spent
@@ -10,13 +10,19 @@ its RDDs (the DataFrame plan's scopes: mapInArrow, Exchange, Window, ...).
 Then the totals.
 """
 
+import glob
 import json
+import os
 import sys
 
 
 def main():
     stages = []
-    for line in open(sys.argv[1]):
+    path = sys.argv[1]
+    # Spark 4 writes a directory of rolled files (events_N_...).
+    files = sorted(glob.glob(os.path.join(path, "events_*")), key=lambda f: int(os.path.basename(f).split("_")[1])) if os.path.isdir(path) else [path]
+    lines = (line for f in files for line in open(f))
+    for line in lines:
         event = json.loads(line)
         if event.get("Event") != "SparkListenerStageCompleted":
             continue
