@@ -897,17 +897,46 @@ impl Checker<'_> {
     }
 }
 
-/// The Jaccard similarity of `a` and `b`, or, when their sizes alone bound
-/// it below `floor` (and `floor` is above 0), that bound.
+/// The Jaccard similarity of `a` and `b`, or, when it is below `floor` (and
+/// `floor` is above 0), a bound of it that is below `floor` too: the bound
+/// their sizes alone give, or the one the merge of their sorted hashes
+/// reaches once too few of them are left to match (the merge stops there).
+/// A value at or above `floor` is always the exact similarity.
 fn similarity(a: &ShingleSet, b: &ShingleSet, floor: f64) -> f64 {
     let (small, large) = (a.len().min(b.len()), a.len().max(b.len()));
-    if floor > 0.0 && large > 0 {
-        let bound = small as f64 / large as f64;
-        if bound < floor {
-            return bound;
+    if floor <= 0.0 || large == 0 {
+        return a.jaccard(b);
+    }
+    let bound = small as f64 / large as f64;
+    if bound < floor {
+        return bound;
+    }
+    // The Jaccard of `common` shared hashes, as `ShingleSet::jaccard`
+    // computes it: it grows with `common`, so a bound of `common` gives a
+    // bound of the similarity, in floating point too.
+    let total = a.len() + b.len();
+    let of = |common: usize| common as f64 / (total - common) as f64;
+    let (a, b) = (a.hashes(), b.hashes());
+    let (mut i, mut j, mut common) = (0, 0, 0usize);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Equal => {
+                common += 1;
+                i += 1;
+                j += 1;
+                continue;
+            }
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+        }
+        // A hash matched nothing: at most this many can still be shared.
+        let most = common + (a.len() - i).min(b.len() - j);
+        let at_most = of(most);
+        if at_most < floor {
+            return at_most;
         }
     }
-    a.jaccard(b)
+    of(common)
 }
 
 /// The bytes a shingle set counts for against the check's budget.
@@ -964,6 +993,50 @@ mod tests {
             merge_unique(&[(1, 2), (3, 4)], &[(0, 9), (3, 4), (5, 0)]),
             vec![(0, 9), (1, 2), (3, 4), (5, 0)]
         );
+    }
+
+    #[test]
+    fn similarity_is_exact_at_or_above_the_floor_and_a_bound_below_it() {
+        // Sets of 0 to 199 shingles of a text of 300 words, overlapping by
+        // chance.
+        let hasher = Simhasher::default();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut sets = Vec::new();
+        for _ in 0..300 {
+            let n = (next() % 200) as usize;
+            let base = next() % 100;
+            let text: Vec<String> = (0..n as u64 + 4)
+                .map(|t| format!("w{}", (base + t) % 300))
+                .collect();
+            let text = if next() % 7 == 0 {
+                String::new()
+            } else {
+                text.join(" ")
+            };
+            sets.push(ShingleSet::from_text(&hasher, &text, 5));
+        }
+        let mut below = 0;
+        for a in &sets {
+            for b in sets.iter().take(60) {
+                for floor in [0.0, 0.3, 0.5, 0.8, 0.95, 1.0] {
+                    let exact = a.jaccard(b);
+                    let got = similarity(a, b, floor);
+                    if exact >= floor {
+                        assert_eq!(got.to_bits(), exact.to_bits());
+                    } else {
+                        assert!(got < floor && got >= exact, "{got} {exact} {floor}");
+                        below += 1;
+                    }
+                }
+            }
+        }
+        assert!(below > 1000);
     }
 
     #[test]

@@ -11,7 +11,8 @@ fresh Spark driver (MASTER, default local[2]) reads the file with an explicit
 schema (8 MiB splits, so the file is several partitions read in order) and
 runs simhashdb.spark.dedup(emit="drop") to the end (the drops collected to
 the driver). The dropped ids, their duplicate_of and similarity must agree.
-Prints one JSON object.
+Prints one JSON object. With SPARK_EVENT_LOG_DIR set, Spark writes its event
+log there (python/benches/spark_stages.py sums it by stage).
 """
 
 import json
@@ -70,8 +71,14 @@ def spark_run(path: str, master: str) -> dict:
     started = time.perf_counter()
     from pyspark.sql import SparkSession
 
+    builder = SparkSession.builder
+    events = os.environ.get("SPARK_EVENT_LOG_DIR")
+    if events:
+        # Each stage's task times, for python/benches/spark_stages.py.
+        os.makedirs(events, exist_ok=True)
+        builder = builder.config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", events)
     spark = (
-        SparkSession.builder.master(master)
+        builder.master(master)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", "4g")

@@ -64,7 +64,8 @@ def dedup(
     """Deduplicates texts (a list of str, a numpy object array, a pandas
     Series, a pyarrow string Array/ChunkedArray, a polars Series or a
     ``datasets`` column), verified, with the rule and defaults of the
-    ``simhashdb dedup`` command on datasets."""
+    ``simhashdb dedup`` command on datasets. KeyboardInterrupt between two
+    chunks of texts (nothing to undo)."""
 
 class Plan:
     """How the 64 bits are split into permuted tables, and the largest

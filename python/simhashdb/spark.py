@@ -625,10 +625,10 @@ def _sketcher(text_col: str, bands_rows, width: int, tokenizer):
             column = batch.column(text_col)
             # A null text is blank, as an empty one: kept, never a match.
             column = pc.fill_null(column, "")
-            texts = column.to_pylist()
-            _, keys, sizes, blank = bands.sketch_many(texts, width=width, hasher=hasher)
+            # Read from the Arrow buffers: no Python str per text.
+            _, keys, sizes, blank = bands.sketch_many(column, width=width, hasher=hasher)
             chars = pc.utf8_length(column).to_numpy(zero_copy_only=False).astype(np.int32)
-            n = len(texts)
+            n = len(column)
             flat = keys.view(np.int32).reshape(-1)
             offsets = np.arange(n + 1, dtype=np.int32) * keys.shape[1]
             key_lists = pa.ListArray.from_arrays(
@@ -658,8 +658,8 @@ def _checker(width: int, tokenizer):
 
         hasher = Simhasher(tokenizer=tokenizer) if tokenizer is not None else None
         for batch in batches:
-            ta = pc.fill_null(batch.column("ta"), "").to_pylist()
-            tb = pc.fill_null(batch.column("tb"), "").to_pylist()
+            ta = pc.fill_null(batch.column("ta"), "")
+            tb = pc.fill_null(batch.column("tb"), "")
             js = jaccard_many(ta, tb, width=width, hasher=hasher)
             yield pa.RecordBatch.from_arrays(
                 [batch.column("a"), batch.column("b"), pa.array(js)],
@@ -862,15 +862,18 @@ def dedup(
     # just before it.
     from pyspark.sql import Window
 
-    keyed = sk.where(F.col("keys").isNotNull()).select(
+    entries = sk.where(F.col("keys").isNotNull()).select(
         "row", *rank_cols, F.posexplode("keys").alias("band", "key")
     )
+    # The ranked entries are cached: the heads, the windows and the joins
+    # below read them four times, each of which would rank them again.
     bucket = Window.partitionBy("band", "key")
     keyed = (
-        keyed.withColumn("rn", F.row_number().over(bucket.orderBy(*rank_cols)) - 1)
+        entries.withColumn("rn", F.row_number().over(bucket.orderBy(*rank_cols)) - 1)
         .withColumn("members", F.count(F.lit(1)).over(bucket))
         .where(F.col("members") > 1)
         .select("band", "key", "row", "rn")
+        .persist()
     )
     heads = keyed.where(F.col("rn") < BUCKET_WINDOW).select(
         "band", "key", F.col("rn").alias("prn"), F.col("row").alias("prow")
@@ -923,6 +926,7 @@ def dedup(
         .where(F.col("similarity") >= F.lit(threshold))
     )
     confirmed = _checkpoint(confirmed)
+    keyed.unpersist()
 
     # ---- the keep rule, within each connected component of the confirmed
     # pairs

@@ -179,9 +179,10 @@ impl Texts {
         self.spans.len()
     }
 
-    /// Text `i`.
+    /// Text `i` (not a deferred one: [`texts_arg_deferred`]).
     pub fn get(&self, i: usize) -> &str {
         let (address, len) = self.spans[i];
+        assert!(address != DEFERRED, "text {i} is read through a TextsChunk");
         // SAFETY: `address` and `len` are either the UTF-8 buffer that
         // `PyUnicode_AsUTF8AndSize` returned for a `str` of `self.owners`:
         // valid UTF-8 (CPython encodes it, refusing lone surrogates), owned by
@@ -232,33 +233,162 @@ unsafe extern "C" {
 /// Face `datasets` column (through its Arrow format). Null is refused,
 /// naming its position.
 pub fn texts_arg(value: &Bound<'_, PyAny>, what: &str) -> PyResult<Texts> {
+    texts_from(value, what, false)
+}
+
+/// Like [`texts_arg`], except that a `str` that is not ASCII is not encoded
+/// here: [`Texts::chunk`] encodes it, a chunk at a time, into a UTF-8 copy
+/// that lives only as long as the chunk. `PyUnicode_AsUTF8AndSize` would
+/// keep a UTF-8 copy of every such text inside its `str` object, as long as
+/// the object lives (an ASCII `str` is its own UTF-8, read in place).
+pub fn texts_arg_deferred(value: &Bound<'_, PyAny>, what: &str) -> PyResult<Texts> {
+    texts_from(value, what, true)
+}
+
+/// The address of a deferred text's span (its length is its position).
+const DEFERRED: usize = 0;
+
+fn texts_from(value: &Bound<'_, PyAny>, what: &str, defer: bool) -> PyResult<Texts> {
     if let Some(texts) = arrow_texts(value, what)? {
         return Ok(texts);
     }
+    let py = value.py();
     let items = items(value, what, "str")?;
     let mut owners = Vec::with_capacity(items.len());
     let mut spans = Vec::with_capacity(items.len());
     for (i, item) in items.into_iter().enumerate() {
-        crate::interrupt::check_every(value.py(), i)?;
+        crate::interrupt::check_every(py, i)?;
         let text = item
             .cast_into::<PyString>()
             .map_err(|e| not_a_str(e.into_inner().as_any(), &format!("{what}[{i}]")))?;
+        if defer
+            && !text
+                .call_method0(pyo3::intern!(py, "isascii"))?
+                .is_truthy()?
+        {
+            spans.push((DEFERRED, i));
+            owners.push(text.into_any().unbind());
+            continue;
+        }
         let mut len: pyo3::ffi::Py_ssize_t = 0;
         // SAFETY: `text` is a `str` and the GIL is held.
         let address = unsafe { PyUnicode_AsUTF8AndSize(text.as_ptr(), &mut len) };
         if address.is_null() {
-            let cause = PyErr::take(text.py());
-            let error = PyValueError::new_err(format!(
-                "{what}[{i}] is not valid Unicode (a lone surrogate?): {}",
-                show(text.as_any())
-            ));
-            error.set_cause(text.py(), cause);
-            return Err(error);
+            let cause = PyErr::take(py);
+            return Err(not_unicode(py, &text, &format!("{what}[{i}]"), cause));
         }
         spans.push((address as usize, len as usize));
         owners.push(text.into_any().unbind());
     }
     Ok(Texts { owners, spans })
+}
+
+fn not_unicode(
+    py: Python<'_>,
+    text: &Bound<'_, PyString>,
+    what: &str,
+    cause: Option<PyErr>,
+) -> PyErr {
+    let error = PyValueError::new_err(format!(
+        "{what} is not valid Unicode (a lone surrogate?): {}",
+        show(text.as_any())
+    ));
+    error.set_cause(py, cause);
+    error
+}
+
+/// Consecutive texts of a [`Texts`], readable without the GIL: those read
+/// in place, and UTF-8 copies of the deferred ones, held by the chunk.
+pub struct TextsChunk {
+    /// Each text's position in the [`Texts`] and its address and length.
+    spans: Vec<(u64, usize, usize)>,
+    /// The UTF-8 copies (`bytes`) that deferred texts' spans point into.
+    copies: Vec<Py<PyBytes>>,
+}
+
+impl TextsChunk {
+    /// The chunk's texts, each with its position; `of` is the [`Texts`]
+    /// it was made from ([`Texts::chunk`]), borrowed for as long as they are
+    /// read.
+    pub fn texts<'a>(&'a self, of: &'a Texts) -> Vec<(u64, &'a str)> {
+        debug_assert!(self.spans.iter().all(|&(i, _, _)| (i as usize) < of.len()));
+        self.spans
+            .iter()
+            .map(|&(i, address, len)| {
+                // SAFETY: each span is either one of `of`'s, which `of`
+                // keeps valid while it is borrowed (see `Texts::get`), or
+                // lies inside one of `self.copies`: a `bytes` object that
+                // `str.encode` made, valid UTF-8, immutable, and kept alive
+                // by the strong reference held here while `self` is
+                // borrowed.
+                let text = unsafe {
+                    std::str::from_utf8_unchecked(std::slice::from_raw_parts(
+                        address as *const u8,
+                        len,
+                    ))
+                };
+                (i, text)
+            })
+            .collect()
+    }
+
+    /// The number of texts in the chunk.
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// Frees the chunk's copies (with the GIL).
+    pub fn release(self, _py: Python<'_>) {
+        drop(self.copies);
+    }
+}
+
+impl Texts {
+    /// The next chunk of texts at or after position `from` that `want`
+    /// asks for: at most `max_texts` of them, and no more once they hold
+    /// `max_bytes` bytes; and the position after its last text (`len()`
+    /// when it reached the end). Deferred texts are encoded here (a `str`
+    /// with a lone surrogate is refused, naming its position as `what[i]`).
+    pub fn chunk(
+        &self,
+        py: Python<'_>,
+        from: usize,
+        want: &dyn Fn(u64) -> bool,
+        max_texts: usize,
+        max_bytes: usize,
+        what: &str,
+    ) -> PyResult<(TextsChunk, usize)> {
+        let mut chunk = TextsChunk {
+            spans: Vec::new(),
+            copies: Vec::new(),
+        };
+        let mut bytes = 0usize;
+        let mut at = from;
+        while at < self.len() && chunk.spans.len() < max_texts && bytes < max_bytes {
+            let i = at;
+            at += 1;
+            if !want(i as u64) {
+                continue;
+            }
+            let (address, len) = self.spans[i];
+            if address != DEFERRED {
+                chunk.spans.push((i as u64, address, len));
+                bytes += len;
+                continue;
+            }
+            let text = self.owners[len].bind(py).cast::<PyString>()?;
+            let copy = text
+                .encode_utf8()
+                .map_err(|cause| not_unicode(py, text, &format!("{what}[{i}]"), Some(cause)))?;
+            let utf8 = copy.as_bytes();
+            chunk
+                .spans
+                .push((i as u64, utf8.as_ptr() as usize, utf8.len()));
+            bytes += utf8.len();
+            chunk.copies.push(copy.unbind());
+        }
+        Ok((chunk, at))
+    }
 }
 
 /// The module and class name of `value`'s type.

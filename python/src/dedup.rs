@@ -5,10 +5,13 @@ use numpy::PyArray1;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyFloat, PyInt, PyString};
-use simhashdb::dedup::{Fate, Keep, Settings};
+use simhashdb::Simhasher;
+use simhashdb::dedup::{
+    DedupError, Fate, Keep, Outcome, Settings, TextChunk, TextSource, keep_order,
+};
 
-use crate::args::{show, texts_arg, type_name, u32_arg};
-use crate::errors::{Failure, guard, to_py};
+use crate::args::{Texts, show, texts_arg_deferred, type_name, u32_arg};
+use crate::errors::{guard, to_py};
 use crate::hasher::hasher_from_args;
 
 /// The answer of `dedup`: one entry per text, in the order given.
@@ -97,8 +100,13 @@ fn invalid(py: Python<'_>, message: String) -> PyErr {
 /// first text in `keep` order.
 ///
 /// Returns a DedupResult (keep, duplicate_of, similarity). Runs on all
-/// cores without the GIL. Bad settings raise InvalidArgumentError (a
-/// ValueError), arguments of the wrong type TypeError.
+/// cores without the GIL, reading the texts a chunk at a time (at most
+/// 8,192 texts and 4 MiB, or 512 KiB per thread): Ctrl-C raises
+/// KeyboardInterrupt between two chunks (it has no effect to undo). A `str`
+/// that is not ASCII is encoded to UTF-8 for its chunk only; ASCII `str`
+/// and Arrow buffers are read in place. Bad settings raise
+/// InvalidArgumentError (a ValueError), arguments of the wrong type
+/// TypeError.
 #[pyfunction]
 #[pyo3(signature = (texts, *, threshold=None, shingle=None, tokenizer=None, keep=None, verify=None, distance=None))]
 #[allow(clippy::too_many_arguments)]
@@ -163,19 +171,14 @@ pub fn dedup<'py>(
         .validate()
         .map_err(|e| invalid(py, e.to_string()))?;
     let hasher = hasher_from_args(tokenizer, None, None)?.unwrap_or_default();
-    let texts = texts_arg(texts, "texts")?;
+    let texts = texts_arg_deferred(texts, "texts")?;
     let outcome = py
-        .detach(|| {
-            crate::fork::install(|| {
-                guard(|| {
-                    let views: Vec<&str> = (0..texts.len()).map(|i| texts.get(i)).collect();
-                    simhashdb::dedup::dedup(&hasher, &views, &settings, keep).map_err(|e| {
-                        Failure::Library(simhashdb::Error::InvalidArgument(e.to_string()))
-                    })
-                })
-            })
-        })
-        .map_err(|f| f.into_py(py, ""))?;
+        .detach(|| crate::fork::install(|| guard(|| Ok(run(&hasher, &texts, &settings, keep)))))
+        .map_err(|f| f.into_py(py, ""))?
+        .map_err(|stop| match stop {
+            Stop::Python(e) => e,
+            Stop::Engine(e) => invalid(py, e.to_string()),
+        })?;
     drop(texts);
     let n = outcome.fate.len();
     let mut kept_mask = Vec::with_capacity(n);
@@ -206,4 +209,97 @@ pub fn dedup<'py>(
         kept: n - dropped,
         dropped,
     })
+}
+
+/// Texts handed to the engine per chunk, at most.
+const CHUNK_TEXTS: usize = 8192;
+/// Bytes of text per chunk and thread of the pool, at most (a longer text
+/// is a chunk of its own), and at least [`MIN_CHUNK_BYTES`] in all: what
+/// bounds the chunk's shingle sets in the check, and the time between two
+/// signal checks, while giving each thread enough of a chunk to work on.
+const CHUNK_BYTES_PER_THREAD: usize = 512 << 10;
+/// Bytes of text per chunk, at least (see [`CHUNK_BYTES_PER_THREAD`]).
+const MIN_CHUNK_BYTES: usize = 4 << 20;
+
+/// Why a run stopped early.
+enum Stop {
+    /// An exception: `KeyboardInterrupt` (or what a signal handler raised),
+    /// or a text that cannot be encoded.
+    Python(PyErr),
+    /// The engine refused the run.
+    Engine(DedupError),
+}
+
+/// The stages of `simhashdb::dedup::dedup`, with the texts read a chunk at a
+/// time ([`Chunks`]): Python's signal handlers run between two chunks, so
+/// that Ctrl-C stops the call within a chunk's time, and only one chunk's
+/// UTF-8 copies of non-ASCII `str` exist at once. Called without the GIL.
+fn run(
+    hasher: &Simhasher,
+    texts: &Texts,
+    settings: &Settings,
+    keep: Keep,
+) -> Result<Outcome, Stop> {
+    let source = Chunks {
+        texts,
+        bytes: MIN_CHUNK_BYTES.max(CHUNK_BYTES_PER_THREAD * rayon::current_num_threads()),
+    };
+    let mut sketches = settings.sketches(hasher, keep == Keep::Longest);
+    source
+        .scan("sketching", &|_| true, &mut |chunk| {
+            let texts: Vec<&str> = chunk.iter().map(|&(_, t)| t).collect();
+            sketches.push(&texts);
+        })
+        .map_err(Stop::Python)?;
+    sketches.check_len().map_err(Stop::Engine)?;
+    let n = sketches.len();
+    let order = keep_order(n, keep, &sketches.chars);
+    let candidates = sketches.candidates(&order);
+    Python::attach(|py| py.check_signals()).map_err(Stop::Python)?;
+    let checked = settings
+        .check(hasher, &source, n, candidates.pairs)
+        .map_err(Stop::Python)?;
+    Ok(settings.keep(n, &checked, &order))
+}
+
+/// The texts of a call as the engine's [`TextSource`]: chunks of at most
+/// [`CHUNK_TEXTS`] texts and `bytes` bytes, each made with the GIL
+/// (after running the signal handlers) and read without it.
+struct Chunks<'a> {
+    texts: &'a Texts,
+    /// Bytes of text per chunk, at most.
+    bytes: usize,
+}
+
+impl TextSource for Chunks<'_> {
+    type Error = PyErr;
+
+    fn scan(
+        &self,
+        _what: &'static str,
+        want: &(dyn Fn(u64) -> bool + Sync),
+        f: &mut dyn FnMut(&TextChunk<'_>),
+    ) -> PyResult<()> {
+        let mut from = 0;
+        let mut done: Option<crate::args::TextsChunk> = None;
+        while from < self.texts.len() {
+            let (chunk, next) = Python::attach(|py| {
+                if let Some(chunk) = done.take() {
+                    chunk.release(py);
+                }
+                py.check_signals()?;
+                self.texts
+                    .chunk(py, from, want, CHUNK_TEXTS, self.bytes, "texts")
+            })?;
+            if chunk.len() > 0 {
+                f(&chunk.texts(self.texts));
+            }
+            done = Some(chunk);
+            from = next;
+        }
+        if let Some(chunk) = done {
+            Python::attach(|py| chunk.release(py));
+        }
+        Ok(())
+    }
 }

@@ -6,6 +6,7 @@ import json
 import math
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -213,6 +214,48 @@ def test_dedup_of_nothing_and_of_blank_texts_keeps_everything():
     assert len(simhashdb.dedup([])) == 0
     result = simhashdb.dedup(["", "  ", "--", "", "..."])
     assert result.keep.all() and (result.duplicate_of == -1).all()
+
+
+# Syllables in other scripts (2, 3 and 4 bytes of UTF-8): a `str` holding
+# any of them is not ASCII, and CPython keeps it as 2 or 4 bytes a character.
+OTHER_SCRIPTS = {"ka": "ká", "lo": "λο", "mi": "ми", "ne": "ね", "ru": "r😀"}
+
+
+def other_scripts(texts):
+    """Every third text with some syllables in other scripts."""
+    out = []
+    for i, t in enumerate(texts):
+        if i % 3 == 0:
+            for a, b in OTHER_SCRIPTS.items():
+                t = t.replace(a, b)
+        out.append(t)
+    return out
+
+
+def test_dedup_of_texts_in_many_chunks_and_other_scripts_equals_the_command_line(tmp_path):
+    # 20,000 texts, 11 MB: read a chunk at a time, both to sketch and to
+    # check; a third of them not ASCII.
+    texts = other_scripts(corpus(n=20000, seed=9))
+    assert sum(not t.isascii() for t in texts) > 6000
+    expected = cli_dedup(tmp_path, texts)
+    assert len(expected) > 2000
+    assert as_drops(simhashdb.dedup(texts)) == expected
+    pa = pytest.importorskip("pyarrow")
+    assert as_drops(simhashdb.dedup(pa.array(texts))) == expected
+
+
+def test_dedup_leaves_no_utf8_copy_inside_the_callers_strs():
+    # A str that is not ASCII keeps its characters in 2 or 4 bytes each; a
+    # UTF-8 copy cached inside it (PyUnicode_AsUTF8AndSize) would live, and
+    # grow sys.getsizeof, as long as the str does.
+    texts = other_scripts(corpus(n=600, seed=4))
+    sizes = [sys.getsizeof(t) for t in texts]
+    result = simhashdb.dedup(texts)
+    assert result.dropped > 50
+    assert [sys.getsizeof(t) for t in texts] == sizes
+    # (fingerprint_many, which reads them in place, does cache the copy.)
+    simhashdb.Simhasher().fingerprint_many(texts)
+    assert [sys.getsizeof(t) for t in texts] != sizes
 
 
 def test_dedup_releases_the_gil():

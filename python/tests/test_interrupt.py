@@ -12,10 +12,12 @@ it would prove nothing, but fail nothing either.) The outcome says where the
 signal landed: a batch write that completed before it would be all there."""
 
 import os
+import select
 import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -118,3 +120,78 @@ def test_ctrl_c_during_a_long_read_raises_keyboard_interrupt_and_the_index_goes_
     lines = interrupt(case, index_dir)
     assert lines[0] == "interrupted", lines
     assert lines[1] == "written 0", lines
+
+
+DEDUP_CHILD = textwrap.dedent(
+    """
+    import signal
+    import sys
+    import simhashdb
+
+    # 20,000 texts of 3,000 words: 520 MB to sketch, in a few hundred
+    # chunks.
+    text = " ".join(f"word{i}" for i in range(3000))
+    marker = "marker " + text
+    texts = [marker] + [text] * 20_000
+    # While simhashdb.dedup runs it holds a reference to each of its texts:
+    # the handler knows by the marker's reference count whether the call is
+    # running. A signal that lands before the call starts (or after it
+    # ends) is ignored; the test sends another.
+    idle = sys.getrefcount(marker)
+    state = {"armed": True}
+
+    def on_sigint(signum, frame):
+        if state["armed"] and sys.getrefcount(marker) > idle:
+            state["armed"] = False
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_sigint)
+    print("go", flush=True)
+    try:
+        simhashdb.dedup(texts)
+        print("finished", flush=True)
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+    state["armed"] = False
+    # Nothing is left half-done: the next call runs and answers as always.
+    again = simhashdb.dedup(["one two three four five six", "a b c", "one two three four five six"])
+    # (A SIGINT still on its way is ignored, at exit too.)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    print("again", again.keep.tolist(), again.duplicate_of.tolist(), flush=True)
+    """
+)
+
+
+def test_ctrl_c_during_dedup_raises_keyboard_interrupt_from_the_call_and_the_next_call_works():
+    child = subprocess.Popen(
+        [sys.executable, "-c", DEDUP_CHILD],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    out = b""
+    try:
+        # SIGINT every 0.2 s from "go" until the child says how its call
+        # ended (the first one that lands while the call runs is the one it
+        # raises); 600 s is a liveness bound only.
+        fd = child.stdout.fileno()
+        deadline = time.monotonic() + 600
+        while out.count(b"\n") < 2 and time.monotonic() < deadline:
+            if out.startswith(b"go\n"):
+                child.send_signal(signal.SIGINT)
+            ready, _, _ = select.select([fd], [], [], 0.2)
+            if ready:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    break
+                out += chunk
+        rest, err = child.communicate(timeout=600)
+        out += rest
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 0, err.decode()
+    lines = out.decode().split("\n")
+    assert lines[0] == "go", lines
+    assert lines[1] == "interrupted", lines
+    assert lines[2] == "again [True, True, False] [-1, -1, 0]", lines
