@@ -8,13 +8,26 @@
 #
 #   python/build-wheel.sh [OUT_DIR]     (default target/wheels; maturin from
 #                                        PATH, or $MATURIN)
+#
+# SIMHASHDB_BIN=PATH puts that already built binary in the wheel instead of
+# running `cargo build --release` (.ci/test passes the one `cargo test
+# --release` built: a `cargo build` after it compiles Arrow, Parquet and 25
+# other crates again, because the test-only dependencies change the features
+# of shared crates).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-target/wheels}"
 maturin="${MATURIN:-maturin}"
-cargo build --release --bin simhashdb
+bin="${SIMHASHDB_BIN:-}"
+if [ -z "$bin" ]; then
+    cargo build --release --bin simhashdb
+    bin=target/release/simhashdb
+elif [ ! -x "$bin" ]; then
+    echo "build-wheel.sh: SIMHASHDB_BIN=$bin is not an executable file" >&2
+    exit 1
+fi
 mkdir -p python/simhashdb/_bin
-cp target/release/simhashdb python/simhashdb/_bin/simhashdb.tmp
+cp "$bin" python/simhashdb/_bin/simhashdb.tmp
 strip python/simhashdb/_bin/simhashdb.tmp 2>/dev/null || true
 mv python/simhashdb/_bin/simhashdb.tmp python/simhashdb/_bin/simhashdb
 "$maturin" build --release --quiet --manifest-path python/Cargo.toml --out "$out"
