@@ -52,6 +52,8 @@ pub(super) struct Core {
     pub(super) memory_budget: Option<u64>,
     /// [`Options::decoded_tables_up_to`].
     pub(super) decoded_tables_up_to: u64,
+    /// [`Options::flat_tables`].
+    pub(super) flat_tables: bool,
     /// Whether a query has searched the segments since the open: until
     /// then, segments written get no decoded copy (a bulk load that never
     /// queries does not pay for them).

@@ -156,7 +156,7 @@ impl Core {
         for (t, layout) in plan.tables().iter().enumerate() {
             keys.clear();
             fill(t, &mut keys)?;
-            match flat_bits(plan, layout, key_count) {
+            match flat_bits(plan, layout, key_count).filter(|_| self.flat_tables) {
                 Some(bits) => seg.push_flat_table(keys.iter().copied(), bits),
                 None => seg.push_table(keys.iter().copied()),
             }
@@ -496,17 +496,21 @@ impl Segment {
     /// another decoding waits for it, then finds the copy made.
     ///
     /// A segment of flat tables gets no copy: its chunks are checked
-    /// instead ([`FlatTables::check_all`]), so that queries stop checking
-    /// the chunks they read.
+    /// instead ([`FlatTables::check_all`]), once, with the same claim, so
+    /// that queries stop checking the chunks they read.
     pub(super) fn decode_tables(&self, core: &Core) -> Result<()> {
+        let key_count = self.meta.key_count;
+        core.hooks.pause(Point::DecodeWanted);
+        let _claim = lock(&self.decoding);
         if let Some(flat) = &self.flat {
+            if flat.all_checked() {
+                return Ok(());
+            }
+            core.hooks.pause(Point::DecodeStarted);
             return flat
                 .check_all(self.tables.as_bytes())
                 .map_err(|e| corrupted(&self.seg_path, &e));
         }
-        let key_count = self.meta.key_count;
-        core.hooks.pause(Point::DecodeWanted);
-        let _claim = lock(&self.decoding);
         if self.decoded.get().is_some() {
             return Ok(());
         }
