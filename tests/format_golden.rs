@@ -232,9 +232,9 @@ fn opens_compacts_to_the_current_version_and_answers_the_same(version: u32) {
 fn opens_compacts_to_the_current_version_and_answers_the_same_in(dir: &Path, docs: &[Doc]) {
     let dir = dir.to_path_buf();
     let index = Index::open(&dir, Options::default()).unwrap();
-    check_answers(&index, &docs, "opened");
+    check_answers(&index, docs, "opened");
     index.compact().unwrap();
-    check_answers(&index, &docs, "compacted");
+    check_answers(&index, docs, "compacted");
     index.verify().unwrap();
     index.close().unwrap();
     let versions = versions(&dir);
@@ -259,7 +259,7 @@ fn opens_compacts_to_the_current_version_and_answers_the_same_in(dir: &Path, doc
         }
     }
     let index = Index::open(&dir, Options::default()).unwrap();
-    check_answers(&index, &docs, "reopened");
+    check_answers(&index, docs, "reopened");
     index.verify().unwrap();
     // New writes go on top of the converted index, with a sketch too.
     let sketch = Sketch::from_bytes([0x5a; Sketch::BYTES]);

@@ -225,8 +225,9 @@ pub struct SegmentReader<D> {
 /// ([`SegmentReader::keys`]).
 #[derive(Debug)]
 pub enum TableKeys<'a> {
-    /// A Rice-coded table's.
-    Rice(Range<'a>),
+    /// A Rice-coded table's (boxed: a range iterator carries a chunk of
+    /// decoded keys).
+    Rice(Box<Range<'a>>),
     /// A flat table's.
     Flat(FlatKeys<'a>),
 }
@@ -347,7 +348,7 @@ impl<D: AsRef<[u8]>> SegmentReader<D> {
     pub fn keys(&self, i: usize) -> Result<TableKeys<'_>, FormatError> {
         Ok(match self.flat_table(i)? {
             Some(flat) => TableKeys::Flat(flat.iter()),
-            None => TableKeys::Rice(self.table(i)?.iter()),
+            None => TableKeys::Rice(Box::new(self.table(i)?.iter())),
         })
     }
 

@@ -546,8 +546,14 @@ mod tests {
                 let got: Vec<u64> = t.iter().collect::<Result<_, _>>().unwrap();
                 assert_eq!(got, keys, "{bits} bits");
                 t.verify().unwrap();
-                for (b, chunk) in [(0, t.dir_chunks(0))] {
-                    assert!(chunk.start < t.chunk_count(), "{b}");
+                // Each key's directory entries and bytes lie in the
+                // table's chunks, and its position holds it.
+                for &key in &keys {
+                    let b = (key >> (64 - bits)) as usize;
+                    let (lo, hi) = (t.entry(b), t.entry(b + 1));
+                    assert!(lo < hi, "{bits} bits, key {key:#x}");
+                    assert!(t.dir_chunks(b).end <= t.chunk_count());
+                    assert!(t.key_chunks(lo, hi).end <= t.chunk_count());
                 }
             }
         }
