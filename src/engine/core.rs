@@ -315,13 +315,17 @@ impl Core {
     /// fingerprints (152 keys a probe) they were as fast as the 10 tables
     /// of the index's plan at p50 and faster at p99, for half the bytes on
     /// disk (docs/BENCHMARKS.md, "Flat tables"). Only for unprobed plans
-    /// with [`Options::small_segment_plans`] and [`Options::flat_tables`].
+    /// with [`Options::small_segment_plans`], and segments that get flat
+    /// tables ([`Core::writes_flat`]).
     fn flat_plan(&self, keys: u64) -> Option<Plan> {
-        if !self.small_segment_plans || !self.flat_tables || self.plan.radius() > 0 {
+        if !self.small_segment_plans || self.plan.radius() > 0 {
             return None;
         }
         let k = self.plan.k();
         let fewer = Plan::new(k + 1, k).ok()?;
+        if !self.writes_flat(keys, fewer.tables().len()) {
+            return None;
+        }
         let prefix = fewer.tables().iter().map(|t| t.prefix_bits()).min()?;
         let per_probe = keys as f64 / 2f64.powi(prefix as i32);
         (per_probe <= FLAT_PROBE_KEYS && fewer.tables().len() < self.plan.tables().len())

@@ -125,7 +125,10 @@ pub struct Options {
     /// bits at a fixed width, searched where they are mapped the way the
     /// decoded copies are (about twice as fast at 10 M fingerprints), with
     /// no copy and nothing decoded at the open (docs/ARCHITECTURE.md, "Flat
-    /// tables in the file"). Probed plans' segments are always Rice-coded.
+    /// tables in the file"). Probed plans' segments are always Rice-coded,
+    /// and so are segments too large to be expected in memory
+    /// ([`memory_budget`](Options::memory_budget)), whose queries read
+    /// ahead the blocks they need.
     /// `false` writes Rice-coded tables, about a tenth smaller at 10 M
     /// fingerprints (docs/BENCHMARKS.md), searched through their decoded
     /// copies when small enough ([`decoded_tables_up_to`](Options::decoded_tables_up_to)).

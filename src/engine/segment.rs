@@ -152,11 +152,12 @@ impl Core {
             block_len(plan, key_count),
         )
         .map_err(encode_error(&seg_path))?;
+        let flat = self.writes_flat(key_count, plan.tables().len());
         let mut keys = Vec::new();
         for (t, layout) in plan.tables().iter().enumerate() {
             keys.clear();
             fill(t, &mut keys)?;
-            match flat_bits(plan, layout, key_count).filter(|_| self.flat_tables) {
+            match flat_bits(plan, layout, key_count).filter(|_| flat) {
                 Some(bits) => seg.push_flat_table(keys.iter().copied(), bits),
                 None => seg.push_table(keys.iter().copied()),
             }
@@ -205,6 +206,20 @@ impl Core {
             }
         }
         Ok(segment)
+    }
+}
+
+impl Core {
+    /// Whether a new segment of `key_count` keys in `tables` tables gets
+    /// flat tables ([`Options::flat_tables`](super::Options::flat_tables)):
+    /// not if it will not be expected in memory ([`fits_in_memory`], as
+    /// [`Core::write_segment`] decides after writing it), as its queries
+    /// then read ahead what they need, which the Rice-coded tables' staged
+    /// search does and the flat search does not. A flat table takes at
+    /// most about 8 bytes per key.
+    pub(super) fn writes_flat(&self, key_count: u64, tables: usize) -> bool {
+        let bytes = key_count.saturating_mul(8 * tables as u64);
+        self.flat_tables && fits_in_memory(bytes, 4, self.memory_budget)
     }
 }
 
