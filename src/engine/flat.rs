@@ -125,6 +125,17 @@ impl FlatTables {
         Ok(())
     }
 
+    /// Records that every chunk of every table passed its check (by
+    /// [`SegmentReader::verify`], which checks them all).
+    pub(super) fn mark_all_checked(&self) {
+        for bits in &self.checked {
+            for w in bits.iter() {
+                w.store(u64::MAX, Ordering::Relaxed);
+            }
+        }
+        self.all_checked.store(true, Ordering::Release);
+    }
+
     /// For each of `fps`, every fingerprint within `k` of it (`k` at most
     /// `plan`'s, the segment's), each once per query: `found(i, hit)`.
     /// Until every chunk has passed, the chunks the search reads are
