@@ -8,13 +8,15 @@
 //! tombstone, a replaced document and a WAL tail that was never flushed.
 //! `tests/data/format-v3/docs.tsv` lists its live documents as that build
 //! read them; every answer here is checked against a brute-force scan of
-//! that listing.
+//! that listing. `tests/data/format-v4/` was written the same way by the
+//! last build of format version 4 (whose tables are all Rice-coded; version
+//! 5 writes flat ones).
 
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use simhashdb::format::FORMAT_VERSION;
+use simhashdb::format::{FORMAT_VERSION, SegmentReader};
 use simhashdb::sketch::{Sketch, TextValues};
 use simhashdb::{Doc, Index, Options, Rule, hamming};
 
@@ -64,7 +66,8 @@ fn listing(version: u32) -> Vec<Doc> {
                 fingerprint: u64::from_str_radix(fields[1], 16).unwrap(),
                 timestamp_ms: fields[2].parse().unwrap(),
                 name,
-                // Version 3 has no sketches.
+                // The fixtures' documents have no sketches (version 3 has
+                // none, and make_fixture.rs inserts none).
                 sketch: None,
             }
         })
@@ -135,21 +138,39 @@ fn check_answers(index: &Index, docs: &[Doc], what: &str) {
 
 #[test]
 fn the_version_3_fixture_is_what_its_listing_says() {
-    let docs = listing(3);
+    fixture_is_what_its_listing_says(3);
+}
+
+#[test]
+fn the_version_4_fixture_is_what_its_listing_says() {
+    fixture_is_what_its_listing_says(4);
+}
+
+fn fixture_is_what_its_listing_says(version: u32) {
+    let docs = listing(version);
     assert!(docs.len() >= 300, "{}", docs.len());
     assert!(docs.iter().any(|d| d.name.as_deref() == Some("")));
     assert!(docs.iter().any(|d| d.name.is_none()));
-    let dir = fixture(3).join("index");
+    let dir = fixture(version).join("index");
     let versions = versions(&dir);
-    assert!(versions.values().all(|&v| v == 3), "{versions:?}");
+    assert!(versions.values().all(|&v| v == version), "{versions:?}");
     assert!(versions.keys().filter(|n| n.ends_with(".ids")).count() >= 2);
     assert!(versions.keys().any(|n| n.ends_with(".wal")));
 }
 
 #[test]
 fn a_version_3_index_opens_read_only_answers_as_listed_and_is_left_unchanged() {
-    let docs = listing(3);
-    let (_temp, dir) = copy(3);
+    opens_read_only_answers_as_listed_and_is_left_unchanged(3);
+}
+
+#[test]
+fn a_version_4_index_opens_read_only_answers_as_listed_and_is_left_unchanged() {
+    opens_read_only_answers_as_listed_and_is_left_unchanged(4);
+}
+
+fn opens_read_only_answers_as_listed_and_is_left_unchanged(version: u32) {
+    let docs = listing(version);
+    let (_temp, dir) = copy(version);
     let before = files(&dir);
     let index = Index::open_read_only(&dir).unwrap();
     check_answers(&index, &docs, "read-only");
@@ -160,12 +181,60 @@ fn a_version_3_index_opens_read_only_answers_as_listed_and_is_left_unchanged() {
 
 #[test]
 fn a_version_3_index_opens_compacts_to_the_current_version_and_answers_the_same() {
-    let docs = listing(3);
-    let (_temp, dir) = copy(3);
+    opens_compacts_to_the_current_version_and_answers_the_same(3);
+}
+
+/// A version 4 index (Rice-coded tables) takes new writes as it is: a
+/// flush beside its segments writes a version 5 segment of flat tables,
+/// both answer together, then a compaction rewrites everything in version 5.
+#[test]
+fn a_version_4_index_opens_compacts_to_the_current_version_and_answers_the_same() {
+    let docs = listing(4);
+    let (_temp, dir) = copy(4);
     let index = Index::open(&dir, Options::default()).unwrap();
     check_answers(&index, &docs, "opened");
+    let mut after = docs.clone();
+    for (i, doc) in docs.iter().take(50).enumerate() {
+        let id = 2000 + i as u64;
+        let fingerprint = doc.fingerprint ^ (1 << (i % 64));
+        index.insert(id, fingerprint).unwrap();
+        let mut written = None;
+        index
+            .for_each_doc(|d| {
+                if d.id == id {
+                    written = Some(d.clone());
+                }
+            })
+            .unwrap();
+        after.push(written.expect("the document just written"));
+    }
+    index.flush().unwrap();
+    let versions_now = versions(&dir);
+    assert!(versions_now.values().any(|&v| v == 4), "{versions_now:?}");
+    assert!(
+        versions_now
+            .iter()
+            .any(|(n, &v)| n.ends_with(".seg") && v == FORMAT_VERSION),
+        "{versions_now:?}"
+    );
+    check_answers(&index, &after, "a version 5 segment beside version 4 ones");
+    index.verify().unwrap();
+    drop(index);
+    opens_compacts_to_the_current_version_and_answers_the_same_in(&dir, &after);
+}
+
+fn opens_compacts_to_the_current_version_and_answers_the_same(version: u32) {
+    let docs = listing(version);
+    let (_temp, dir) = copy(version);
+    opens_compacts_to_the_current_version_and_answers_the_same_in(&dir, &docs);
+}
+
+fn opens_compacts_to_the_current_version_and_answers_the_same_in(dir: &Path, docs: &[Doc]) {
+    let dir = dir.to_path_buf();
+    let index = Index::open(&dir, Options::default()).unwrap();
+    check_answers(&index, docs, "opened");
     index.compact().unwrap();
-    check_answers(&index, &docs, "compacted");
+    check_answers(&index, docs, "compacted");
     index.verify().unwrap();
     index.close().unwrap();
     let versions = versions(&dir);
@@ -178,8 +247,19 @@ fn a_version_3_index_opens_compacts_to_the_current_version_and_answers_the_same(
         1,
         "{versions:?}"
     );
+    // The compacted segment's tables are flat (docs/FORMAT.md, "Flat
+    // table section").
+    for name in versions.keys().filter(|n| n.ends_with(".seg")) {
+        let segment = SegmentReader::new(fs::read(dir.join(name)).unwrap()).unwrap();
+        for t in 0..segment.table_count() {
+            assert!(
+                segment.flat_table(t).unwrap().is_some(),
+                "{name}: table {t}"
+            );
+        }
+    }
     let index = Index::open(&dir, Options::default()).unwrap();
-    check_answers(&index, &docs, "reopened");
+    check_answers(&index, docs, "reopened");
     index.verify().unwrap();
     // New writes go on top of the converted index, with a sketch too.
     let sketch = Sketch::from_bytes([0x5a; Sketch::BYTES]);
@@ -205,6 +285,7 @@ fn a_version_3_index_opens_compacts_to_the_current_version_and_answers_the_same(
     let written = written.expect("document 1000");
     assert_eq!(written.sketch, Some(sketch));
     after.push(written);
+    after.sort_by_key(|d| d.id);
     check_answers(&index, &after, "written after");
 }
 

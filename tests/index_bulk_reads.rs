@@ -152,8 +152,10 @@ fn decoded_copies_and_mapped_tables_answer_alike() {
         let dir = tempfile::tempdir().unwrap();
         let mut model = Model::new();
         let mut rng = Rng(31);
+        // Decoded copies are made of Rice-coded tables only.
         let with = |up_to: u64| {
             options()
+                .flat_tables(false)
                 .small_segment_plans(small_plans)
                 .decoded_tables_up_to(up_to)
                 .prefault(false)
@@ -206,7 +208,7 @@ fn decoded_copies_and_mapped_tables_answer_alike() {
 #[test]
 fn the_first_query_has_a_bulk_load_decoded() {
     let dir = tempfile::tempdir().unwrap();
-    let index = Index::open(dir.path(), options().prefault(false)).unwrap();
+    let index = Index::open(dir.path(), options().flat_tables(false).prefault(false)).unwrap();
     let mut model = Model::new();
     let mut rng = Rng(41);
     churn(&index, &mut model, &mut rng, 3_000);
@@ -231,4 +233,58 @@ fn the_first_query_has_a_bulk_load_decoded() {
     for &fp in &queries {
         assert_eq!(index.query(fp, 3).unwrap(), brute_force(&model, fp, 3));
     }
+}
+
+/// Segments of flat tables (format version 5) answer as a brute-force scan
+/// does, take no decoded copy, and mix with Rice-coded segments in one
+/// index: flushed flat, then Rice-coded beside them, merged into a
+/// Rice-coded segment, then into a flat one, answering exactly throughout,
+/// and `verify` passes at each step.
+#[test]
+fn flat_and_rice_coded_segments_answer_alike_and_merge_into_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut model = Model::new();
+    let mut rng = Rng(57);
+    let check = |index: &Index, model: &Model, rng: &mut Rng, what: &str| {
+        let mut queries: Vec<u64> = model.values().map(|(fp, _)| *fp).take(60).collect();
+        queries.extend(model.values().map(|(fp, _)| fp ^ 0b1001).take(60));
+        queries.extend((0..40).map(|_| rng.fingerprint()));
+        queries.extend(CENTRES);
+        for k in [0, 1, 3] {
+            let answers = index.query_batch(&queries, k).unwrap();
+            for (fp, answer) in queries.iter().zip(&answers) {
+                let want = brute_force(model, *fp, k);
+                assert_eq!(*answer, want, "{what}: k = {k}, {fp:#x}");
+                assert_eq!(index.query(*fp, k).unwrap(), want, "{what}: k = {k}");
+            }
+        }
+        index.verify().unwrap();
+    };
+    {
+        let index = Index::open(dir.path(), options()).unwrap();
+        churn(&index, &mut model, &mut rng, 2_000);
+        index.flush().unwrap();
+        assert!(index.stats().segments > 1);
+        check(&index, &model, &mut rng, "flat");
+        assert_eq!(
+            index.stats().decoded_table_bytes,
+            0,
+            "a flat segment was copied"
+        );
+    }
+    {
+        let index = Index::open(dir.path(), options().flat_tables(false)).unwrap();
+        churn(&index, &mut model, &mut rng, 1_000);
+        index.flush().unwrap();
+        check(&index, &model, &mut rng, "flat and Rice-coded");
+        index.compact().unwrap();
+        check(&index, &model, &mut rng, "compacted Rice-coded");
+    }
+    let index = Index::open(dir.path(), options()).unwrap();
+    churn(&index, &mut model, &mut rng, 500);
+    index.flush().unwrap();
+    check(&index, &model, &mut rng, "Rice-coded and flat");
+    index.compact().unwrap();
+    check(&index, &model, &mut rng, "compacted flat");
+    assert_eq!(index.stats().decoded_table_bytes, 0);
 }

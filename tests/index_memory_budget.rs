@@ -84,3 +84,47 @@ fn an_index_over_its_memory_budget_answers_as_brute_force_does() {
         check(&index, &model, &plan, &mut rng, "reopened in memory");
     }
 }
+
+/// Whether every table of every segment file in `dir` is flat (format
+/// version 5), or every one Rice-coded; panics on a mix.
+fn tables_are_flat(dir: &std::path::Path) -> bool {
+    let mut flat = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "seg") {
+            let bytes = std::fs::read(&path).unwrap();
+            let segment = simhashdb::format::SegmentReader::new(&bytes[..]).unwrap();
+            for t in 0..segment.table_count() {
+                flat.push(segment.flat_table(t).unwrap().is_some());
+            }
+        }
+    }
+    assert!(!flat.is_empty());
+    assert!(flat.iter().all(|&f| f == flat[0]), "{flat:?}");
+    flat[0]
+}
+
+/// Segments written over the memory budget get Rice-coded tables, whose
+/// queries read ahead what they need; within it, flat tables. Both answer
+/// as a brute-force scan does, flushed and compacted.
+#[test]
+fn segments_over_the_memory_budget_are_rice_coded_and_others_flat() {
+    let plan = Plan::new(5, 3).unwrap();
+    for (budget, flat) in [(Some(1), false), (None, true)] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = Rng(9);
+        let mut model = Model::new();
+        let index = Index::open(dir.path(), options(&plan, budget)).unwrap();
+        for id in 0..3000u64 {
+            let fp = rng.fingerprint();
+            index.insert_batch([(id, fp, None::<String>)]).unwrap();
+            model.insert(id, (fp, None));
+        }
+        index.flush().unwrap();
+        assert_eq!(tables_are_flat(dir.path()), flat, "budget {budget:?}");
+        check(&index, &model, &plan, &mut rng, "flushed");
+        index.compact().unwrap();
+        assert_eq!(tables_are_flat(dir.path()), flat, "budget {budget:?}");
+        check(&index, &model, &plan, &mut rng, "compacted");
+    }
+}

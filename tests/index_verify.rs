@@ -7,13 +7,13 @@ use simhashdb::plan::Plan;
 use simhashdb::{Error, Index, Options};
 
 fn build(dir: &Path) {
-    let index = Index::open(
-        dir,
-        Options::new()
-            .plan(Plan::new(5, 3).unwrap())
-            .merge_policy(None),
-    )
-    .unwrap();
+    build_with(dir, Plan::new(5, 3).unwrap());
+}
+
+/// The index of [`build`] in `plan`: two flushed segments (whose tables
+/// are flat, or Rice-coded for a probed plan) and a WAL.
+fn build_with(dir: &Path, plan: Plan) {
+    let index = Index::open(dir, Options::new().plan(plan).merge_policy(None)).unwrap();
     for i in 0..5_000u64 {
         index
             .insert_named(i, i.wrapping_mul(0x9E37_79B9_7F4A_7C15), format!("n{i}"))
@@ -55,7 +55,8 @@ fn a_healthy_index_verifies_and_counts_its_files() {
 #[test]
 fn a_flipped_byte_in_a_table_block_is_found_by_verify_with_file_and_offset() {
     let tmp = tempfile::tempdir().unwrap();
-    build(tmp.path());
+    // A probed plan's segments keep Rice-coded tables.
+    build_with(tmp.path(), Plan::probed(2, 1, 3).unwrap());
     let segment = files_of(tmp.path(), ".seg").remove(0);
     let mut bytes = fs::read(&segment).unwrap();
     // Inside the last table's first block, which open does not read (it
@@ -81,5 +82,80 @@ fn a_flipped_byte_in_a_table_block_is_found_by_verify_with_file_and_offset() {
             );
         }
         other => panic!("expected Corrupted, got {other:?}"),
+    }
+}
+
+/// The documents [`build`] leaves live: id and fingerprint.
+fn live_docs() -> Vec<(u64, u64)> {
+    (0..5_000u64)
+        .filter(|&i| i != 7)
+        .map(|i| (i, i.wrapping_mul(0x9E37_79B9_7F4A_7C15)))
+        .chain([(9_999, 42)])
+        .collect()
+}
+
+/// A flat table (format version 5) is checked a 4 KiB chunk at a time, not
+/// at the open: a flipped byte in its keys or its directory is found by
+/// `verify`, naming the file and an offset at or before the flip, and a
+/// query that reads the chunk gets the same error; every other query
+/// answers as a brute-force scan does, never wrongly.
+#[test]
+fn a_flipped_byte_in_a_flat_table_is_found_by_verify_and_by_the_queries_reading_it() {
+    for place in ["keys", "directory"] {
+        let tmp = tempfile::tempdir().unwrap();
+        build(tmp.path());
+        let segment = files_of(tmp.path(), ".seg").remove(0);
+        let mut bytes = fs::read(&segment).unwrap();
+        let at = {
+            let reader = simhashdb::format::SegmentReader::new(&bytes[..]).unwrap();
+            let last = reader.table_count() - 1;
+            let table = reader.flat_table(last).unwrap().expect("a flat table");
+            match place {
+                "keys" => reader.table_offset(last).unwrap() as usize + 20,
+                _ => table.dir_range().start as usize + 41,
+            }
+        };
+        bytes[at] ^= 0x10;
+        fs::write(&segment, &bytes).unwrap();
+        let index = match Index::open_read_only(tmp.path()) {
+            Ok(index) => index,
+            Err(e) => panic!("{place}: open reads only footers, yet failed: {e}"),
+        };
+        let docs = live_docs();
+        let k = index.plan().k();
+        let mut failed = 0;
+        for &(_, fp) in docs.iter().step_by(7) {
+            for q in [fp, fp ^ 0b101] {
+                match index.query(q, k) {
+                    Ok(found) => {
+                        let mut got: Vec<u64> = found.iter().map(|m| m.id).collect();
+                        got.sort_unstable();
+                        let want: Vec<u64> = docs
+                            .iter()
+                            .filter(|&&(_, f)| (f ^ q).count_ones() <= k)
+                            .map(|&(id, _)| id)
+                            .collect();
+                        assert_eq!(got, want, "{place}: query {q:016x}");
+                    }
+                    Err(Error::Corrupted { path, offset, .. }) => {
+                        assert_eq!(path, segment, "{place}");
+                        assert!(offset <= at as u64, "{place}: {offset} past {at}");
+                        failed += 1;
+                    }
+                    Err(other) => panic!("{place}: expected Corrupted, got {other:?}"),
+                }
+            }
+        }
+        assert!(failed > 0, "{place}: no query read the damaged chunk");
+        match index.verify() {
+            Err(Error::Corrupted { path, offset, .. }) => {
+                assert_eq!(path, segment, "{place}");
+                assert!(
+                    offset <= at as u64,
+                    "{place}: offset {offset} is past the flip at {at}"
+                );
+            }
+            other => panic!("{place}: expected Corrupted, got {other:?}"),
+        }
     }
 }

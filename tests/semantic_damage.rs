@@ -106,16 +106,16 @@ fn tables_of(dir: &Path, id: u64) -> (simhashdb::format::SegmentInfo, Vec<Vec<u6
     let bytes = fs::read(seg_path(dir, id)).unwrap();
     let reader = SegmentReader::new(&bytes[..]).unwrap();
     let tables = (0..reader.table_count())
-        .map(|t| {
-            reader
-                .table(t)
-                .unwrap()
-                .iter()
-                .map(|k| k.unwrap())
-                .collect()
-        })
+        .map(|t| reader.keys(t).unwrap().map(|k| k.unwrap()).collect())
         .collect();
     (reader.info(), tables)
+}
+
+/// The directory bits of segment `id`'s flat tables, if they are flat.
+fn flat_bits_of(dir: &Path, id: u64) -> Option<u32> {
+    let bytes = fs::read(seg_path(dir, id)).unwrap();
+    let reader = SegmentReader::new(&bytes[..]).unwrap();
+    reader.flat_table(0).unwrap().map(|t| t.bits())
 }
 
 /// Writes segment `id`'s tables with the segment encoder and records the new
@@ -123,9 +123,14 @@ fn tables_of(dir: &Path, id: u64) -> (simhashdb::format::SegmentInfo, Vec<Vec<u6
 /// would have.
 fn rewrite_tables(dir: &Path, id: u64, tables: &[Vec<u64>]) {
     let (info, _) = tables_of(dir, id);
+    let bits = flat_bits_of(dir, id);
     let mut writer = SegmentWriter::new(info).unwrap();
     for table in tables {
-        writer.push_table(table.iter().copied()).unwrap();
+        match bits {
+            Some(bits) => writer.push_flat_table(table.iter().copied(), bits),
+            None => writer.push_table(table.iter().copied()),
+        }
+        .unwrap();
     }
     let bytes = writer.finish().unwrap();
     let footer_crc = SegmentReader::new(&bytes[..]).unwrap().footer_crc();

@@ -844,7 +844,7 @@ fn metrics_public_opens_metrics_only_and_metrics_name_the_build_and_process() {
             .unwrap_or_else(|| panic!("{name}: not a number in\n{text}"))
     };
     let build = format!(
-        "simhashdb_build_info{{version=\"{}\",format_version=\"4\",oldest_format_version=\"3\"}}",
+        "simhashdb_build_info{{version=\"{}\",format_version=\"5\",oldest_format_version=\"3\"}}",
         env!("CARGO_PKG_VERSION")
     );
     assert_eq!(value(&build), 1.0);

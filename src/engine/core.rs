@@ -38,6 +38,12 @@ use super::memtable::Memtable;
 use super::schedule::{Hooks, Point};
 use super::segment::Segment;
 
+/// The most keys a probe of a flat table compares in a segment given the
+/// `k + 1` tables of [`Plan::new`] instead of the index's plan
+/// ([`Core::segment_plan`]): 256 takes segments of up to 16 M fingerprints
+/// at k = 3 (16-bit prefixes).
+const FLAT_PROBE_KEYS: f64 = 256.0;
+
 /// What the writing thread and the merge thread share.
 #[derive(Debug)]
 pub(super) struct Core {
@@ -52,6 +58,8 @@ pub(super) struct Core {
     pub(super) memory_budget: Option<u64>,
     /// [`Options::decoded_tables_up_to`].
     pub(super) decoded_tables_up_to: u64,
+    /// [`Options::flat_tables`].
+    pub(super) flat_tables: bool,
     /// Whether a query has searched the segments since the open: until
     /// then, segments written get no decoded copy (a bulk load that never
     /// queries does not pay for them).
@@ -277,7 +285,8 @@ impl Core {
     /// [`Options::small_segment_plans`], the plan the cost model prefers for
     /// that many (`Plan::auto`; `Budget::Unprobed` when the index's plan does
     /// not probe) when it has fewer tables than the index's;
-    /// else the index's. A flush of the default
+    /// else the index's. A segment of flat tables takes `k + 1` tables
+    /// while their probes stay short ([`Core::flat_plan`]). A flush of the default
     /// memtable gets 4 tables instead of 10 (docs/ARCHITECTURE.md, "Small
     /// segments have fewer tables").
     pub(super) fn segment_plan(&self, keys: u64) -> Plan {
@@ -287,6 +296,9 @@ impl Core {
         } else {
             Budget::default()
         };
+        if let Some(fewer) = self.flat_plan(keys) {
+            return fewer;
+        }
         match Plan::choose(keys, self.plan.k(), budget) {
             Ok(small)
                 if self.small_segment_plans && small.tables().len() < self.plan.tables().len() =>
@@ -295,6 +307,29 @@ impl Core {
             }
             _ => self.plan.clone(),
         }
+    }
+
+    /// The `k + 1` tables of [`Plan::new`] for a segment of `keys` flat
+    /// tables, if they have fewer tables than the index's plan and a probe
+    /// then compares at most [`FLAT_PROBE_KEYS`] keys: at 10 M
+    /// fingerprints (152 keys a probe) they were as fast as the 10 tables
+    /// of the index's plan at p50 and faster at p99, for half the bytes on
+    /// disk (docs/BENCHMARKS.md, "Flat tables"). Only for unprobed plans
+    /// with [`Options::small_segment_plans`], and segments that get flat
+    /// tables ([`Core::writes_flat`]).
+    fn flat_plan(&self, keys: u64) -> Option<Plan> {
+        if !self.small_segment_plans || self.plan.radius() > 0 {
+            return None;
+        }
+        let k = self.plan.k();
+        let fewer = Plan::new(k + 1, k).ok()?;
+        if !self.writes_flat(keys, fewer.tables().len()) {
+            return None;
+        }
+        let prefix = fewer.tables().iter().map(|t| t.prefix_bits()).min()?;
+        let per_probe = keys as f64 / 2f64.powi(prefix as i32);
+        (per_probe <= FLAT_PROBE_KEYS && fewer.tables().len() < self.plan.tables().len())
+            .then_some(fewer)
     }
 
     /// Whether a document written at `timestamp` is inside the retention

@@ -686,8 +686,7 @@ impl Index {
             stats.decoded_table_bytes += segment.decoded_bytes() as u64;
             stats.disk_bytes += segment.meta.seg_file_len + segment.meta.ids_file_len;
             table_bytes += (0..segment.tables.table_count())
-                .filter_map(|t| segment.tables.table(t).ok())
-                .map(|table| table.size_bytes())
+                .filter_map(|t| segment.tables.table_size(t).ok())
                 .sum::<u64>();
         }
         if table_keys > 0 {

@@ -17,6 +17,7 @@ mod decoded;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
 mod files;
+mod flat;
 mod flush;
 pub mod fs;
 mod index;

@@ -97,7 +97,9 @@ pub struct Options {
     /// Default `true`; not recorded in the index (segments record their own
     /// plans).
     pub small_segment_plans: bool,
-    /// Small segments keep a decoded copy of their fingerprints on the
+    /// Small segments of Rice-coded tables (those of format versions 3 and
+    /// 4, or written with [`flat_tables`](Options::flat_tables)
+    /// off) keep a decoded copy of their fingerprints on the
     /// heap, searched instead of their mapped tables: per table a directory
     /// of where each value of the keys' top bits starts, then the keys'
     /// other bits, 6 bytes each (about what the file takes), each compared
@@ -120,6 +122,21 @@ pub struct Options {
     /// fingerprints, about 100 MB each. 0 turns copies off. Results are the
     /// same either way.
     pub decoded_tables_up_to: u64,
+    /// Write the tables of new segments (flushes and merges) flat (format
+    /// version 5): a directory over the keys' top bits and each key's low
+    /// bits at a fixed width, searched where they are mapped the way the
+    /// decoded copies are (about twice as fast at 10 M fingerprints), with
+    /// no copy and nothing decoded at the open (docs/ARCHITECTURE.md, "Flat
+    /// tables in the file"). Probed plans' segments are always Rice-coded,
+    /// and so are segments too large to be expected in memory
+    /// ([`memory_budget`](Options::memory_budget)), whose queries read
+    /// ahead the blocks they need.
+    /// `false` writes Rice-coded tables, about a tenth smaller at 10 M
+    /// fingerprints (docs/BENCHMARKS.md), searched through their decoded
+    /// copies when small enough ([`decoded_tables_up_to`](Options::decoded_tables_up_to)).
+    /// Results are the same either way; segments of both kinds are read
+    /// whatever this says. Default `true`; not recorded in the index.
+    pub flat_tables: bool,
     /// Write a full memtable to its segment on a background thread while
     /// writes go on into a new one, so that a write does not wait for a
     /// flush unless the previous one is still running. Queries read both
@@ -162,6 +179,7 @@ impl Default for Options {
             memory_budget: None,
             small_segment_plans: true,
             decoded_tables_up_to: 16 << 20,
+            flat_tables: true,
             flush_thread: std::thread::available_parallelism().is_ok_and(|n| n.get() > 2),
             #[cfg(feature = "schedule-hooks")]
             schedule: None,
@@ -291,6 +309,12 @@ impl Options {
     /// Sets [`decoded_tables_up_to`](Options::decoded_tables_up_to).
     pub fn decoded_tables_up_to(mut self, keys: u64) -> Options {
         self.decoded_tables_up_to = keys;
+        self
+    }
+
+    /// Sets [`flat_tables`](Options::flat_tables).
+    pub fn flat_tables(mut self, on: bool) -> Options {
+        self.flat_tables = on;
         self
     }
 

@@ -296,6 +296,7 @@ impl Index {
             fs,
             plan,
             small_segment_plans: options.small_segment_plans,
+            flat_tables: options.flat_tables,
             memory_budget: options.memory_budget,
             decoded_tables_up_to: options.decoded_tables_up_to,
             fingerprint_config: manifest.fingerprint_config.clone(),

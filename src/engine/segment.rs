@@ -18,6 +18,7 @@ use super::decoded::DecodedTables;
 use super::files::{
     corrupted, create_buffered, encode_error, foreign, io_error, named_file_error, sync_buffered,
 };
+use super::flat::FlatTables;
 use super::fs::{FileSystem, Mapped, memory_limit};
 use super::schedule::Point;
 
@@ -39,6 +40,28 @@ fn block_len(plan: &Plan, key_count: u64) -> u32 {
     } else {
         DEFAULT_BLOCK_LEN
     }
+}
+
+/// The directory bits of a new segment's flat table of `layout` in `plan`
+/// holding `key_count` keys, or `None` for a Rice-coded table: probed
+/// plans' segments, which probe many prefix values per table, keep
+/// Rice-coded tables (the flat search probes one), and so do tables of
+/// 2^32 keys or more (a flat directory counts in `u32`). The directory
+/// takes the keys' top `log2(key_count) - 2` bits, never more than the
+/// table's prefix (the keys of one bucket then share it) nor 26, at least
+/// 8 (or the prefix): at most about a byte per key, and a probe compares
+/// 4 to 8 keys (docs/ARCHITECTURE.md, "Flat tables in the file").
+pub(super) fn flat_bits(plan: &Plan, layout: &crate::plan::Table, key_count: u64) -> Option<u32> {
+    if plan.radius() > 0 || key_count >= u64::from(u32::MAX) {
+        return None;
+    }
+    let log2 = 63 - key_count.max(1).leading_zeros();
+    let prefix = layout.prefix_bits();
+    Some(
+        log2.saturating_sub(2)
+            .min(prefix)
+            .clamp(8.min(prefix).max(1), 26),
+    )
 }
 
 /// Keys per table block of a probed plan's segment, and of a segment of
@@ -73,6 +96,9 @@ pub(super) struct Segment {
     /// the prefault thread after an open, or by the thread the first query
     /// starts ([`Core::note_query`]).
     pub(super) decoded: OnceLock<DecodedTables>,
+    /// Its tables, if they are flat (format version 5): searched where
+    /// they are mapped, never decoded.
+    flat: Option<FlatTables>,
     /// Held while a thread decodes the tables, so that they are decoded
     /// once ([`Segment::decode_tables`]).
     decoding: Mutex<()>,
@@ -126,12 +152,16 @@ impl Core {
             block_len(plan, key_count),
         )
         .map_err(encode_error(&seg_path))?;
+        let flat = self.writes_flat(key_count, plan.tables().len());
         let mut keys = Vec::new();
-        for t in 0..plan.tables().len() {
+        for (t, layout) in plan.tables().iter().enumerate() {
             keys.clear();
             fill(t, &mut keys)?;
-            seg.push_table(keys.iter().copied())
-                .map_err(encode_error(&seg_path))?;
+            match flat_bits(plan, layout, key_count).filter(|_| flat) {
+                Some(bits) => seg.push_flat_table(keys.iter().copied(), bits),
+                None => seg.push_table(keys.iter().copied()),
+            }
+            .map_err(encode_error(&seg_path))?;
         }
         drop(keys);
         let seg_file = seg.finish().map_err(encode_error(&seg_path))?;
@@ -176,6 +206,20 @@ impl Core {
             }
         }
         Ok(segment)
+    }
+}
+
+impl Core {
+    /// Whether a new segment of `key_count` keys in `tables` tables gets
+    /// flat tables ([`Options::flat_tables`](super::Options::flat_tables)):
+    /// not if it will not be expected in memory ([`fits_in_memory`], as
+    /// [`Core::write_segment`] decides after writing it), as its queries
+    /// then read ahead what they need, which the Rice-coded tables' staged
+    /// search does and the flat search does not. A flat table takes at
+    /// most about 8 bytes per key.
+    pub(super) fn writes_flat(&self, key_count: u64, tables: usize) -> bool {
+        let bytes = key_count.saturating_mul(8 * tables as u64);
+        self.flat_tables && fits_in_memory(bytes, 4, self.memory_budget)
     }
 }
 
@@ -321,10 +365,15 @@ impl Segment {
             .ok()
             .filter(|plan| plan.k() == k && plan.tables().len() == tables.table_count())
             .ok_or_else(|| mismatch(&seg_path, "the plan"))?;
-        let layouts = (0..tables.table_count())
-            .map(|t| tables.table(t).map(|table| table.layout()))
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| corrupted(&seg_path, &e))?;
+        let flat = FlatTables::open(&tables).map_err(|e| corrupted(&seg_path, &e))?;
+        let layouts = if flat.is_some() {
+            Vec::new()
+        } else {
+            (0..tables.table_count())
+                .map(|t| tables.table(t).map(|table| table.layout()))
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(|e| corrupted(&seg_path, &e))?
+        };
         Ok(Segment {
             meta,
             seg_path,
@@ -333,6 +382,7 @@ impl Segment {
             tables,
             guided: layouts.iter().map(|_| OnceLock::new()).collect(),
             decoded: OnceLock::new(),
+            flat,
             decoding: Mutex::new(()),
             layouts,
             in_memory: AtomicBool::new(true),
@@ -404,15 +454,19 @@ impl Segment {
         for (t, table) in self.plan.tables().iter().enumerate() {
             let reader = self
                 .tables
-                .table(t)
+                .keys(t)
                 .map_err(|e| corrupted(&self.seg_path, &e))?;
             let mut held = SetHash::new(keys);
-            for key in reader.iter() {
+            for key in reader {
                 held.add(table.unpermute(key.map_err(|e| corrupted(&self.seg_path, &e))?));
             }
             tables.push(held);
         }
         let Some(wrong) = tables.iter().position(|h| *h != fingerprints) else {
+            if let Some(flat) = &self.flat {
+                // Every chunk passed its check above (`tables.verify()`).
+                flat.mark_all_checked();
+            }
             self.sound.store(true, Ordering::Release);
             return Ok(());
         };
@@ -454,10 +508,23 @@ impl Segment {
     /// Once per segment, whichever threads ask (the prefault thread and the
     /// thread of the first query may both come to it): a thread that finds
     /// another decoding waits for it, then finds the copy made.
+    ///
+    /// A segment of flat tables gets no copy: its chunks are checked
+    /// instead ([`FlatTables::check_all`]), once, with the same claim, so
+    /// that queries stop checking the chunks they read.
     pub(super) fn decode_tables(&self, core: &Core) -> Result<()> {
         let key_count = self.meta.key_count;
         core.hooks.pause(Point::DecodeWanted);
         let _claim = lock(&self.decoding);
+        if let Some(flat) = &self.flat {
+            if flat.all_checked() {
+                return Ok(());
+            }
+            core.hooks.pause(Point::DecodeStarted);
+            return flat
+                .check_all(self.tables.as_bytes())
+                .map_err(|e| corrupted(&self.seg_path, &e));
+        }
         if self.decoded.get().is_some() {
             return Ok(());
         }
@@ -485,6 +552,13 @@ impl Segment {
     /// their decoded copy).
     pub(super) fn matching_fingerprints(&self, fp: u64, k: u32) -> Result<Vec<u64>> {
         let mut out = Vec::new();
+        if let Some(flat) = &self.flat {
+            flat.search_many(self.tables.as_bytes(), &self.plan, &[fp], k, |_, hit| {
+                out.push(hit.fingerprint);
+            })
+            .map_err(|e| corrupted(&self.seg_path, &e))?;
+            return Ok(out);
+        }
         if let Some(decoded) = self.decoded.get() {
             decoded.search_many(&[fp], k, |_, hit| out.push(hit.fingerprint));
             return Ok(out);
@@ -502,6 +576,13 @@ impl Segment {
         k: u32,
         mut found: impl FnMut(usize, u64),
     ) -> Result<()> {
+        if let Some(flat) = &self.flat {
+            return flat
+                .search_many(self.tables.as_bytes(), &self.plan, fps, k, |i, hit| {
+                    found(i, hit.fingerprint);
+                })
+                .map_err(|e| corrupted(&self.seg_path, &e));
+        }
         if let Some(decoded) = self.decoded.get() {
             decoded.search_many(fps, k, |i, hit| found(i, hit.fingerprint));
             return Ok(());

@@ -276,26 +276,26 @@ mod tests {
     use super::*;
     use crate::format::FileKind;
 
-    /// Version 4 is written, versions 3 and 4 are read; anything else
+    /// Version 5 is written, versions 3 to 5 are read; anything else
     /// (version 2 included: its doc map has another layout) is refused
     /// naming both versions.
     #[test]
-    fn reads_versions_three_and_four_only() {
+    fn reads_versions_three_to_five_only() {
         let with_version = |v: u32| {
             let mut bytes = FileKind::Manifest.magic().to_vec();
             bytes.extend_from_slice(&v.to_le_bytes());
             bytes
         };
-        assert_eq!(super::super::FORMAT_VERSION, 4);
-        for v in [3, 4] {
+        assert_eq!(super::super::FORMAT_VERSION, 5);
+        for v in [3, 4, 5] {
             check_magic_and_version(&with_version(v), FileKind::Manifest).unwrap();
         }
-        for v in [0, 1, 2, 5] {
+        for v in [0, 1, 2, 6] {
             let e = check_magic_and_version(&with_version(v), FileKind::Manifest).unwrap_err();
             assert_eq!(
                 e.kind,
                 FormatErrorKind::UnsupportedVersion {
-                    expected: 4,
+                    expected: 5,
                     got: v
                 }
             );

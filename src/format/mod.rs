@@ -76,10 +76,13 @@ pub use docmap::{
 #[doc(hidden)]
 pub use docmap::{Ranges, SortedDocMapWriter};
 pub use manifest::{Manifest, SegmentMeta};
-pub use segment::{SegmentInfo, SegmentReader, SegmentWriter};
+pub use segment::{SegmentInfo, SegmentReader, SegmentWriter, TableKeys};
 #[doc(hidden)]
 pub use table::MAX_BLOCK_LEN;
-pub use table::{DEFAULT_BLOCK_LEN, Range, TableLayout, TableReader, TableWriter};
+pub use table::{
+    DEFAULT_BLOCK_LEN, FLAT_CHUNK_LEN, FlatKeys, FlatLayout, FlatTable, FlatTableWriter,
+    MAX_FLAT_BITS, Range, TableLayout, TableReader, TableWriter, flat_width,
+};
 pub use wal::{Record, WalEnd, WalFrame, WalReader, encode_frame, encode_wal_header};
 // For the engine and for tests that build WALs as a crashed process leaves
 // them; not API.
@@ -92,13 +95,14 @@ pub use wal::{
 /// The format version this build writes, for every file kind.
 ///
 /// See docs/FORMAT.md#versions.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 
 /// The oldest format version this build reads (it reads every version from
 /// this one to [`FORMAT_VERSION`]). Version 3 changed the doc map's layout
 /// and this build has no reader for version 2's, so a version-2 index is
 /// refused as a whole; version 3 files are read (their documents have no
-/// sketch) (docs/FORMAT.md, "Versions").
+/// sketch), and so are version 4 files (their tables are all Rice-coded)
+/// (docs/FORMAT.md, "Versions").
 pub const OLDEST_READ_VERSION: u32 = 3;
 
 /// Longest document name, in bytes, that the WAL and the doc map accept.

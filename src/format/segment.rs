@@ -7,7 +7,10 @@ use std::io::Write;
 
 use super::bytes::{to_u64, u32_at, u64_at};
 use super::container::{Container, ContainerWriter};
-use super::table::{DEFAULT_BLOCK_LEN, TableReader, TableWriter};
+use super::table::{
+    DEFAULT_BLOCK_LEN, FlatKeys, FlatTable, FlatTableWriter, Range, TableReader, TableWriter,
+    is_flat,
+};
 use super::{EncodeError, FileKind, FormatError};
 use crate::plan::Shape;
 
@@ -146,6 +149,31 @@ impl<W: Write> SegmentWriter<W> {
         Ok(())
     }
 
+    /// Encodes the next table flat ([`FlatTable`], docs/FORMAT.md#flat-table-section)
+    /// from its keys, strictly increasing, with a directory of `bits` bits
+    /// (1 to 28); there must be exactly [`SegmentInfo::key_count`] of them.
+    pub fn push_flat_table<I: IntoIterator<Item = u64>>(
+        &mut self,
+        keys: I,
+        bits: u32,
+    ) -> Result<(), EncodeError> {
+        self.check_room()?;
+        let mut table = FlatTableWriter::with_writer(self.container.sink(), bits)?;
+        for key in keys {
+            table.push(key)?;
+        }
+        let key_count = table.len();
+        table.finish()?;
+        if key_count != self.info.key_count {
+            return Err(EncodeError::KeyCountMismatch {
+                expected: self.info.key_count,
+                got: key_count,
+            });
+        }
+        self.container.end_section();
+        Ok(())
+    }
+
     /// Appends a table already encoded by a [`TableWriter`] (checked
     /// cheaply with [`TableReader::new`] and copied).
     pub fn push_encoded_table(&mut self, table: &[u8]) -> Result<(), EncodeError> {
@@ -189,6 +217,31 @@ pub struct SegmentReader<D> {
     data: D,
     container: Container,
     info: SegmentInfo,
+    /// The format version in its header (flat tables exist from 5 on).
+    version: u32,
+}
+
+/// The keys of one table of a segment, whatever its layout
+/// ([`SegmentReader::keys`]).
+#[derive(Debug)]
+pub enum TableKeys<'a> {
+    /// A Rice-coded table's (boxed: a range iterator carries a chunk of
+    /// decoded keys).
+    Rice(Box<Range<'a>>),
+    /// A flat table's.
+    Flat(FlatKeys<'a>),
+}
+
+impl Iterator for TableKeys<'_> {
+    type Item = Result<u64, FormatError>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            TableKeys::Rice(keys) => keys.next(),
+            TableKeys::Flat(keys) => keys.next(),
+        }
+    }
 }
 
 impl<D: AsRef<[u8]>> SegmentReader<D> {
@@ -225,6 +278,7 @@ impl<D: AsRef<[u8]>> SegmentReader<D> {
             data,
             container,
             info,
+            version,
         })
     }
 
@@ -259,10 +313,66 @@ impl<D: AsRef<[u8]>> SegmentReader<D> {
         self.container.footer_crc()
     }
 
-    /// Table `i` (plan order), opened with [`TableReader::new`]'s checks and
-    /// its key count checked against the header's.
+    /// The format version in the header.
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
+    /// Whether table `i` is flat (a file of version 5 or later whose table
+    /// footer says so; docs/FORMAT.md#flat-table-section).
+    pub fn is_flat(&self, i: usize) -> Result<bool, FormatError> {
+        let section = self.container.section(self.data.as_ref(), i)?;
+        Ok(self.version >= 5 && is_flat(section.bytes))
+    }
+
+    /// Table `i` (plan order) if it is flat, opened with
+    /// [`FlatTable::at`]'s checks and its key count checked against the
+    /// header's; `None` if it is Rice-coded.
+    pub fn flat_table(&self, i: usize) -> Result<Option<FlatTable<'_>>, FormatError> {
+        let section = self.container.section(self.data.as_ref(), i)?;
+        if self.version < 5 || !is_flat(section.bytes) {
+            return Ok(None);
+        }
+        let table = FlatTable::at(section.bytes, section.offset)?;
+        if table.len() != self.info.key_count {
+            return Err(FormatError::malformed(
+                FILE,
+                section.offset + to_u64(section.bytes.len()).saturating_sub(28),
+                "a table holds a different number of keys than the segment header",
+            ));
+        }
+        Ok(Some(table))
+    }
+
+    /// The keys of table `i`, ascending, whatever its layout.
+    pub fn keys(&self, i: usize) -> Result<TableKeys<'_>, FormatError> {
+        Ok(match self.flat_table(i)? {
+            Some(flat) => TableKeys::Flat(flat.iter()),
+            None => TableKeys::Rice(Box::new(self.table(i)?.iter())),
+        })
+    }
+
+    /// The size in bytes of table `i`'s section, whatever its layout.
+    pub fn table_size(&self, i: usize) -> Result<u64, FormatError> {
+        Ok(match self.flat_table(i)? {
+            Some(flat) => flat.size_bytes(),
+            None => self.table(i)?.size_bytes(),
+        })
+    }
+
+    /// Table `i` (plan order) if it is Rice-coded, opened with
+    /// [`TableReader::new`]'s checks and its key count checked against the
+    /// header's; an error for a flat table (read with
+    /// [`flat_table`](Self::flat_table) or [`keys`](Self::keys)).
     pub fn table(&self, i: usize) -> Result<TableReader<'_>, FormatError> {
         let section = self.container.section(self.data.as_ref(), i)?;
+        if self.version >= 5 && is_flat(section.bytes) {
+            return Err(FormatError::malformed(
+                FILE,
+                section.offset,
+                "a flat table read as a Rice-coded one",
+            ));
+        }
         let table = TableReader::at(section.bytes, section.offset)?;
         if table.len() != self.info.key_count {
             return Err(FormatError::malformed(
@@ -280,19 +390,27 @@ impl<D: AsRef<[u8]>> SegmentReader<D> {
     }
 
     /// Where each table's block index lies in the file (see
-    /// [`TableReader::index_range`]); tables that fail to open are left out.
+    /// [`TableReader::index_range`]), or a flat table's directory; tables
+    /// that fail to open are left out.
     pub fn index_ranges(&self) -> Vec<std::ops::Range<u64>> {
         (0..self.table_count())
-            .filter_map(|i| Some(self.table(i).ok()?.index_range()))
+            .filter_map(|i| match self.flat_table(i).ok()? {
+                Some(flat) => Some(flat.dir_range()),
+                None => Some(self.table(i).ok()?.index_range()),
+            })
             .collect()
     }
 
     /// Checks every checksum: each table section's, then each table's index
-    /// and blocks (decoding every key).
+    /// and blocks (decoding every key), or a flat table's chunks, directory
+    /// and keys.
     pub fn verify(&self) -> Result<(), FormatError> {
         self.container.verify_sections(self.data.as_ref())?;
         for i in 0..self.table_count() {
-            self.table(i)?.verify()?;
+            match self.flat_table(i)? {
+                Some(flat) => flat.verify()?,
+                None => self.table(i)?.verify()?,
+            }
         }
         Ok(())
     }

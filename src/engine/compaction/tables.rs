@@ -47,9 +47,9 @@ pub(in crate::engine) fn merged_tables<'a>(
             let first = &segment.plan.tables()[0];
             let reader = segment
                 .tables
-                .table(0)
+                .keys(0)
                 .map_err(|e| corrupted(&segment.seg_path, &e))?;
-            for key in reader.iter() {
+            for key in reader {
                 let fp = first.unpermute(key.map_err(|e| corrupted(&segment.seg_path, &e))?);
                 if dropped.binary_search(&fp).is_err() {
                     others.push(fp);
@@ -73,9 +73,9 @@ pub(in crate::engine) fn merged_tables<'a>(
         for segment in &same {
             let reader = segment
                 .tables
-                .table(t)
+                .keys(t)
                 .map_err(|e| corrupted(&segment.seg_path, &e))?;
-            for key in reader.iter() {
+            for key in reader {
                 let key = key.map_err(|e| corrupted(&segment.seg_path, &e))?;
                 if dead.is_empty() || dead.binary_search(&key).is_err() {
                     keys.push(key);

@@ -9,14 +9,23 @@
 //! never returns keys from a damaged block.
 //!
 //! See docs/FORMAT.md#table-section for the layout and the reasons.
+//!
+//! From format version 5 a table may instead be flat ([`FlatTable`]): a
+//! directory over the keys' top bits and each key's low bits at a fixed
+//! width, searched where it is mapped (docs/FORMAT.md#flat-table-section).
 
 use super::FileKind;
 
 mod block;
+mod flat;
 mod reader;
 mod rice;
 mod writer;
 
+pub(crate) use flat::is_flat;
+pub use flat::{
+    FLAT_CHUNK_LEN, FlatKeys, FlatLayout, FlatTable, FlatTableWriter, MAX_FLAT_BITS, flat_width,
+};
 pub use reader::{Range, TableLayout, TableReader};
 pub use writer::TableWriter;
 

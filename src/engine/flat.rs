@@ -1,0 +1,175 @@
+//! A segment's flat tables (format version 5), searched where they are
+//! mapped with the decoded copies' search ([`search_tables`]): no copy on
+//! the heap and nothing decoded at the open (docs/ARCHITECTURE.md, "Flat
+//! tables in the file").
+//!
+//! A flat table carries a CRC32 per 4 KiB chunk (docs/FORMAT.md, "Flat
+//! table section"). Each chunk is checked once per process: the first
+//! query that reads it checks it before the search (a pass over its probes'
+//! directory entries and key ranges), and the prefault thread, or the
+//! thread that wrote the segment, checks every chunk; once all have passed,
+//! queries search without the pass. A chunk that fails is the query's
+//! error, naming the file and the offset, and it is checked again by the
+//! next query that reads it.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use crate::format::{FlatLayout, FlatTable, FormatError, SegmentReader};
+use crate::plan::Plan;
+use crate::search::Hit;
+
+use super::decoded::{TableView, search_tables};
+
+/// Where a segment's flat tables are, and which of their chunks passed.
+#[derive(Debug)]
+pub(super) struct FlatTables {
+    layouts: Vec<FlatLayout>,
+    /// Per table, a bit per chunk that passed its CRC check.
+    checked: Vec<Box<[AtomicU64]>>,
+    /// Whether every chunk of every table passed.
+    all_checked: AtomicBool,
+}
+
+impl FlatTables {
+    /// The segment's flat tables, if its tables are flat (`None` if they
+    /// are Rice-coded); an error for a segment that mixes both layouts or
+    /// whose flat tables' footers are damaged.
+    pub(super) fn open<D: AsRef<[u8]>>(
+        tables: &SegmentReader<D>,
+    ) -> Result<Option<FlatTables>, FormatError> {
+        let mut layouts = Vec::with_capacity(tables.table_count());
+        for t in 0..tables.table_count() {
+            if let Some(flat) = tables.flat_table(t)? {
+                layouts.push(flat);
+            }
+        }
+        if layouts.is_empty() {
+            return Ok(None);
+        }
+        if layouts.len() != tables.table_count() {
+            return Err(FormatError::malformed(
+                crate::format::FileKind::Segment,
+                0,
+                "a segment mixes flat and Rice-coded tables",
+            ));
+        }
+        let checked = layouts
+            .iter()
+            .map(|t| {
+                (0..t.chunk_count().div_ceil(64))
+                    .map(|_| AtomicU64::new(0))
+                    .collect()
+            })
+            .collect();
+        Ok(Some(FlatTables {
+            layouts: layouts.iter().map(FlatTable::layout).collect(),
+            checked,
+            all_checked: AtomicBool::new(false),
+        }))
+    }
+
+    /// The tables in `file`, the segment's bytes (an error if it is
+    /// shorter than at the open, which a mapping never is).
+    fn tables<'a>(&self, file: &'a [u8]) -> Result<Vec<FlatTable<'a>>, FormatError> {
+        self.layouts
+            .iter()
+            .map(|layout| FlatTable::reopen(file, layout))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| {
+                FormatError::malformed(
+                    crate::format::FileKind::Segment,
+                    0,
+                    "the file is shorter than its flat tables",
+                )
+            })
+    }
+
+    /// Whether every chunk has passed its check.
+    pub(super) fn all_checked(&self) -> bool {
+        self.all_checked.load(Ordering::Acquire)
+    }
+
+    /// Checks the chunks of `range` of table `t` that have not passed yet.
+    fn check(
+        &self,
+        t: usize,
+        table: &FlatTable<'_>,
+        range: std::ops::Range<usize>,
+    ) -> Result<(), FormatError> {
+        let Some(bits) = self.checked.get(t) else {
+            return Ok(());
+        };
+        for i in range {
+            let word = bits.get(i / 64);
+            if word.is_some_and(|w| w.load(Ordering::Relaxed) & (1 << (i % 64)) != 0) {
+                continue;
+            }
+            table.check_chunk(i)?;
+            if let Some(w) = word {
+                w.fetch_or(1 << (i % 64), Ordering::Relaxed);
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks every chunk of every table (those already checked are
+    /// skipped); then queries search without checking.
+    pub(super) fn check_all(&self, file: &[u8]) -> Result<(), FormatError> {
+        if self.all_checked() {
+            return Ok(());
+        }
+        for (t, table) in self.tables(file)?.iter().enumerate() {
+            self.check(t, table, 0..table.chunk_count())?;
+        }
+        self.all_checked.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Records that every chunk of every table passed its check (by
+    /// [`SegmentReader::verify`], which checks them all).
+    pub(super) fn mark_all_checked(&self) {
+        for bits in &self.checked {
+            for w in bits.iter() {
+                w.store(u64::MAX, Ordering::Relaxed);
+            }
+        }
+        self.all_checked.store(true, Ordering::Release);
+    }
+
+    /// For each of `fps`, every fingerprint within `k` of it (`k` at most
+    /// `plan`'s, the segment's), each once per query: `found(i, hit)`.
+    /// Until every chunk has passed, the chunks the search reads are
+    /// checked first.
+    pub(super) fn search_many(
+        &self,
+        file: &[u8],
+        plan: &Plan,
+        fps: &[u64],
+        k: u32,
+        found: impl FnMut(usize, Hit),
+    ) -> Result<(), FormatError> {
+        let tables = self.tables(file)?;
+        if !self.all_checked() {
+            for &fp in fps {
+                for (t, (table, layout)) in tables.iter().zip(plan.tables()).enumerate() {
+                    let key = layout.permute(fp);
+                    let b = (key >> (64 - table.bits())) as usize;
+                    self.check(t, table, table.dir_chunks(b))?;
+                    let (lo, hi) = (table.entry(b), table.entry(b + 1));
+                    self.check(t, table, table.key_chunks(lo, hi))?;
+                }
+            }
+        }
+        let views: Vec<TableView<'_>> = tables
+            .iter()
+            .map(|table| TableView {
+                dir: table.dir_bytes(),
+                low: table.low_bytes(),
+                bits: table.bits(),
+                width: table.width(),
+            })
+            .collect();
+        search_tables(plan, &views, fps, k, found);
+        Ok(())
+    }
+}
