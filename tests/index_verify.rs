@@ -7,13 +7,17 @@ use simhashdb::plan::Plan;
 use simhashdb::{Error, Index, Options};
 
 fn build(dir: &Path) {
-    build_with(dir, Plan::new(5, 3).unwrap());
+    build_with(dir, Plan::new(5, 3).unwrap(), true);
 }
 
 /// The index of [`build`] in `plan`: two flushed segments (whose tables
-/// are flat, or Rice-coded for a probed plan) and a WAL.
-fn build_with(dir: &Path, plan: Plan) {
-    let index = Index::open(dir, Options::new().plan(plan).merge_policy(None)).unwrap();
+/// are flat, or Rice-coded when `flat` is false) and a WAL.
+fn build_with(dir: &Path, plan: Plan, flat: bool) {
+    let options = Options::new()
+        .plan(plan)
+        .merge_policy(None)
+        .flat_tables(flat);
+    let index = Index::open(dir, options).unwrap();
     for i in 0..5_000u64 {
         index
             .insert_named(i, i.wrapping_mul(0x9E37_79B9_7F4A_7C15), format!("n{i}"))
@@ -55,8 +59,8 @@ fn a_healthy_index_verifies_and_counts_its_files() {
 #[test]
 fn a_flipped_byte_in_a_table_block_is_found_by_verify_with_file_and_offset() {
     let tmp = tempfile::tempdir().unwrap();
-    // A probed plan's segments keep Rice-coded tables.
-    build_with(tmp.path(), Plan::probed(2, 1, 3).unwrap());
+    // Rice-coded tables, of a probed plan.
+    build_with(tmp.path(), Plan::probed(2, 1, 3).unwrap(), false);
     let segment = files_of(tmp.path(), ".seg").remove(0);
     let mut bytes = fs::read(&segment).unwrap();
     // Inside the last table's first block, which open does not read (it
@@ -101,17 +105,25 @@ fn live_docs() -> Vec<(u64, u64)> {
 /// answers as a brute-force scan does, never wrongly.
 #[test]
 fn a_flipped_byte_in_a_flat_table_is_found_by_verify_and_by_the_queries_reading_it() {
-    for place in ["keys", "directory"] {
+    // An unprobed plan's flat tables, and a probed plan's (whose queries
+    // read a run of directory positions per probe).
+    let plans = [Plan::new(5, 3).unwrap(), Plan::probed(2, 1, 3).unwrap()];
+    for (plan, place) in plans
+        .iter()
+        .flat_map(|plan| ["keys", "directory"].map(|place| (plan, place)))
+    {
+        let place = format!("{place}, plan {plan:?}");
+        let place = place.as_str();
         let tmp = tempfile::tempdir().unwrap();
-        build(tmp.path());
+        build_with(tmp.path(), plan.clone(), true);
         let segment = files_of(tmp.path(), ".seg").remove(0);
         let mut bytes = fs::read(&segment).unwrap();
         let at = {
             let reader = simhashdb::format::SegmentReader::new(&bytes[..]).unwrap();
             let last = reader.table_count() - 1;
             let table = reader.flat_table(last).unwrap().expect("a flat table");
-            match place {
-                "keys" => reader.table_offset(last).unwrap() as usize + 20,
+            match place.split(',').next() {
+                Some("keys") => reader.table_offset(last).unwrap() as usize + 20,
                 _ => table.dir_range().start as usize + 41,
             }
         };

@@ -347,6 +347,8 @@ fn probed_segments_searched_decoded_answer_like_brute_force() {
             let mut o = options(plan.clone(), false);
             o.decoded_tables_up_to = up_to;
             o.prefault = false;
+            // Rice-coded tables, whose copies these are.
+            o.flat_tables = false;
             let index = Index::open(dir.path(), o).unwrap();
             // Segments written once the index has queried get copies.
             assert!(index.query(0, plan.k()).unwrap().is_empty());
@@ -373,6 +375,59 @@ fn probed_segments_searched_decoded_answer_like_brute_force() {
                 }
             }
         }
+    }
+}
+
+/// Probed plans' segments of flat tables (format version 5), searched
+/// where they are mapped by each table's sorted probes: directories of 6
+/// to 16 bits, so keys of every width a flat table holds but the largest
+/// directories' (8, 7 and 6 bytes), answer every distance as a brute-force
+/// scan does, through `query` and `query_batch`, after a reopen too.
+#[test]
+fn probed_segments_of_flat_tables_answer_like_brute_force() {
+    for (plan, count) in [
+        (Plan::auto(10_000_000, 6).unwrap(), 3_000),
+        (Plan::auto(10_000_000, 6).unwrap(), 150_000),
+        (Plan::auto(50_000_000, 6).unwrap(), 3_000),
+        (Plan::auto(10_000_000, 8).unwrap(), 3_000),
+        (Plan::probed(2, 1, 3).unwrap(), 150_000),
+        (Plan::probed(10, 1, 12).unwrap(), 3_000),
+    ] {
+        assert!(plan.radius() > 0, "{plan}");
+        let dir = tempfile::tempdir().unwrap();
+        let mut model = Model::new();
+        let mut o = options(plan.clone(), false);
+        o.flat_tables = true;
+        let index = Index::open(dir.path(), o.clone()).unwrap();
+        write(&index, &mut model, 7, count, count * 4 / 3);
+        index.flush().unwrap();
+        write(&index, &mut model, 8, 3_000, count * 4 / 3);
+        index.flush().unwrap();
+        assert_eq!(
+            index.stats().decoded_table_bytes,
+            0,
+            "{plan}: flat tables get no copy"
+        );
+        let what = format!("{plan}, {count} fingerprints, flat tables");
+        let compared = check(&index, &model, &what);
+        assert!(compared > 1_000, "{what}: only {compared} matches compared");
+        let queries: Vec<u64> = (0..200u64)
+            .map(|q| fingerprint(mix(q ^ 0xf1a7)) ^ (1 << (q % 64)))
+            .collect();
+        for d in 0..=plan.k() {
+            let answers = index.query_batch(&queries, d).unwrap();
+            for (fp, answer) in queries.iter().zip(&answers) {
+                assert_eq!(
+                    *answer,
+                    brute_force(&model, *fp, d),
+                    "{what}: {fp:016x} at {d}"
+                );
+            }
+        }
+        index.verify().unwrap();
+        drop(index);
+        let index = Index::open_read_only(dir.path()).unwrap();
+        check(&index, &model, &format!("{what}, reopened"));
     }
 }
 

@@ -153,10 +153,24 @@ impl FlatTables {
             for &fp in fps {
                 for (t, (table, layout)) in tables.iter().zip(plan.tables()).enumerate() {
                     let key = layout.permute(fp);
-                    let b = (key >> (64 - table.bits())) as usize;
-                    self.check(t, table, table.dir_chunks(b))?;
-                    let (lo, hi) = (table.entry(b), table.entry(b + 1));
-                    self.check(t, table, table.key_chunks(lo, hi))?;
+                    let bucket = |key: u64| (key >> (64 - table.bits())) as usize;
+                    if plan.radius() == 0 {
+                        let b = bucket(key);
+                        self.check(t, table, table.dir_chunks(b))?;
+                        let (lo, hi) = (table.entry(b), table.entry(b + 1));
+                        self.check(t, table, table.key_chunks(lo, hi))?;
+                        continue;
+                    }
+                    // A probed plan's search reads, for each probe, the
+                    // directory entries of its run of positions and the
+                    // keys between them.
+                    for (lo, hi) in layout.probe_ranges_of_weights(key, plan.probe_weights(t, k)) {
+                        let (first, last) = (bucket(lo), bucket(hi));
+                        let dir = table.dir_chunks(first).start..table.dir_chunks(last).end;
+                        self.check(t, table, dir)?;
+                        let keys = table.key_chunks(table.entry(first), table.entry(last + 1));
+                        self.check(t, table, keys)?;
+                    }
                 }
             }
         }

@@ -127,8 +127,8 @@ pub struct Options {
     /// bits at a fixed width, searched where they are mapped the way the
     /// decoded copies are (about twice as fast at 10 M fingerprints), with
     /// no copy and nothing decoded at the open (docs/ARCHITECTURE.md, "Flat
-    /// tables in the file"). Probed plans' segments are always Rice-coded,
-    /// and so are segments too large to be expected in memory
+    /// tables in the file"; probed plans' too, "Flat tables of probed
+    /// plans"). Segments too large to be expected in memory are Rice-coded
     /// ([`memory_budget`](Options::memory_budget)), whose queries read
     /// ahead the blocks they need.
     /// `false` writes Rice-coded tables, about a tenth smaller at 10 M

@@ -42,17 +42,17 @@ fn block_len(plan: &Plan, key_count: u64) -> u32 {
     }
 }
 
-/// The directory bits of a new segment's flat table of `layout` in `plan`
-/// holding `key_count` keys, or `None` for a Rice-coded table: probed
-/// plans' segments, which probe many prefix values per table, keep
-/// Rice-coded tables (the flat search probes one), and so do tables of
-/// 2^32 keys or more (a flat directory counts in `u32`). The directory
-/// takes the keys' top `log2(key_count) - 2` bits, never more than the
+/// The directory bits of a new segment's flat table of `layout` holding
+/// `key_count` keys, or `None` for a Rice-coded table: tables of 2^32 keys
+/// or more (a flat directory counts in `u32`). A probed plan's flat tables
+/// are searched as its decoded copies are, a table's probes walked as runs
+/// of directory positions (docs/ARCHITECTURE.md, "Flat tables of probed
+/// plans"). The directory takes the keys' top `log2(key_count) - 2` bits, never more than the
 /// table's prefix (the keys of one bucket then share it) nor 26, at least
 /// 8 (or the prefix): at most about a byte per key, and a probe compares
 /// 4 to 8 keys (docs/ARCHITECTURE.md, "Flat tables in the file").
-pub(super) fn flat_bits(plan: &Plan, layout: &crate::plan::Table, key_count: u64) -> Option<u32> {
-    if plan.radius() > 0 || key_count >= u64::from(u32::MAX) {
+pub(super) fn flat_bits(layout: &crate::plan::Table, key_count: u64) -> Option<u32> {
+    if key_count >= u64::from(u32::MAX) {
         return None;
     }
     let log2 = 63 - key_count.max(1).leading_zeros();
@@ -157,7 +157,7 @@ impl Core {
         for (t, layout) in plan.tables().iter().enumerate() {
             keys.clear();
             fill(t, &mut keys)?;
-            match flat_bits(plan, layout, key_count).filter(|_| flat) {
+            match flat_bits(layout, key_count).filter(|_| flat) {
                 Some(bits) => seg.push_flat_table(keys.iter().copied(), bits),
                 None => seg.push_table(keys.iter().copied()),
             }
