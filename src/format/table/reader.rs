@@ -448,7 +448,7 @@ impl<'a> TableReader<'a> {
 
     /// [`warm_block`](Self::warm_block) for the blocks a search of
     /// `lo..=hi` is expected to read: the first, and as many after it as
-    /// the range spans at the guide's density (at most [`RUN_BLOCKS`]
+    /// the range spans at the guide's density (at most `RUN_BLOCKS`
     /// more), at the table's mean block length. Only a table that is
     /// [`guided`](Self::guided) looks past the first block.
     #[inline]
