@@ -221,8 +221,11 @@ fn mutate_segment(files: &mut Files, input: &mut Input) -> Option<()> {
     let reader = SegmentReader::new(&files[&name][..]).ok()?;
     let mut info = reader.info();
     let mut tables: Vec<Vec<u64>> = (0..reader.table_count())
-        .map(|t| reader.table(t).unwrap().iter().map(|k| k.unwrap()).collect())
+        .map(|t| reader.keys(t).unwrap().map(|k| k.unwrap()).collect())
         .collect();
+    // Flat tables (format version 5) are written flat again, with their
+    // directory bits; Rice-coded ones Rice-coded.
+    let flat_bits: Option<u32> = reader.flat_table(0).ok().flatten().map(|t| t.bits());
     drop(reader);
     for _ in 0..1 + input.byte()? % 3 {
         match input.byte()? % 9 {
@@ -278,7 +281,10 @@ fn mutate_segment(files: &mut Files, input: &mut Input) -> Option<()> {
     info.table_count = tables.len() as u32;
     let mut writer = SegmentWriter::new(SegmentInfo { ..info }).ok()?;
     for table in &tables {
-        writer.push_table(table.iter().copied()).ok()?;
+        match flat_bits {
+            Some(bits) => writer.push_flat_table(table.iter().copied(), bits).ok()?,
+            None => writer.push_table(table.iter().copied()).ok()?,
+        }
     }
     files.insert(name, writer.finish().ok()?);
     let fix = input.byte().is_none_or(|b| b % 8 != 0);
