@@ -276,6 +276,24 @@ fn check(index: &Index, model: &Model, what: &str) -> usize {
     compared
 }
 
+/// `query_batch` of 200 queries near stored centres (drawn from `seed`) at
+/// every distance up to the plan's k, against the brute-force scan.
+fn check_batch(index: &Index, model: &Model, seed: u64, what: &str) {
+    let queries: Vec<u64> = (0..200u64)
+        .map(|q| fingerprint(mix(q ^ seed)) ^ (1 << (q % 64)))
+        .collect();
+    for d in 0..=index.plan().k() {
+        let answers = index.query_batch(&queries, d).unwrap();
+        for (fp, answer) in queries.iter().zip(&answers) {
+            assert_eq!(
+                *answer,
+                brute_force(model, *fp, d),
+                "{what}: {fp:016x} at {d}"
+            );
+        }
+    }
+}
+
 fn options(plan: Plan, small_segment_plans: bool) -> Options {
     let mut o = Options::default();
     o.k = plan.k();
@@ -361,19 +379,7 @@ fn probed_segments_searched_decoded_answer_like_brute_force() {
             let what = format!("{plan}, copies up to {up_to} keys");
             let compared = check(&index, &model, &what);
             assert!(compared > 1_000, "{what}: only {compared} matches compared");
-            let queries: Vec<u64> = (0..200u64)
-                .map(|q| fingerprint(mix(q ^ 0xbeef)) ^ (1 << (q % 64)))
-                .collect();
-            for d in 0..=plan.k() {
-                let answers = index.query_batch(&queries, d).unwrap();
-                for (fp, answer) in queries.iter().zip(&answers) {
-                    assert_eq!(
-                        *answer,
-                        brute_force(&model, *fp, d),
-                        "{what}: {fp:016x} at {d}"
-                    );
-                }
-            }
+            check_batch(&index, &model, 0xbeef, &what);
         }
     }
 }
@@ -411,19 +417,7 @@ fn probed_segments_of_flat_tables_answer_like_brute_force() {
         let what = format!("{plan}, {count} fingerprints, flat tables");
         let compared = check(&index, &model, &what);
         assert!(compared > 1_000, "{what}: only {compared} matches compared");
-        let queries: Vec<u64> = (0..200u64)
-            .map(|q| fingerprint(mix(q ^ 0xf1a7)) ^ (1 << (q % 64)))
-            .collect();
-        for d in 0..=plan.k() {
-            let answers = index.query_batch(&queries, d).unwrap();
-            for (fp, answer) in queries.iter().zip(&answers) {
-                assert_eq!(
-                    *answer,
-                    brute_force(&model, *fp, d),
-                    "{what}: {fp:016x} at {d}"
-                );
-            }
-        }
+        check_batch(&index, &model, 0xf1a7, &what);
         index.verify().unwrap();
         drop(index);
         let index = Index::open_read_only(dir.path()).unwrap();

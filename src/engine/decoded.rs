@@ -528,13 +528,13 @@ fn search_probed(
                         };
                         let keys = keys.unwrap_or_default();
                         // 6 or 8 bytes in a heap copy; a flat table's
-                        // width is its low bits' bytes, 5 to 8.
+                        // width is its low bits' bytes, 5 to 8 (its
+                        // reader refuses any other, `flat_width`).
                         match table.width {
                             5 => scan::<5>(keys, want, mask, left, &mut each),
                             6 => scan::<6>(keys, want, mask, left, &mut each),
                             7 => scan::<7>(keys, want, mask, left, &mut each),
-                            8 => scan::<8>(keys, want, mask, left, &mut each),
-                            width => scan_width(keys, width, want, mask, left, &mut each),
+                            _ => scan::<8>(keys, want, mask, left, &mut each),
                         }
                     }
                     lo = hi;
@@ -552,25 +552,6 @@ fn scan<const W: usize>(keys: &[u8], want: u64, mask: u64, left: u32, each: &mut
     for key in keys.chunks_exact(W) {
         let mut bytes = [0u8; 8];
         bytes[..W].copy_from_slice(key);
-        let low = u64::from_le_bytes(bytes) & mask;
-        if (low ^ want).count_ones() <= left {
-            each(low);
-        }
-    }
-}
-
-/// [`scan`] for a width known only at run time (1 to 8 bytes).
-fn scan_width(
-    keys: &[u8],
-    width: usize,
-    want: u64,
-    mask: u64,
-    left: u32,
-    each: &mut impl FnMut(u64),
-) {
-    for key in keys.chunks_exact(width.clamp(1, 8)) {
-        let mut bytes = [0u8; 8];
-        bytes[..key.len()].copy_from_slice(key);
         let low = u64::from_le_bytes(bytes) & mask;
         if (low ^ want).count_ones() <= left {
             each(low);
