@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use common::mix;
-use simhashdb::format::SegmentReader;
+use simhashdb::format::{FileKind, Manifest, SegmentReader};
 use simhashdb::plan::Plan;
 use simhashdb::{Index, Options};
 
@@ -103,11 +103,15 @@ fn check(index: &Index, model: &Model, queries: u64, what: &str) -> usize {
 }
 
 /// The table count of every segment file in `dir`, sorted.
+/// The table counts of the segments the manifest names. Files of segments a
+/// merge replaced may still be in the directory right after `compact`, until
+/// no thread of the index holds them (`Index::close` removes them).
 fn table_counts(dir: &Path) -> Vec<usize> {
-    let mut counts: Vec<usize> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "seg"))
+    let manifest = Manifest::decode(&std::fs::read(dir.join("MANIFEST")).unwrap()).unwrap();
+    let mut counts: Vec<usize> = manifest
+        .segments
+        .iter()
+        .map(|s| dir.join(FileKind::Segment.file_name(s.id)))
         .map(|p| {
             let reader = SegmentReader::new(std::fs::read(&p).unwrap()).unwrap();
             assert_eq!(reader.info().k, 3, "{}", p.display());
