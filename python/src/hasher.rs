@@ -7,7 +7,7 @@ use pyo3::types::{PyString, PyTuple};
 use rayon::prelude::*;
 use simhashdb::{FingerprintConfig, Simhasher, Tokenizer, Weighting};
 
-use crate::args::{Texts, show, str_arg, texts_arg, type_name};
+use crate::args::{Texts, show, str_arg, texts_arg_deferred, type_name};
 use crate::errors::guard;
 use crate::interrupt;
 
@@ -53,26 +53,40 @@ impl PySimhasher {
         texts: &Bound<'_, PyAny>,
         what: &str,
     ) -> PyResult<Vec<u64>> {
-        let texts = texts_arg(texts, what)?;
-        fingerprint_texts(py, &self.hasher, &texts)
+        let texts = texts_arg_deferred(texts, what)?;
+        fingerprint_texts(py, &self.hasher, &texts, what)
     }
 }
 
 /// The fingerprints of `texts` under `hasher`, in parallel without the GIL,
-/// a chunk at a time (Ctrl-C stops it between chunks).
-pub fn fingerprint_texts(py: Python<'_>, hasher: &Simhasher, texts: &Texts) -> PyResult<Vec<u64>> {
+/// a chunk at a time (Ctrl-C stops it between chunks). A `str` that is not
+/// ASCII is encoded to UTF-8 for its chunk only ([`texts_arg_deferred`]):
+/// nothing stays cached inside the caller's objects.
+pub fn fingerprint_texts(
+    py: Python<'_>,
+    hasher: &Simhasher,
+    texts: &Texts,
+    what: &str,
+) -> PyResult<Vec<u64>> {
     interrupt::in_chunks(py, texts.len(), interrupt::TEXT_CHUNK, |range| {
-        py.detach(|| {
-            crate::fork::install(|| {
-                guard(|| {
-                    Ok(texts
-                        .slice(range)
-                        .map(|text| hasher.fingerprint(text))
-                        .collect::<Vec<u64>>())
+        let (chunk, end) =
+            texts.chunk(py, range.start, &|_| true, range.len(), usize::MAX, what)?;
+        debug_assert_eq!(end, range.end);
+        let fingerprints = py
+            .detach(|| {
+                crate::fork::install(|| {
+                    guard(|| {
+                        Ok(chunk
+                            .texts(texts)
+                            .into_par_iter()
+                            .map(|(_, text)| hasher.fingerprint(text))
+                            .collect::<Vec<u64>>())
+                    })
                 })
             })
-        })
-        .map_err(|f| f.into_py(py, ""))
+            .map_err(|f| f.into_py(py, ""));
+        chunk.release(py);
+        fingerprints
     })
 }
 

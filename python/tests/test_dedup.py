@@ -2,6 +2,7 @@
 against the command line's `simhashdb dedup` on the same records written as
 JSON lines, and against brute force; every kind of column it takes."""
 
+import ctypes
 import json
 import math
 import re
@@ -244,7 +245,7 @@ def test_dedup_of_texts_in_many_chunks_and_other_scripts_equals_the_command_line
     assert as_drops(simhashdb.dedup(pa.array(texts))) == expected
 
 
-def test_dedup_leaves_no_utf8_copy_inside_the_callers_strs():
+def test_dedup_and_fingerprint_many_leave_no_utf8_copy_inside_the_callers_strs():
     # A str that is not ASCII keeps its characters in 2 or 4 bytes each; a
     # UTF-8 copy cached inside it (PyUnicode_AsUTF8AndSize) would live, and
     # grow sys.getsizeof, as long as the str does.
@@ -253,8 +254,15 @@ def test_dedup_leaves_no_utf8_copy_inside_the_callers_strs():
     result = simhashdb.dedup(texts)
     assert result.dropped > 50
     assert [sys.getsizeof(t) for t in texts] == sizes
-    # (fingerprint_many, which reads them in place, does cache the copy.)
-    simhashdb.Simhasher().fingerprint_many(texts)
+    fingerprints = simhashdb.Simhasher().fingerprint_many(texts)
+    assert [sys.getsizeof(t) for t in texts] == sizes
+    assert list(fingerprints) == [simhashdb.Simhasher().fingerprint(t) for t in texts]
+    # The check sees such a copy: CPython's own call caches it.
+    as_utf8 = ctypes.pythonapi.PyUnicode_AsUTF8AndSize
+    as_utf8.argtypes = [ctypes.py_object, ctypes.c_void_p]
+    as_utf8.restype = ctypes.c_void_p
+    for t in texts:
+        as_utf8(t, None)
     assert [sys.getsizeof(t) for t in texts] != sizes
 
 
