@@ -12,6 +12,7 @@ use simhashdb::dedup::{
 
 use crate::args::{Texts, show, texts_arg_deferred, type_name, u32_arg};
 use crate::errors::{guard, to_py};
+use crate::fork::Signals;
 use crate::hasher::hasher_from_args;
 
 /// The answer of `dedup`: one entry per text, in the order given.
@@ -172,13 +173,14 @@ pub fn dedup<'py>(
         .map_err(|e| invalid(py, e.to_string()))?;
     let hasher = hasher_from_args(tokenizer, None, None)?.unwrap_or_default();
     let texts = texts_arg_deferred(texts, "texts")?;
-    let outcome = py
-        .detach(|| crate::fork::install(|| guard(|| Ok(run(&hasher, &texts, &settings, keep)))))
-        .map_err(|f| f.into_py(py, ""))?
-        .map_err(|stop| match stop {
-            Stop::Python(e) => e,
-            Stop::Engine(e) => invalid(py, e.to_string()),
-        })?;
+    let outcome = crate::fork::install_watched(py, |signals| {
+        guard(|| Ok(run(&hasher, &texts, &settings, keep, signals)))
+    })
+    .map_err(|f| f.into_py(py, ""))?
+    .map_err(|stop| match stop {
+        Stop::Python(e) => e,
+        Stop::Engine(e) => invalid(py, e.to_string()),
+    })?;
     drop(texts);
     let n = outcome.fate.len();
     let mut kept_mask = Vec::with_capacity(n);
@@ -231,17 +233,20 @@ enum Stop {
 }
 
 /// The stages of `simhashdb::dedup::dedup`, with the texts read a chunk at a
-/// time ([`Chunks`]): Python's signal handlers run between two chunks, so
-/// that Ctrl-C stops the call within a chunk's time, and only one chunk's
-/// UTF-8 copies of non-ASCII `str` exist at once. Called without the GIL.
+/// time ([`Chunks`]): Ctrl-C is checked for between two chunks (`signals`,
+/// also in a forked process), so that it stops the call within a chunk's
+/// time, and only one chunk's UTF-8 copies of non-ASCII `str` exist at
+/// once. Called without the GIL.
 fn run(
     hasher: &Simhasher,
     texts: &Texts,
     settings: &Settings,
     keep: Keep,
+    signals: &Signals,
 ) -> Result<Outcome, Stop> {
     let source = Chunks {
         texts,
+        signals,
         bytes: MIN_CHUNK_BYTES.max(CHUNK_BYTES_PER_THREAD * rayon::current_num_threads()),
     };
     let mut sketches = settings.sketches(hasher, keep == Keep::Longest);
@@ -255,7 +260,7 @@ fn run(
     let n = sketches.len();
     let order = keep_order(n, keep, &sketches.chars);
     let candidates = sketches.candidates(&order);
-    Python::attach(|py| py.check_signals()).map_err(Stop::Python)?;
+    signals.check().map_err(Stop::Python)?;
     let checked = settings
         .check(hasher, &source, n, candidates.pairs)
         .map_err(Stop::Python)?;
@@ -263,10 +268,12 @@ fn run(
 }
 
 /// The texts of a call as the engine's [`TextSource`]: chunks of at most
-/// [`CHUNK_TEXTS`] texts and `bytes` bytes, each made with the GIL
-/// (after running the signal handlers) and read without it.
+/// [`CHUNK_TEXTS`] texts and `bytes` bytes, each made with the GIL (after
+/// checking for Ctrl-C) and read without it.
 struct Chunks<'a> {
     texts: &'a Texts,
+    /// Where Ctrl-C is seen ([`crate::fork::install_watched`]).
+    signals: &'a Signals,
     /// Bytes of text per chunk, at most.
     bytes: usize,
 }
@@ -283,11 +290,11 @@ impl TextSource for Chunks<'_> {
         let mut from = 0;
         let mut done: Option<crate::args::TextsChunk> = None;
         while from < self.texts.len() {
+            self.signals.check()?;
             let (chunk, next) = Python::attach(|py| {
                 if let Some(chunk) = done.take() {
                     chunk.release(py);
                 }
-                py.check_signals()?;
                 self.texts
                     .chunk(py, from, want, CHUNK_TEXTS, self.bytes, "texts")
             })?;

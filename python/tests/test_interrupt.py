@@ -124,9 +124,19 @@ def test_ctrl_c_during_a_long_read_raises_keyboard_interrupt_and_the_index_goes_
 
 DEDUP_CHILD = textwrap.dedent(
     """
+    import os
     import signal
     import sys
     import simhashdb
+
+    if FORK:
+        # The parent's thread pool exists (a first parallel call), then the
+        # work goes on in a forked process, which has its own pool.
+        simhashdb.dedup(["a b c d e f", "a b c d e f"])
+        pid = os.fork()
+        if pid:
+            _, status = os.waitpid(pid, 0)
+            sys.exit(os.waitstatus_to_exitcode(status))
 
     # 20,000 texts of 3,000 words: 520 MB to sketch, in a few hundred
     # chunks.
@@ -146,7 +156,7 @@ DEDUP_CHILD = textwrap.dedent(
             raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, on_sigint)
-    print("go", flush=True)
+    print(f"go {os.getpid()}", flush=True)
     try:
         simhashdb.dedup(texts)
         print("finished", flush=True)
@@ -162,9 +172,12 @@ DEDUP_CHILD = textwrap.dedent(
 )
 
 
-def test_ctrl_c_during_dedup_raises_keyboard_interrupt_from_the_call_and_the_next_call_works():
+@pytest.mark.parametrize("fork", [False, True], ids=["process", "forked"])
+def test_ctrl_c_during_dedup_raises_keyboard_interrupt_from_the_call_and_the_next_call_works(fork):
+    # Forked: the call runs on the forked process's own pool while its main
+    # thread runs the signal handlers (it raised only when the call ended).
     child = subprocess.Popen(
-        [sys.executable, "-c", DEDUP_CHILD],
+        [sys.executable, "-c", f"FORK = {fork}\n" + DEDUP_CHILD],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
@@ -176,8 +189,8 @@ def test_ctrl_c_during_dedup_raises_keyboard_interrupt_from_the_call_and_the_nex
         fd = child.stdout.fileno()
         deadline = time.monotonic() + 600
         while out.count(b"\n") < 2 and time.monotonic() < deadline:
-            if out.startswith(b"go\n"):
-                child.send_signal(signal.SIGINT)
+            if out.startswith(b"go ") and b"\n" in out:
+                os.kill(int(out.split(b"\n")[0].split()[1]), signal.SIGINT)
             ready, _, _ = select.select([fd], [], [], 0.2)
             if ready:
                 chunk = os.read(fd, 1 << 16)
@@ -192,6 +205,6 @@ def test_ctrl_c_during_dedup_raises_keyboard_interrupt_from_the_call_and_the_nex
             child.wait()
     assert child.returncode == 0, err.decode()
     lines = out.decode().split("\n")
-    assert lines[0] == "go", lines
+    assert lines[0].startswith("go "), lines
     assert lines[1] == "interrupted", lines
     assert lines[2] == "again [True, True, False] [-1, -1, 0]", lines
