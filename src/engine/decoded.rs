@@ -647,6 +647,7 @@ fn scan<const W: usize>(keys: &[u8], want: u64, mask: u64, left: u32, each: &mut
 /// The byte of a 64-byte load that byte `i` of lane `j` of
 /// [`scan_avx512`]'s keys takes, packed eight to a lane: key `j`'s byte
 /// `i` (its last byte again past its `W`, which `mask` clears).
+#[cfg(target_arch = "x86_64")]
 const fn lane_bytes<const W: usize>(j: usize) -> i64 {
     let mut lane = 0u64;
     let mut i = 0;
