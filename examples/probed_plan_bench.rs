@@ -14,7 +14,8 @@
 //! the directory does not hold a finished one yet. "auto" is
 //! `Plan::auto(N, 6)` (the default plan of a new index of texts at 10 M:
 //! 4 tables probed at radius 1), "flat8" `Plan::new(8, 6)` (28 tables, one
-//! probe each). The index is reopened, QUERIES queries (default 20,000;
+//! probe each), "probed<M>r<R>" `Plan::probed(M, R, 6)` ("probed3r2": 3
+//! tables probed at radius 2). The index is reopened, QUERIES queries (default 20,000;
 //! half a stored fingerprint with 0..=6 random bits flipped, half random)
 //! are made at k = 6 on one thread, one untimed pass (warm page cache),
 //! then a timed one. 300 of them are first checked against a brute-force
@@ -97,7 +98,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let plan = match name {
             "auto" => Plan::auto(n, K)?,
             "flat8" => Plan::new(8, K)?,
-            other => return Err(format!("unknown plan {other} (auto, flat8)").into()),
+            other => match other.strip_prefix("probed").and_then(|r| r.split_once('r')) {
+                Some((blocks, radius)) => Plan::probed(blocks.parse()?, radius.parse()?, K)?,
+                None => {
+                    return Err(format!("unknown plan {other} (auto, flat8, probed<M>r<R>)").into());
+                }
+            },
         };
         let dir = root.join(format!("{name}-{n}"));
         let mut options = Options::default();

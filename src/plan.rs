@@ -738,14 +738,21 @@ impl Plan {
         })
     }
 
-    /// Estimated costs of this plan for `n` fingerprints.
+    /// Estimated costs of this plan for `n` fingerprints, searched at its
+    /// k: the probes [`probe_weights`](Self::probe_weights) keeps (52 of
+    /// the 68 prefix values of the default plan at k = 6 for ten
+    /// million), and the candidates they examine.
     pub fn cost(&self, n: u64) -> PlanCost {
         let n_f = n as f64;
-        let probes: f64 = self.tables.iter().map(|t| t.probes.len() as f64).sum();
+        let made: Vec<f64> = (0..self.tables.len())
+            .map(|t| self.probes_made(t, self.k) as f64)
+            .collect();
+        let probes: f64 = made.iter().sum();
         let expected_candidates = self
             .tables
             .iter()
-            .map(|t| t.probes.len() as f64 * n_f / 2f64.powi(t.prefix_bits as i32))
+            .zip(&made)
+            .map(|(t, &made)| made * n_f / 2f64.powi(t.prefix_bits as i32))
             .sum::<f64>();
         let per_table = estimated_table_bytes_per_key(n);
         PlanCost {
@@ -835,6 +842,17 @@ impl Plan {
             Some(left) => every & (u64::MAX >> (63 - left.min(63))),
             None => 0,
         }
+    }
+
+    /// The prefix values a search at distance `k` probes in table `t`:
+    /// those of the weights [`probe_weights`](Self::probe_weights) keeps.
+    fn probes_made(&self, t: usize, k: u32) -> usize {
+        let weights = self.probe_weights(t, k);
+        self.tables[t]
+            .probes
+            .iter()
+            .filter(|m| weights.checked_shr(m.count_ones()).unwrap_or(0) & 1 == 1)
+            .count()
     }
 
     /// Prefix values looked up per query, over all tables.
@@ -1409,6 +1427,74 @@ mod tests {
         // Unprobed plans of k + 1 blocks skip the tables d cannot reach.
         assert_eq!(probes(&Plan::new(4, 3).unwrap(), 2), 3);
         assert_eq!(probes(&Plan::new(5, 3).unwrap(), 2), 10);
+    }
+
+    /// A plan's cost counts the probes its search makes, those
+    /// `probe_weights` keeps, and their candidates: 52 probes for the
+    /// default plan at k = 6 for ten million (not the 68 prefix values of
+    /// its radius), 487 for fifty million's; a plan that leaves out none
+    /// counts them all. The choices at k = 3 and 6 stay what they were.
+    #[test]
+    fn costs_count_the_probes_the_search_makes() {
+        let made = |plan: &Plan| -> usize {
+            (0..plan.tables().len())
+                .map(|t| {
+                    let weights = plan.probe_weights(t, plan.k());
+                    plan.tables()[t].probe_ranges_of_weights(0, weights).count()
+                })
+                .sum()
+        };
+        for plan in [
+            Plan::probed(4, 1, 6).unwrap(),
+            Plan::probed(3, 2, 6).unwrap(),
+            Plan::probed(3, 2, 8).unwrap(),
+            Plan::probed(2, 1, 3).unwrap(),
+            Plan::probed(5, 2, 8).unwrap(),
+            Plan::new(4, 3).unwrap(),
+            Plan::new(8, 6).unwrap(),
+            Plan::nested(4, 4, 3).unwrap(),
+        ] {
+            for n in [1_000_000u64, 10_000_000] {
+                let cost = plan.cost(n);
+                assert_eq!(cost.probes, made(&plan) as f64, "{plan}");
+                let candidates: f64 = (0..plan.tables().len())
+                    .map(|t| {
+                        let table = &plan.tables()[t];
+                        let weights = plan.probe_weights(t, plan.k());
+                        table.probe_ranges_of_weights(0, weights).count() as f64 * n as f64
+                            / 2f64.powi(table.prefix_bits() as i32)
+                    })
+                    .sum();
+                assert!(
+                    (cost.expected_candidates - candidates).abs() < 1e-6,
+                    "{plan}"
+                );
+                assert_eq!(cost.expected_cost, candidates + cost.probes * PROBE_COST);
+            }
+        }
+        let ten_million = Plan::probed(4, 1, 6).unwrap().cost(10_000_000);
+        assert_eq!(ten_million.probes, 52.0);
+        assert_eq!(
+            Plan::probed(3, 2, 6).unwrap().cost(50_000_000).probes,
+            487.0
+        );
+        assert_eq!(Plan::new(8, 6).unwrap().cost(10_000_000).probes, 28.0);
+        for n in [1_000_000, 10_000_000] {
+            assert_eq!(
+                Plan::auto(n, 6).unwrap().shape(),
+                Shape::Probed {
+                    blocks: 4,
+                    radius: 1
+                }
+            );
+        }
+        assert_eq!(
+            Plan::auto(50_000_000, 6).unwrap().shape(),
+            Shape::Probed {
+                blocks: 3,
+                radius: 2
+            }
+        );
     }
 
     #[test]

@@ -18,7 +18,7 @@
 
 use super::keys::sort_keys;
 use crate::format::FormatError;
-use crate::format::{prefetch, prefetch_line};
+use crate::format::{prefetch, prefetch_line, prefetch_to_l2};
 use crate::plan::{CANDIDATE_BUDGET, Plan};
 use crate::search::Hit;
 
@@ -147,6 +147,18 @@ impl TableView<'_> {
         }
     }
 
+    /// [`prefetch_keys`](Self::prefetch_keys) into the second-level cache
+    /// but for the first line: for the runs of a probed plan, many lines
+    /// of several runs ahead (with every line into the first level, 9 %
+    /// slower at k = 6 and 10 M: docs/BENCHMARKS.md, "Probed plans at k =
+    /// 6: runs compared eight keys at a time").
+    #[inline]
+    fn prefetch_run(&self, lo: usize, hi: usize) {
+        if lo < hi {
+            prefetch_to_l2(self.low, lo * self.width..hi * self.width);
+        }
+    }
+
     /// The low bits of the key at position `i` (below the key count).
     #[inline]
     fn low(&self, i: usize) -> u64 {
@@ -272,7 +284,7 @@ impl DecodedTables {
     /// caller was compiled with.
     #[cfg(test)]
     fn search(&self, fps: &[u64], k: u32, found: impl FnMut(usize, Hit)) {
-        search(&self.plan, &self.views(), fps, k, found);
+        search(&self.plan, &self.views(), fps, k, found, scan_run);
     }
 }
 
@@ -287,16 +299,34 @@ pub(crate) fn search_tables(
     found: impl FnMut(usize, Hit),
 ) {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("popcnt") {
-        // SAFETY: `search_popcnt` requires the processor's `popcnt`
-        // instruction, and it has it (checked just above). One of the
-        // crate's four `unsafe` blocks, with the memory map
-        // (`engine/fs.rs`), the prefetch hint (`format/bytes.rs`) and the
-        // scan of all pairs (`batch.rs`).
-        unsafe { search_popcnt(plan, tables, fps, k, found) };
-        return;
+    {
+        use std::arch::is_x86_feature_detected as has;
+        // Only a probed plan's runs are compared by `scan_avx512`.
+        let avx512 = plan.radius() > 0
+            && has!("avx512f")
+            && has!("avx512bw")
+            && has!("avx512vbmi")
+            && has!("avx512vpopcntdq")
+            && has!("popcnt");
+        if avx512 || has!("popcnt") {
+            // SAFETY: `search_avx512` requires the processor's AVX-512
+            // instructions (foundation, byte and word, VBMI and the
+            // 64-bit population count) and `popcnt`, `search_popcnt` its
+            // `popcnt`; the one called has them (checked just above). One
+            // of the crate's four `unsafe` blocks, with the memory map
+            // (`engine/fs.rs`), the prefetch hint (`format/bytes.rs`) and
+            // the scan of all pairs (`batch.rs`).
+            unsafe {
+                if avx512 {
+                    search_avx512(plan, tables, fps, k, found);
+                } else {
+                    search_popcnt(plan, tables, fps, k, found);
+                }
+            }
+            return;
+        }
     }
-    search(plan, tables, fps, k, found);
+    search(plan, tables, fps, k, found, scan_run);
 }
 
 /// [`search`] compiled with the processor's population count instruction.
@@ -313,11 +343,42 @@ fn search_popcnt(
     k: u32,
     found: impl FnMut(usize, Hit),
 ) {
-    search(plan, tables, fps, k, found);
+    search(plan, tables, fps, k, found, scan_run);
+}
+
+/// [`search`] compiled for AVX-512, a probed plan's runs compared eight
+/// keys at a time ([`scan_avx512`]): at k = 6 and 10 M fingerprints the
+/// default plan compares about 7,900 keys a query, and one at a time
+/// (a load, a mask, an XOR, a population count, a compare and a branch
+/// each) that was most of its time (docs/ARCHITECTURE.md, "A probed
+/// plan's runs are compared eight keys at a time").
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "popcnt,avx512f,avx512bw,avx512vbmi,avx512vpopcntdq")]
+fn search_avx512(
+    plan: &Plan,
+    tables: &[TableView<'_>],
+    fps: &[u64],
+    k: u32,
+    found: impl FnMut(usize, Hit),
+) {
+    // A closure defined here is compiled for this function's instructions.
+    let scan = |width: usize,
+                keys: &[u8],
+                count: usize,
+                want: u64,
+                mask: u64,
+                left: u32,
+                each: &mut dyn FnMut(u64)| match width {
+        5 => scan_avx512::<5>(keys, count, want, mask, left, each),
+        6 => scan_avx512::<6>(keys, count, want, mask, left, each),
+        7 => scan_avx512::<7>(keys, count, want, mask, left, each),
+        _ => scan_avx512::<8>(keys, count, want, mask, left, each),
+    };
+    search(plan, tables, fps, k, found, scan);
 }
 
 /// [`search_tables`], for whatever instructions the caller was compiled
-/// with.
+/// with; a probed plan's runs compared by `scan` (see [`scan_run`]).
 #[inline(always)]
 fn search(
     plan: &Plan,
@@ -325,9 +386,10 @@ fn search(
     fps: &[u64],
     k: u32,
     mut found: impl FnMut(usize, Hit),
+    scan: impl FnMut(usize, &[u8], usize, u64, u64, u32, &mut dyn FnMut(u64)),
 ) {
     if plan.radius() > 0 {
-        search_probed(plan, tables, fps, k, found);
+        search_probed(plan, tables, fps, k, found, scan);
         return;
     }
     let layouts = plan.tables();
@@ -433,6 +495,7 @@ fn search_probed(
     fps: &[u64],
     k: u32,
     mut found: impl FnMut(usize, Hit),
+    mut scan: impl FnMut(usize, &[u8], usize, u64, u64, u32, &mut dyn FnMut(u64)),
 ) {
     let layouts = plan.tables();
     let mut runs: Vec<Run> = Vec::new();
@@ -487,7 +550,7 @@ fn search_probed(
             if let Some(run) = step.checked_sub(AHEAD).and_then(|i| runs.get_mut(i)) {
                 let table = &tables[run.table];
                 (run.lo, run.hi) = (table.entry(run.first), table.entry(run.last + 1));
-                table.prefetch_keys(run.lo, run.hi);
+                table.prefetch_run(run.lo, run.hi);
             }
             // ...and the comparisons of run `step - 2 * AHEAD`.
             if let Some(run) = step.checked_sub(2 * AHEAD).and_then(|i| runs.get(i)) {
@@ -508,7 +571,6 @@ fn search_probed(
                     let top = (b as u64) << shift;
                     let top_distance = (top ^ (run.key & !mask)).count_ones();
                     if let Some(left) = k.checked_sub(top_distance) {
-                        let keys = table.low.get(lo * table.width..hi * table.width);
                         let mut each = |low: u64| {
                             let fingerprint = layout.unpermute(top | low);
                             // Keys of a position hold prefixes the probes
@@ -526,15 +588,12 @@ fn search_probed(
                                 );
                             }
                         };
-                        let keys = keys.unwrap_or_default();
-                        // 6 or 8 bytes in a heap copy; a flat table's
-                        // width is its low bits' bytes, 5 to 8 (its
-                        // reader refuses any other, `flat_width`).
-                        match table.width {
-                            5 => scan::<5>(keys, want, mask, left, &mut each),
-                            6 => scan::<6>(keys, want, mask, left, &mut each),
-                            7 => scan::<7>(keys, want, mask, left, &mut each),
-                            _ => scan::<8>(keys, want, mask, left, &mut each),
+                        // The run's keys and the bytes after them (a scan
+                        // that loads several keys at once reads some of
+                        // those, and never reports them).
+                        if lo <= hi && hi * table.width <= table.low.len() {
+                            let keys = table.low.get(lo * table.width..).unwrap_or_default();
+                            scan(table.width, keys, hi - lo, want, mask, left, &mut each);
                         }
                     }
                     lo = hi;
@@ -544,11 +603,37 @@ fn search_probed(
     }
 }
 
+/// Calls `each` with the low bits of every key of the `count` keys at the
+/// start of `keys` (`width` bytes each, little-endian, 5 to 8; the bits of
+/// `mask`) within `left` bits of `want`, in order: the scan of
+/// [`search_probed`] for any processor (`scan_avx512` compares eight keys
+/// at a time where the processor can).
+#[inline(always)]
+fn scan_run(
+    width: usize,
+    keys: &[u8],
+    count: usize,
+    want: u64,
+    mask: u64,
+    left: u32,
+    each: &mut dyn FnMut(u64),
+) {
+    let keys = keys.get(..count * width).unwrap_or_default();
+    // 6 or 8 bytes in a heap copy; a flat table's width is its low bits'
+    // bytes, 5 to 8 (its reader refuses any other, `flat_width`).
+    match width {
+        5 => scan::<5>(keys, want, mask, left, each),
+        6 => scan::<6>(keys, want, mask, left, each),
+        7 => scan::<7>(keys, want, mask, left, each),
+        _ => scan::<8>(keys, want, mask, left, each),
+    }
+}
+
 /// Calls `each` with the low bits of every key of `keys` (`W` bytes
 /// each, little-endian; the bits of `mask`) within `left` bits of `want`:
 /// one load, XOR and population count per key, with no bounds check.
 #[inline(always)]
-fn scan<const W: usize>(keys: &[u8], want: u64, mask: u64, left: u32, each: &mut impl FnMut(u64)) {
+fn scan<const W: usize>(keys: &[u8], want: u64, mask: u64, left: u32, each: &mut dyn FnMut(u64)) {
     for key in keys.chunks_exact(W) {
         let mut bytes = [0u8; 8];
         bytes[..W].copy_from_slice(key);
@@ -556,6 +641,102 @@ fn scan<const W: usize>(keys: &[u8], want: u64, mask: u64, left: u32, each: &mut
         if (low ^ want).count_ones() <= left {
             each(low);
         }
+    }
+}
+
+/// The byte of a 64-byte load that byte `i` of lane `j` of
+/// [`scan_avx512`]'s keys takes, packed eight to a lane: key `j`'s byte
+/// `i` (its last byte again past its `W`, which `mask` clears).
+#[cfg(target_arch = "x86_64")]
+const fn lane_bytes<const W: usize>(j: usize) -> i64 {
+    let mut lane = 0u64;
+    let mut i = 0;
+    while i < 8 {
+        let byte = j * W + if i < W { i } else { W - 1 };
+        lane |= (byte as u64) << (8 * i);
+        i += 1;
+    }
+    lane as i64
+}
+
+/// [`scan_run`] eight keys at a time: 64 bytes loaded (copied first when
+/// fewer are left), the keys moved into 64-bit lanes by one byte
+/// permutation, masked, XORed with `want`, their bits counted and compared
+/// with `left` at once; `each` is called for the lanes that pass, in
+/// order. The bytes after the run's keys are read but never reported.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "popcnt,avx512f,avx512bw,avx512vbmi,avx512vpopcntdq")]
+fn scan_avx512<const W: usize>(
+    keys: &[u8],
+    count: usize,
+    want: u64,
+    mask: u64,
+    left: u32,
+    each: &mut dyn FnMut(u64),
+) {
+    use std::arch::x86_64::{
+        _mm512_and_si512, _mm512_cmple_epu64_mask, _mm512_permutexvar_epi8, _mm512_popcnt_epi64,
+        _mm512_set_epi64, _mm512_set1_epi64, _mm512_xor_si512,
+    };
+    let lanes = _mm512_set_epi64(
+        lane_bytes::<W>(7),
+        lane_bytes::<W>(6),
+        lane_bytes::<W>(5),
+        lane_bytes::<W>(4),
+        lane_bytes::<W>(3),
+        lane_bytes::<W>(2),
+        lane_bytes::<W>(1),
+        lane_bytes::<W>(0),
+    );
+    let masks = _mm512_set1_epi64(mask as i64);
+    let wants = _mm512_set1_epi64(want as i64);
+    let lefts = _mm512_set1_epi64(i64::from(left));
+    // Never past the keys there are.
+    let count = count.min(keys.len() / W);
+    let mut tail = [0u8; 64];
+    let mut first = 0;
+    while first < count {
+        let at = first * W;
+        let block: &[u8; 64] = match keys.get(at..at + 64).and_then(|b| b.try_into().ok()) {
+            Some(block) => block,
+            None => {
+                let rest = keys.get(at..).unwrap_or_default();
+                let (head, after) = tail.split_at_mut(rest.len());
+                head.copy_from_slice(rest);
+                after.fill(0);
+                &tail
+            }
+        };
+        let word = |i: usize| {
+            let mut bytes = [0u8; 8];
+            bytes.copy_from_slice(&block[i * 8..i * 8 + 8]);
+            i64::from_le_bytes(bytes)
+        };
+        let bytes = _mm512_set_epi64(
+            word(7),
+            word(6),
+            word(5),
+            word(4),
+            word(3),
+            word(2),
+            word(1),
+            word(0),
+        );
+        let lows = _mm512_and_si512(_mm512_permutexvar_epi8(lanes, bytes), masks);
+        let distances = _mm512_popcnt_epi64(_mm512_xor_si512(lows, wants));
+        let mut passed = _mm512_cmple_epu64_mask(distances, lefts);
+        let left_in_run = count - first;
+        if left_in_run < 8 {
+            passed &= (1u8 << left_in_run) - 1;
+        }
+        while passed != 0 {
+            let j = passed.trailing_zeros() as usize;
+            let mut bytes = [0u8; 8];
+            bytes[..W].copy_from_slice(&block[j * W..j * W + W]);
+            each(u64::from_le_bytes(bytes) & mask);
+            passed &= passed - 1;
+        }
+        first += 8;
     }
 }
 
@@ -761,6 +942,94 @@ mod tests {
                         .filter(|&fp| (fp ^ q).count_ones() <= d)
                         .collect();
                     assert_eq!(got, want, "{plan}, {n} fingerprints, d = {d}, query {q:#x}");
+                }
+            }
+        }
+    }
+
+    /// The run scan that compares eight keys at a time reports what the
+    /// one that compares one at a time does, in the same order: keys of
+    /// every width (5 to 8 bytes), runs of 0 to 40 keys (whole loads,
+    /// a partial last one, and runs too near the end of the bytes for a
+    /// 64-byte load), every `left` from 0 to 8, keys at every distance
+    /// from `want` in every lane, and keys after the run that would pass
+    /// (never reported).
+    #[test]
+    fn runs_compared_eight_at_a_time_pass_the_keys_one_at_a_time_does() {
+        #[cfg(target_arch = "x86_64")]
+        if !(std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512vbmi")
+            && std::arch::is_x86_feature_detected!("avx512vpopcntdq")
+            && std::arch::is_x86_feature_detected!("popcnt"))
+        {
+            eprintln!("no AVX-512 here: nothing to compare");
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        for width in 5..=8usize {
+            for count in 0..=40usize {
+                for seed in 0..6u64 {
+                    // Keys of `64 - bits` bits, the most and fewer that
+                    // take `width` bytes.
+                    let low_bits = 8 * width as u64 - seed % 4;
+                    let mask = u64::MAX >> (64 - low_bits);
+                    let want = mix(seed ^ (width as u64) << 8) & mask;
+                    // Each key `want` with 0 to 9 bits flipped, then 16
+                    // keys equal to `want` after the run.
+                    let keys: Vec<u64> = (0..count as u64)
+                        .map(|i| {
+                            let flips = (mix(i ^ seed << 20) % 10) as u32;
+                            (0..flips).fold(want, |key, f| {
+                                key ^ (1 << (mix(i * 64 + u64::from(f) + seed) % low_bits))
+                            })
+                        })
+                        .chain(std::iter::repeat_n(want, 16))
+                        .collect();
+                    let mut bytes: Vec<u8> = keys
+                        .iter()
+                        .flat_map(|key| key.to_le_bytes()[..width].to_vec())
+                        .collect();
+                    // As many bytes after the run as a table may have: all
+                    // of the 16 keys, or none (the bytes end with the run).
+                    for after in [16 * width, 0] {
+                        bytes.truncate(count * width + after);
+                        for left in 0..=8u32 {
+                            let mut one = Vec::new();
+                            scan_run(width, &bytes, count, want, mask, left, &mut |low| {
+                                one.push(low)
+                            });
+                            let mut eight = Vec::new();
+                            let mut each = |low| eight.push(low);
+                            // SAFETY: the processor has these instructions
+                            // (checked above).
+                            unsafe {
+                                match width {
+                                    5 => {
+                                        scan_avx512::<5>(&bytes, count, want, mask, left, &mut each)
+                                    }
+                                    6 => {
+                                        scan_avx512::<6>(&bytes, count, want, mask, left, &mut each)
+                                    }
+                                    7 => {
+                                        scan_avx512::<7>(&bytes, count, want, mask, left, &mut each)
+                                    }
+                                    _ => {
+                                        scan_avx512::<8>(&bytes, count, want, mask, left, &mut each)
+                                    }
+                                }
+                            }
+                            assert_eq!(
+                                eight, one,
+                                "width {width}, {count} keys, left {left}, {after} bytes after"
+                            );
+                            let expected = keys[..count]
+                                .iter()
+                                .filter(|&&key| (key ^ want).count_ones() <= left)
+                                .count();
+                            assert_eq!(one.len(), expected);
+                        }
+                    }
                 }
             }
         }

@@ -250,11 +250,50 @@ pub(crate) fn prefetch(bytes: &[u8], range: std::ops::Range<usize>) {
     }
 }
 
+/// [`prefetch`] into the second-level cache only (`PREFETCHT2`): the
+/// lines are asked for without holding the first-level cache's few miss
+/// buffers while they come, so that more lines can be in flight at once;
+/// the first line is brought into the first level as by [`prefetch`]. For
+/// a search that asks for many lines of several places ahead of reading
+/// them in order (a probed plan's runs: docs/ARCHITECTURE.md, "A probed
+/// plan's runs are compared eight keys at a time").
+#[inline]
+pub(crate) fn prefetch_to_l2(bytes: &[u8], range: std::ops::Range<usize>) {
+    let end = range.end.min(bytes.len());
+    if end <= range.start {
+        return;
+    }
+    prefetch_line(bytes, range.start);
+    let mut at = range.start + 64;
+    while at < end {
+        prefetch_line_with::<HINT_L2, u8>(bytes, at);
+        at += 64;
+    }
+    prefetch_line_with::<HINT_L2, u8>(bytes, end - 1);
+}
+
 /// Asks the processor to bring the cache line of `items[at]` into its
 /// caches, without waiting for it ([`prefetch`] for any slice); nothing
 /// when `at` is out of bounds.
 #[inline]
 pub(crate) fn prefetch_line<T: Copy>(items: &[T], at: usize) {
+    prefetch_line_with::<HINT_L1, T>(items, at);
+}
+
+/// Where [`prefetch_line_with`] brings a line: every level of cache.
+#[cfg(target_arch = "x86_64")]
+const HINT_L1: i32 = std::arch::x86_64::_MM_HINT_T0;
+/// Where [`prefetch_line_with`] brings a line: the second level and beyond.
+#[cfg(target_arch = "x86_64")]
+const HINT_L2: i32 = std::arch::x86_64::_MM_HINT_T2;
+#[cfg(not(target_arch = "x86_64"))]
+const HINT_L1: i32 = 0;
+#[cfg(not(target_arch = "x86_64"))]
+const HINT_L2: i32 = 0;
+
+/// [`prefetch_line`] with the processor's hint `HINT`.
+#[inline]
+fn prefetch_line_with<const HINT: i32, T: Copy>(items: &[T], at: usize) {
     let Some(item) = items.get(at) else {
         return;
     };
@@ -262,9 +301,7 @@ pub(crate) fn prefetch_line<T: Copy>(items: &[T], at: usize) {
     // SAFETY: a prefetch reads and writes no memory the program can see and
     // never faults, whatever its address; this one is in bounds anyway.
     unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-            std::ptr::from_ref(item).cast(),
-        );
+        std::arch::x86_64::_mm_prefetch::<HINT>(std::ptr::from_ref(item).cast());
     }
     #[cfg(not(target_arch = "x86_64"))]
     std::hint::black_box(*item);

@@ -98,7 +98,7 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     let _ = writeln!(
         text,
         "Probes: prefix values looked up per query (each table at every prefix within the radius \
-         of the query's). Cost: candidates + 32 per probe. Sizes estimate the delta-compressed \
+         of the query's that can find a match the table reports). Cost: candidates + 32 per probe. Sizes estimate the delta-compressed \
          tables only, not the document map.{}",
         if args.all {
             ""
