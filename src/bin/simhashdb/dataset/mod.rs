@@ -1,5 +1,7 @@
 //! `dedup` on datasets: JSON Lines, CSV/TSV and Parquet files in, the
 //! deduplicated dataset (or the removed records, or the groups) out.
+//! Parquet (`parquet.rs`) is compiled with the `parquet` feature only; a
+//! build without it refuses Parquet files (`read::check_supported`).
 //!
 //! The engine is the library's (`simhashdb::dedup`, docs/ARCHITECTURE.md,
 //! "Deduplicating a dataset"); this module reads and writes the files:

@@ -1,7 +1,8 @@
-//! Dataset files: which format a file is in, and streaming reads of its
-//! records (JSON Lines, CSV/TSV, Parquet; JSONL and CSV optionally gzip or
-//! zstd compressed). Every read streams: nothing holds more than one batch
-//! of records (Parquet: one record batch) at a time.
+//! Dataset files: which format a file is in, whether this build reads it,
+//! and streaming reads of its records (JSON Lines, CSV/TSV, and Parquet
+//! through `parquet.rs` with the `parquet` feature; JSONL and CSV optionally
+//! gzip or zstd compressed). Every read streams: nothing holds more than one
+//! batch of records (Parquet: one record batch) at a time.
 
 use std::borrow::Cow;
 use std::fmt;
