@@ -2,7 +2,9 @@
 //! as a real process on files written here with the real crates, and
 //! checked against a brute-force computation: every pair's Hamming distance
 //! and word 5-shingle Jaccard similarity, the documented length rule, direct grouping
-//! (union-find components for --no-verify).
+//! (union-find components for --no-verify). The Parquet cases run in a
+//! build with the `parquet` feature (as CI's); a build without it checks
+//! that Parquet files are refused instead.
 #![cfg(feature = "cli")]
 
 mod common;
@@ -11,8 +13,10 @@ use std::collections::HashMap;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+#[cfg(feature = "parquet")]
 use std::sync::Arc;
 
+#[cfg(feature = "parquet")]
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use assert_cmd::Command;
 use serde_json::{Value, json};
@@ -258,6 +262,7 @@ fn zstd_bytes(bytes: &[u8]) -> Vec<u8> {
     zstd::encode_all(bytes, 3).unwrap()
 }
 
+#[cfg(feature = "parquet")]
 fn write_parquet(path: &Path, recs: &[Rec], codec: parquet::basic::Compression) {
     let file = fs::File::create(path).unwrap();
     let batch = |part: &[Rec]| {
@@ -277,6 +282,7 @@ fn write_parquet(path: &Path, recs: &[Rec], codec: parquet::basic::Compression) 
     w.close().unwrap();
 }
 
+#[cfg(feature = "parquet")]
 fn read_parquet_ids(path: &Path) -> Vec<String> {
     let file = fs::File::open(path).unwrap();
     let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
@@ -522,13 +528,16 @@ fn every_format_and_compression_gives_the_brute_force_result() {
         fs::write(&p, bytes).unwrap();
         inputs.push((p, name));
     }
-    use parquet::basic::{Compression, GzipLevel, ZstdLevel};
-    for (name, codec) in [
-        ("plain.parquet", Compression::UNCOMPRESSED),
-        ("snappy.parquet", Compression::SNAPPY),
-        ("zstd.parquet", Compression::ZSTD(ZstdLevel::default())),
-        ("gzip.parquet", Compression::GZIP(GzipLevel::default())),
-    ] {
+    #[cfg(feature = "parquet")]
+    for (name, codec) in {
+        use parquet::basic::{Compression, GzipLevel, ZstdLevel};
+        [
+            ("plain.parquet", Compression::UNCOMPRESSED),
+            ("snappy.parquet", Compression::SNAPPY),
+            ("zstd.parquet", Compression::ZSTD(ZstdLevel::default())),
+            ("gzip.parquet", Compression::GZIP(GzipLevel::default())),
+        ]
+    } {
         let p = dir.path().join(name);
         write_parquet(&p, &recs, codec);
         inputs.push((p, name));
@@ -539,9 +548,12 @@ fn every_format_and_compression_gives_the_brute_force_result() {
         // keep, in the input's format and compression.
         let out = dir.path().join(format!("out-{name}"));
         dedup(&[path_str(input), "-o", path_str(&out)]);
-        let ids = if name.ends_with(".parquet") {
-            read_parquet_ids(&out)
-        } else if name.contains(".jsonl") {
+        #[cfg(feature = "parquet")]
+        if name.ends_with(".parquet") {
+            assert_eq!(read_parquet_ids(&out), want.kept, "{name}");
+            continue;
+        }
+        let ids = if name.contains(".jsonl") {
             String::from_utf8(decompress(&out))
                 .unwrap()
                 .lines()
@@ -584,8 +596,14 @@ fn keep_longest_and_newest_keep_the_stated_record() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("data.jsonl");
     fs::write(&input, jsonl_bytes(&recs)).unwrap();
-    let parquet_input = dir.path().join("data.parquet");
-    write_parquet(&parquet_input, &recs, parquet::basic::Compression::SNAPPY);
+    #[cfg_attr(not(feature = "parquet"), allow(unused_mut))]
+    let mut inputs = vec![input];
+    #[cfg(feature = "parquet")]
+    {
+        let parquet_input = dir.path().join("data.parquet");
+        write_parquet(&parquet_input, &recs, parquet::basic::Compression::SNAPPY);
+        inputs.push(parquet_input);
+    }
     for (keep, rule) in [(Keep::Longest, "longest"), (Keep::Newest, "newest:ts")] {
         let want = expected(&recs, true, None, keep);
         assert!(
@@ -595,7 +613,7 @@ fn keep_longest_and_newest_keep_the_stated_record() {
             }),
             "{rule}: some group keeps a later record"
         );
-        for input in [&input, &parquet_input] {
+        for input in &inputs {
             let (stdout, _) = dedup(&[
                 path_str(input),
                 "--emit",
@@ -767,42 +785,45 @@ fn bad_records_are_refused_naming_file_and_record_and_nothing_is_written() {
         refused(&sub, &[path_str(&p)], &[name, "cut off", "line "]);
     }
 
-    // A Parquet file whose text column is not a string, and one without it.
-    let sub = d.join("parquet");
-    fs::create_dir(&sub).unwrap();
-    let p = sub.join("numbers.parquet");
+    // A Parquet file whose text column is not a string, one without it, and
+    // one that is not a Parquet file at all.
+    #[cfg(feature = "parquet")]
     {
-        let text: ArrayRef = Arc::new(Int64Array::from_iter_values(0..10));
-        let batch = RecordBatch::try_from_iter([("text", text)]).unwrap();
-        let mut w = parquet::arrow::ArrowWriter::try_new(
-            fs::File::create(&p).unwrap(),
-            batch.schema(),
-            None,
-        )
-        .unwrap();
-        w.write(&batch).unwrap();
-        w.close().unwrap();
+        let sub = d.join("parquet");
+        fs::create_dir(&sub).unwrap();
+        let p = sub.join("numbers.parquet");
+        {
+            let text: ArrayRef = Arc::new(Int64Array::from_iter_values(0..10));
+            let batch = RecordBatch::try_from_iter([("text", text)]).unwrap();
+            let mut w = parquet::arrow::ArrowWriter::try_new(
+                fs::File::create(&p).unwrap(),
+                batch.schema(),
+                None,
+            )
+            .unwrap();
+            w.write(&batch).unwrap();
+            w.close().unwrap();
+        }
+        refused(
+            &sub,
+            &[path_str(&p)],
+            &["numbers.parquet", "record 1", "`text`", "Int64"],
+        );
+        let sub = d.join("parquet2");
+        fs::create_dir(&sub).unwrap();
+        let p = sub.join("other.parquet");
+        write_parquet(&p, &recs, parquet::basic::Compression::SNAPPY);
+        refused(
+            &sub,
+            &[path_str(&p), "--text-field", "body"],
+            &["other.parquet", "`body`"],
+        );
+        let sub = d.join("parquet3");
+        fs::create_dir(&sub).unwrap();
+        let p = sub.join("fake.parquet");
+        fs::write(&p, b"not parquet").unwrap();
+        refused(&sub, &[path_str(&p)], &["fake.parquet"]);
     }
-    refused(
-        &sub,
-        &[path_str(&p)],
-        &["numbers.parquet", "record 1", "`text`", "Int64"],
-    );
-    let sub = d.join("parquet2");
-    fs::create_dir(&sub).unwrap();
-    let p = sub.join("other.parquet");
-    write_parquet(&p, &recs, parquet::basic::Compression::SNAPPY);
-    refused(
-        &sub,
-        &[path_str(&p), "--text-field", "body"],
-        &["other.parquet", "`body`"],
-    );
-    // Not a Parquet file at all.
-    let sub = d.join("parquet3");
-    fs::create_dir(&sub).unwrap();
-    let p = sub.join("fake.parquet");
-    fs::write(&p, b"not parquet").unwrap();
-    refused(&sub, &[path_str(&p)], &["fake.parquet"]);
 
     // A CSV without the text column, and one with a ragged record.
     let sub = d.join("csv");
@@ -824,6 +845,85 @@ fn bad_records_are_refused_naming_file_and_record_and_nothing_is_written() {
     fs::write(&a, jsonl_bytes(&recs)).unwrap();
     fs::write(&b, with_line(3, "{\"text\": null}")).unwrap();
     refused(&sub, &[path_str(&a), path_str(&b)], &["b.jsonl", "line 3"]);
+}
+
+/// A build without the `parquet` feature (the default build) refuses a
+/// Parquet input, named by its extension or by `--format parquet`, and a
+/// Parquet output, with exit code 2 and a message naming the file and how
+/// to get a build with Parquet, before anything is written: no output, no
+/// `--add-to` index. (The decision is `check_supported` in
+/// src/bin/simhashdb/dataset/read.rs, unit-tested in both builds; CI builds
+/// with the feature, where the Parquet cases above run instead.)
+#[cfg(not(feature = "parquet"))]
+#[test]
+fn a_build_without_parquet_refuses_parquet_files_naming_them_before_writing_anything() {
+    let recs = dataset(31, 30);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let how = [
+        "--features parquet",
+        "python/build-wheel.sh",
+        "nothing was written",
+    ];
+    // A Parquet file (its magic bytes; this build cannot write a real one,
+    // and the refusal comes before the file is opened).
+    let sub = d.join("by_name");
+    fs::create_dir(&sub).unwrap();
+    let p = sub.join("data.parquet");
+    fs::write(&p, b"PAR1\0\0\0\0PAR1").unwrap();
+    let names = [&["data.parquet"][..], &how].concat();
+    refused(&sub, &[path_str(&p)], &names);
+    let db = sub.join("db");
+    refused(
+        &sub,
+        &[
+            path_str(&p),
+            "--emit",
+            "drop",
+            "--id-field",
+            "id",
+            "--add-to",
+            path_str(&db),
+        ],
+        &names,
+    );
+    assert!(!db.exists());
+    // A JSONL file read as Parquet.
+    let sub = d.join("by_format");
+    fs::create_dir(&sub).unwrap();
+    let p = sub.join("data.jsonl");
+    fs::write(&p, jsonl_bytes(&recs)).unwrap();
+    let names = [&["data.jsonl"][..], &how].concat();
+    refused(
+        &sub,
+        &[path_str(&p), "--format", "parquet", "--emit", "groups"],
+        &names,
+    );
+    // A Parquet shard among JSONL shards: the JSONL ones are not read.
+    let sub = d.join("shards");
+    fs::create_dir(&sub).unwrap();
+    fs::write(sub.join("part-0.jsonl"), jsonl_bytes(&recs)).unwrap();
+    fs::write(sub.join("part-1.parquet"), b"PAR1\0\0\0\0PAR1").unwrap();
+    let names = [&["part-1.parquet"][..], &how].concat();
+    refused(&sub, &[path_str(&sub), "--emit", "drop"], &names);
+    // A Parquet output (`--emit keep` writes the input's format).
+    let sub = d.join("output");
+    fs::create_dir(&sub).unwrap();
+    let p = sub.join("data.jsonl");
+    fs::write(&p, jsonl_bytes(&recs)).unwrap();
+    let out = sub.join("kept.parquet");
+    let result = simhashdb()
+        .args(["dedup", path_str(&p), "-o", path_str(&out)])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert_eq!(result.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("kept.parquet"), "{stderr}");
+    assert!(!out.exists());
+    // The help says what this build reads.
+    let help = simhashdb().args(["dedup", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("the `parquet` feature"), "{help}");
 }
 
 #[test]

@@ -14,10 +14,14 @@ use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+#[cfg(feature = "parquet")]
 use std::sync::Arc;
 
+#[cfg(feature = "parquet")]
 use arrow_array::types::Int32Type;
+#[cfg(feature = "parquet")]
 use arrow_array::{ArrayRef, DictionaryArray, Float64Array, Int64Array, RecordBatch, StringArray};
+#[cfg(feature = "parquet")]
 use arrow_schema::Schema;
 use serde_json::{Value, json};
 use simhashdb::{Index, Options};
@@ -281,18 +285,22 @@ fn a_record_over_the_limit_is_refused_naming_it_in_bounded_memory() {
     assert_eq!(listing(d), before);
 
     // A Parquet row whose text is over the limit.
-    let parquet = d.join("bomb.parquet");
-    let texts = vec!["ordinary".to_string(), "c ".repeat(33 << 20)];
-    write_parquet(&parquet, &["a", "b"], &texts, None);
-    let out = d.join("out.parquet");
-    let before = listing(d);
-    let result = dedup(&[path_str(&parquet), "-o", path_str(&out)]);
-    assert_refused(&result, &["bomb.parquet, record 2", "64 MiB"]);
-    assert_eq!(listing(d), before);
+    #[cfg(feature = "parquet")]
+    {
+        let parquet = d.join("bomb.parquet");
+        let texts = vec!["ordinary".to_string(), "c ".repeat(33 << 20)];
+        write_parquet(&parquet, &["a", "b"], &texts, None);
+        let out = d.join("out.parquet");
+        let before = listing(d);
+        let result = dedup(&[path_str(&parquet), "-o", path_str(&out)]);
+        assert_refused(&result, &["bomb.parquet, record 2", "64 MiB"]);
+        assert_eq!(listing(d), before);
+    }
 }
 
 /// Writes a Parquet file of `ids` and `texts` (plain string columns), with
 /// `metadata` as the schema's key-value metadata.
+#[cfg(feature = "parquet")]
 fn write_parquet(
     path: &Path,
     ids: &[&str],
@@ -421,6 +429,7 @@ fn jsonl_with_a_byte_order_mark_gives_the_same_answer() {
     assert_eq!(kept_ids(&bom, &recs, &[]), want);
 }
 
+#[cfg(feature = "parquet")]
 #[test]
 fn dictionary_string_columns_give_the_same_answer() {
     let dir = tempfile::tempdir().unwrap();
@@ -540,23 +549,26 @@ fn ids_follow_one_rule_in_every_format() {
     assert_eq!(drop["id"], json!("x"));
     assert_eq!(drop["duplicate_of"], json!(18446744073709551615u64));
     // Parquet: a negative integer and a float column are refused.
-    let p = d.join("negative.parquet");
-    let ints: ArrayRef = Arc::new(Int64Array::from(vec![1, -1]));
-    let floats: ArrayRef = Arc::new(Float64Array::from(vec![1.0, 2.5]));
-    let text: ArrayRef = Arc::new(StringArray::from(vec!["a b c", "d e f"]));
-    for (p, id) in [(p, ints), (d.join("float.parquet"), floats)] {
-        let batch = RecordBatch::try_from_iter([("id", id), ("text", text.clone())]).unwrap();
-        let mut w = parquet::arrow::ArrowWriter::try_new(
-            fs::File::create(&p).unwrap(),
-            batch.schema(),
-            None,
-        )
-        .unwrap();
-        w.write(&batch).unwrap();
-        w.close().unwrap();
-        let result = dedup(&[path_str(&p), "--id-field", "id", "--emit", "drop"]);
-        let name = p.file_name().unwrap().to_str().unwrap();
-        assert_refused(&result, &[name, "id"]);
+    #[cfg(feature = "parquet")]
+    {
+        let p = d.join("negative.parquet");
+        let ints: ArrayRef = Arc::new(Int64Array::from(vec![1, -1]));
+        let floats: ArrayRef = Arc::new(Float64Array::from(vec![1.0, 2.5]));
+        let text: ArrayRef = Arc::new(StringArray::from(vec!["a b c", "d e f"]));
+        for (p, id) in [(p, ints), (d.join("float.parquet"), floats)] {
+            let batch = RecordBatch::try_from_iter([("id", id), ("text", text.clone())]).unwrap();
+            let mut w = parquet::arrow::ArrowWriter::try_new(
+                fs::File::create(&p).unwrap(),
+                batch.schema(),
+                None,
+            )
+            .unwrap();
+            w.write(&batch).unwrap();
+            w.close().unwrap();
+            let result = dedup(&[path_str(&p), "--id-field", "id", "--emit", "drop"]);
+            let name = p.file_name().unwrap().to_str().unwrap();
+            assert_refused(&result, &[name, "id"]);
+        }
     }
     // The rule is stated in the help.
     let help = simhashdb().args(["dedup", "--help"]).output().unwrap();
@@ -564,6 +576,7 @@ fn ids_follow_one_rule_in_every_format() {
     assert!(help.contains("2^64"), "{help}");
 }
 
+#[cfg(feature = "parquet")]
 #[test]
 fn parquet_with_pandas_metadata_is_deduplicated_with_emit_keep() {
     let dir = tempfile::tempdir().unwrap();

@@ -72,7 +72,14 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Print the groups of near-duplicate documents among files, directories
-    /// or lines; or deduplicate a dataset (JSONL, CSV/TSV, Parquet).
+    #[cfg_attr(
+        feature = "parquet",
+        doc = " or lines; or deduplicate a dataset (JSONL, CSV/TSV, Parquet)."
+    )]
+    #[cfg_attr(
+        not(feature = "parquet"),
+        doc = " or lines; or deduplicate a dataset (JSONL, CSV/TSV; Parquet with the `parquet` feature)."
+    )]
     ///
     /// Files and lines: each group lists its members with their distance to
     /// its first member (in input order); largest groups first. A summary
@@ -102,6 +109,17 @@ enum Command {
     /// read more than once, so each must be a regular file (not `-`, a pipe
     /// or a FIFO) that does not change while the command runs. Summary on standard error; --stats-json
     /// writes it as JSON.
+    #[cfg_attr(
+        feature = "parquet",
+        doc = " Parquet is read and written by a build with the `parquet` feature, as this one."
+    )]
+    #[cfg_attr(
+        not(feature = "parquet"),
+        doc = " This build has no Parquet (the `parquet` feature): a Parquet input, or output, is \
+               refused (exit code 2) before anything is written; `cargo install simhashdb \
+               --features parquet`, or the `simhashdb` command of the Python wheel, reads and \
+               writes Parquet."
+    )]
     #[command(after_help = EXIT_CODES)]
     Dedup(dedup_cmd::Args),
     /// Create an index with chosen settings (`add` creates one with the defaults).

@@ -1,5 +1,7 @@
 //! `dedup` on datasets: JSON Lines, CSV/TSV and Parquet files in, the
 //! deduplicated dataset (or the removed records, or the groups) out.
+//! Parquet (`parquet.rs`) is compiled with the `parquet` feature only; a
+//! build without it refuses Parquet files (`read::check_supported`).
 //!
 //! The engine is the library's (`simhashdb::dedup`, docs/ARCHITECTURE.md,
 //! "Deduplicating a dataset"); this module reads and writes the files:
@@ -14,6 +16,8 @@
 //! 5. write the output (a temporary file renamed at the end) and append the
 //!    survivors to `--add-to`.
 
+#[cfg(feature = "parquet")]
+mod parquet;
 mod read;
 mod write;
 
@@ -94,12 +98,24 @@ fn parse_format(s: &str) -> Result<Format, String> {
 
 /// The options of `dedup` for datasets.
 #[derive(clap::Args, Debug, Clone)]
-#[command(next_help_heading = "Datasets (JSONL, CSV/TSV, Parquet; .gz/.zst)")]
+#[cfg_attr(
+    feature = "parquet",
+    command(next_help_heading = "Datasets (JSONL, CSV/TSV, Parquet; .gz/.zst)")
+)]
+#[cfg_attr(
+    not(feature = "parquet"),
+    command(next_help_heading = "Datasets (JSONL, CSV/TSV; .gz/.zst; no Parquet in this build)")
+)]
 pub struct DatasetArgs {
     /// Read the inputs as this dataset format (jsonl, csv, tsv, parquet)
     /// whatever their names; by default a file is a dataset when its name
     /// ends in .jsonl, .ndjson, .csv, .tsv or .parquet (JSONL/CSV/TSV may add
     /// .gz or .zst), and dataset mode is on when every input file is one.
+    #[cfg_attr(
+        not(feature = "parquet"),
+        doc = " Parquet needs a build with the `parquet` feature: this one refuses \
+               Parquet files, naming them, before anything is written."
+    )]
     #[arg(long, value_parser = parse_format, value_name = "FORMAT")]
     pub format: Option<Format>,
     /// The field (JSON key, CSV column, Parquet column) holding the text.
@@ -449,6 +465,10 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
                 )));
             }
         };
+        // A build without the `parquet` feature refuses Parquet inputs here,
+        // before anything is read or written (and so a Parquet output, which
+        // `--emit keep` writes for Parquet inputs only).
+        read::check_supported(format, &f.name, read::PARQUET)?;
         let compression = read::compression_of(&f.path);
         if format == Format::Parquet && compression != read::Compression::None {
             return Err(CliError::Input(format!(
@@ -802,6 +822,7 @@ pub fn run(common: Common<'_>, args: &DatasetArgs) -> Result<(), CliError> {
     // ---- output
     match (args.emit, output) {
         (Emit::Keep, output) => write_kept(&inputs, output, &fate)?,
+        #[cfg(feature = "parquet")]
         (_, Output::Parquet(..)) => unreachable!("Parquet is written for --emit keep only"),
         (Emit::Drop, Output::Bytes(mut out)) => {
             for (i, f) in fate.iter().enumerate() {
@@ -990,7 +1011,8 @@ fn keep_order(n: usize, keep: &KeepRule, lens: &[u32], keys: &[Value]) -> Vec<u3
 /// standard output), or a Parquet file with its schema.
 enum Output {
     Bytes(write::ByteOut),
-    Parquet(Box<write::ParquetOut>, arrow_schema::SchemaRef),
+    #[cfg(feature = "parquet")]
+    Parquet(Box<parquet::ParquetOut>, arrow_schema::SchemaRef),
 }
 
 impl Output {
@@ -1019,10 +1041,11 @@ impl Output {
                 }
                 Ok(Output::Bytes(write::ByteOut::open(args.output.as_deref())?))
             }
+            #[cfg(feature = "parquet")]
             Format::Parquet => {
-                let schema = read::parquet_schema(first)?;
+                let schema = parquet::schema(first)?;
                 for src in &sources[1..] {
-                    if read::parquet_schema(src)?.fields() != schema.fields() {
+                    if parquet::schema(src)?.fields() != schema.fields() {
                         return Err(CliError::Input(format!(
                             "{}: its columns differ from those of {}; --emit keep writes one \
                              Parquet file",
@@ -1034,9 +1057,12 @@ impl Output {
                     .output
                     .as_deref()
                     .expect("checked: Parquet keep output has a path");
-                let out = write::ParquetOut::open(path, schema.clone())?;
+                let out = parquet::ParquetOut::open(path, schema.clone())?;
                 Ok(Output::Parquet(Box::new(out), schema))
             }
+            // Refused with the inputs (`read::check_supported`).
+            #[cfg(not(feature = "parquet"))]
+            Format::Parquet => Err(read::unsupported(&first.name)),
         }
     }
 }
@@ -1046,10 +1072,11 @@ fn write_kept(inputs: &Inputs, output: Output, fate: &[Fate]) -> Result<(), CliE
     let format = inputs.sources[0].format;
     let keep = |g: u64| fate[g as usize] == Fate::Kept;
     match (format, output) {
+        #[cfg(feature = "parquet")]
         (_, Output::Parquet(mut out, schema)) => {
             for (s, src) in inputs.sources.iter().enumerate() {
                 let start = inputs.starts[s];
-                read::for_each_batch(src, None, &inputs.counter, &mut |batch, first| {
+                parquet::for_each_batch(src, None, &inputs.counter, &mut |batch, first| {
                     if batch.schema().fields() != schema.fields() {
                         return Err(CliError::Input(format!(
                             "{}: its columns differ from those of {}; --emit keep writes one \
@@ -1138,6 +1165,8 @@ fn write_kept(inputs: &Inputs, output: Output, fate: &[Fate]) -> Result<(), CliE
             }
             out.finish()
         }
+        // Parquet is written through `Output::Parquet`; a build without
+        // the `parquet` feature refuses Parquet inputs before this.
         (Format::Parquet, Output::Bytes(_)) => {
             unreachable!("Parquet is written through Output::Parquet")
         }

@@ -5,11 +5,6 @@
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-
-use arrow_array::RecordBatch;
-use arrow_schema::Schema;
-use parquet::arrow::ArrowWriter;
 
 use super::read::{Compression, compression_of};
 use crate::error::CliError;
@@ -278,44 +273,5 @@ impl ByteOut {
                 pending.commit(file)
             }
         }
-    }
-}
-
-/// A Parquet output with the schema of the input, written through a
-/// [`Pending`] temporary (zstd-compressed columns).
-pub struct ParquetOut {
-    name: String,
-    pending: Pending,
-    writer: ArrowWriter<File>,
-}
-
-impl ParquetOut {
-    pub fn open(path: &Path, schema: Arc<Schema>) -> Result<ParquetOut, CliError> {
-        let name = path.display().to_string();
-        let (pending, file) = Pending::new(path)?;
-        let props = parquet::file::properties::WriterProperties::builder()
-            .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
-            .build();
-        let writer = ArrowWriter::try_new(file, schema, Some(props))
-            .map_err(|e| CliError::Failure(format!("cannot write {name}: {e}")))?;
-        Ok(ParquetOut {
-            name,
-            pending,
-            writer,
-        })
-    }
-
-    pub fn write(&mut self, batch: &RecordBatch) -> Result<(), CliError> {
-        self.writer
-            .write(batch)
-            .map_err(|e| CliError::Failure(format!("cannot write {}: {e}", self.name)))
-    }
-
-    pub fn finish(self) -> Result<(), CliError> {
-        let file = self
-            .writer
-            .into_inner()
-            .map_err(|e| CliError::Failure(format!("cannot write {}: {e}", self.name)))?;
-        self.pending.commit(file)
     }
 }
