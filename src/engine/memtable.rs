@@ -20,6 +20,7 @@ use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
 use super::keys::{U64Map, sort_keys};
+use crate::format::prefetch_line;
 use crate::plan::Plan;
 
 /// The latest version of one id in the memtable.
@@ -268,29 +269,43 @@ impl Memtable {
                 folded[j] = fold(fp);
             }
             let cursor = &mut cursor[..run.len() * per_query];
+            // A link's successor is asked for as soon as the link is read
+            // (a prefetch holds nothing up while it is in flight), so that
+            // the next round of the walks finds it in the caches: without
+            // it, the processor's window kept only a few of a round's
+            // misses in flight (docs/BENCHMARKS.md, "Prefetched chain links
+            // and one client thread").
+            for (c, &pos) in cursor.iter().enumerate() {
+                if pos != NONE {
+                    prefetch_line(&self.chains[c % per_query].next, pos as usize);
+                }
+            }
             let mut walking = true;
             while walking {
                 walking = false;
-                for (c, pos) in cursor.iter_mut().enumerate() {
-                    if *pos == NONE {
-                        continue;
-                    }
-                    walking = true;
-                    let (j, t) = (c / per_query, c % per_query);
-                    let chains = &self.chains[t];
-                    let link = chains.next[*pos as usize];
-                    if (link.folded ^ folded[j]).count_ones() <= k
-                        && let Some((id, Version::Live(doc))) = &self.slots[*pos as usize]
-                    {
-                        let fp = run[j];
-                        // A bucket holds other blocks too: the search rule
-                        // checks the whole block, and reports a match in one
-                        // table only.
-                        if self.blocks.reports(t, doc.fingerprint ^ fp, k) {
-                            found(g * group + j, *id, doc);
+                for (j, walks) in cursor.chunks_exact_mut(per_query).enumerate() {
+                    for ((t, pos), chains) in walks.iter_mut().enumerate().zip(&self.chains) {
+                        if *pos == NONE {
+                            continue;
                         }
+                        walking = true;
+                        let link = chains.next[*pos as usize];
+                        if link.next != NONE {
+                            prefetch_line(&chains.next, link.next as usize);
+                        }
+                        if (link.folded ^ folded[j]).count_ones() <= k
+                            && let Some((id, Version::Live(doc))) = &self.slots[*pos as usize]
+                        {
+                            let fp = run[j];
+                            // A bucket holds other blocks too: the search
+                            // rule checks the whole block, and reports a
+                            // match in one table only.
+                            if self.blocks.reports(t, doc.fingerprint ^ fp, k) {
+                                found(g * group + j, *id, doc);
+                            }
+                        }
+                        *pos = link.next;
                     }
-                    *pos = link.next;
                 }
             }
         }
