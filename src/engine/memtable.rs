@@ -8,7 +8,12 @@
 //! walks one bucket chain per block and skips emptied slots. Each link
 //! carries its slot's fingerprint folded to 32 bits, which rules out most of
 //! a bucket without reading the slots (a cache miss each: they are seven
-//! times larger than the links). An insert costs
+//! times larger than the links). Once a query has searched the memtable,
+//! its slots are laid out by bucket as it grows (each time the chained
+//! slots reach a quarter of the laid-out ones, and at least 2^14): per
+//! block a directory of offsets and each bucket's links contiguous, read
+//! as a segment's decoded copies are, so a bucket costs a miss or two
+//! however long it is; only the slots written since are chained. An insert costs
 //! one hash-map update, a push and `k + 1` chain links; the segment's
 //! permuted tables are sorted only once, at flush, by [`sort_keys`], which
 //! also drops duplicate fingerprints. (Earlier designs kept one hash map per
@@ -393,8 +398,8 @@ impl Memtable {
             // (a prefetch holds nothing up while it is in flight), so that
             // the next round of the walks finds it in the caches: without
             // it, the processor's window kept only a few of a round's
-            // misses in flight (docs/BENCHMARKS.md, "Prefetched chain links
-            // and one client thread").
+            // misses in flight (docs/BENCHMARKS.md, "The memtable laid out
+            // by bucket, and a client on one thread").
             for (c, &pos) in cursor.iter().enumerate() {
                 if pos != NONE {
                     prefetch_line(&self.chains[c % per_query].next, (pos - indexed) as usize);
