@@ -87,13 +87,16 @@ struct Figures {
 }
 
 impl Figures {
-    fn print(&self, label: &str, cpu: Option<f64>) {
+    /// `cpu`: the server's and the client's (this process's) CPU seconds
+    /// over the phase.
+    fn print(&self, label: &str, cpu: Option<(f64, f64)>) {
         let mut lat = self.latencies_ns.clone();
         lat.sort_unstable();
-        let cpu = cpu.map_or(String::new(), |c| {
+        let cpu = cpu.map_or(String::new(), |(server, client)| {
             format!(
-                "  server CPU {:.2} µs/doc",
-                c * 1e6 / self.docs.max(1) as f64
+                "  server CPU {:.2} µs/doc  client CPU {:.2} µs/request",
+                server * 1e6 / self.docs.max(1) as f64,
+                client * 1e6 / self.requests.max(1) as f64
             )
         });
         println!(
@@ -476,18 +479,30 @@ fn main() {
         (7, 1, 1000),
         (8, 4, 1000),
     ] {
-        let cpu0 = common::cpu_seconds_of(&pid.to_string());
+        let (cpu0, client0) = (
+            common::cpu_seconds_of(&pid.to_string()),
+            common::cpu_seconds(),
+        );
         let figures = over_http(server.addr, phase, conns, batch, seconds);
-        let cpu = common::cpu_seconds_of(&pid.to_string()) - cpu0;
+        let cpu = (
+            common::cpu_seconds_of(&pid.to_string()) - cpu0,
+            common::cpu_seconds() - client0,
+        );
         let label = format!("HTTP, {conns} connection(s), {batch} doc(s) per request");
         figures.print(&label, Some(cpu));
         rows.push((label, figures));
     }
     println!("-- over HTTP, one client thread's event loop (each request one write)");
     for (phase, conns) in [(10, 16), (11, 64)] {
-        let cpu0 = common::cpu_seconds_of(&pid.to_string());
+        let (cpu0, client0) = (
+            common::cpu_seconds_of(&pid.to_string()),
+            common::cpu_seconds(),
+        );
         let figures = over_http_event_loop(server.addr, phase, conns, 1, seconds);
-        let cpu = common::cpu_seconds_of(&pid.to_string()) - cpu0;
+        let cpu = (
+            common::cpu_seconds_of(&pid.to_string()) - cpu0,
+            common::cpu_seconds() - client0,
+        );
         figures.print(
             &format!("HTTP, {conns} connections, 1 thread, 1 doc per request"),
             Some(cpu),
