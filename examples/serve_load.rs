@@ -16,6 +16,15 @@
 //! machine they take CPU from it: the figures are a lower bound of what the
 //! server does with clients elsewhere. The server's CPU time per document is
 //! printed too.
+//!
+//! Two clients: one blocking thread per connection (`tests/common/http.rs`,
+//! which writes a request's head and body in two writes), and one thread
+//! serving all its connections from an event loop, as load generators such
+//! as `wrk` do (tokio's single-threaded runtime; each request one write of
+//! head and body, `Content-Length`, keep-alive, one document, its response
+//! read whole and its status checked before the next request on that
+//! connection). The second takes less of the two cores: a response wakes
+//! one client thread, not one per connection.
 
 mod common;
 #[path = "../tests/common/http.rs"]
@@ -78,13 +87,16 @@ struct Figures {
 }
 
 impl Figures {
-    fn print(&self, label: &str, cpu: Option<f64>) {
+    /// `cpu`: the server's and the client's (this process's) CPU seconds
+    /// over the phase.
+    fn print(&self, label: &str, cpu: Option<(f64, f64)>) {
         let mut lat = self.latencies_ns.clone();
         lat.sort_unstable();
-        let cpu = cpu.map_or(String::new(), |c| {
+        let cpu = cpu.map_or(String::new(), |(server, client)| {
             format!(
-                "  server CPU {:.2} µs/doc",
-                c * 1e6 / self.docs.max(1) as f64
+                "  server CPU {:.2} µs/doc  client CPU {:.2} µs/request",
+                server * 1e6 / self.docs.max(1) as f64,
+                client * 1e6 / self.requests.max(1) as f64
             )
         });
         println!(
@@ -224,6 +236,150 @@ fn over_http(addr: SocketAddr, phase: u64, threads: u64, batch: u64, seconds: f6
     })
 }
 
+/// `over_http`'s requests, each connection a task of one client thread's
+/// event loop (tokio's single-threaded runtime). Every request is one
+/// `POST /v1/check` of `batch` documents, head and body in one write, and
+/// its response is read whole (`Content-Length`) and its status checked
+/// before the connection's next request.
+fn over_http_event_loop(
+    addr: SocketAddr,
+    phase: u64,
+    connections: u64,
+    batch: u64,
+    seconds: f64,
+) -> Figures {
+    run_phase(1, seconds, |_, stop| {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            let tasks: Vec<_> = (0..connections)
+                .map(|t| connection_loop(addr, phase, t, batch, stop))
+                .collect();
+            let mut totals = (0, 0, Vec::new(), 0);
+            for (docs, requests, lat, errors) in join_all(tasks).await {
+                totals.0 += docs;
+                totals.1 += requests;
+                totals.2.extend(lat);
+                totals.3 += errors;
+            }
+            totals
+        })
+    })
+}
+
+/// Awaits every future of `futures` on the current task, polling each when
+/// woken (the harness has no futures crate).
+async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut futures: Vec<_> = futures.into_iter().map(Box::pin).collect();
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if output.is_none() {
+                match future.as_mut().poll(cx) {
+                    std::task::Poll::Ready(o) => *output = Some(o),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    outputs.into_iter().map(|o| o.expect("ready")).collect()
+}
+
+/// One keep-alive connection's requests until `stop`: (documents checked,
+/// requests, latencies, errors).
+async fn connection_loop(
+    addr: SocketAddr,
+    phase: u64,
+    worker: u64,
+    batch: u64,
+    stop: &AtomicBool,
+) -> (u64, u64, Vec<u32>, u64) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    stream.set_nodelay(true).expect("nodelay");
+    let (mut lat, mut i, mut requests, mut errors) = (Vec::new(), 0, 0, 0);
+    let mut body = Vec::new();
+    let mut request = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    while !stop.load(Ordering::Relaxed) {
+        body.clear();
+        body.extend_from_slice(b"{\"documents\":[");
+        for j in 0..batch {
+            let (id, fp) = doc(phase, worker, i + j);
+            if j > 0 {
+                body.push(b',');
+            }
+            body.extend_from_slice(format!("{{\"id\":{id},\"fingerprint\":{fp}}}").as_bytes());
+        }
+        body.extend_from_slice(b"]}");
+        request.clear();
+        request.extend_from_slice(
+            format!(
+                "POST /v1/check HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+                 Content-Length: {}\r\n\r\n",
+                body.len()
+            )
+            .as_bytes(),
+        );
+        request.extend_from_slice(&body);
+        let start = Instant::now();
+        stream.write_all(&request).await.expect("write");
+        // The response: its head, then `Content-Length` bytes of body.
+        let mut filled = 0;
+        let (status, end) = loop {
+            let n = stream.read(&mut buf[filled..]).await.expect("read");
+            assert!(n > 0, "the server closed the connection");
+            filled += n;
+            if let Some(head) = buf[..filled].windows(4).position(|w| w == b"\r\n\r\n") {
+                let head_text = std::str::from_utf8(&buf[..head]).expect("head");
+                let status: u16 = head_text
+                    .split(' ')
+                    .nth(1)
+                    .and_then(|s| s.parse().ok())
+                    .expect("status");
+                let length: usize = head_text
+                    .lines()
+                    .find_map(|l| {
+                        let (name, value) = l.split_once(':')?;
+                        name.eq_ignore_ascii_case("content-length")
+                            .then(|| value.trim().parse().ok())?
+                    })
+                    .expect("content-length");
+                break (status, head + 4 + length);
+            }
+            if filled == buf.len() {
+                buf.resize(buf.len() * 2, 0);
+            }
+        };
+        if buf.len() < end {
+            buf.resize(end, 0);
+        }
+        while filled < end {
+            let n = stream.read(&mut buf[filled..end]).await.expect("read");
+            assert!(n > 0, "the server closed the connection");
+            filled += n;
+        }
+        assert_eq!(filled, end, "bytes past the response");
+        lat.push(start.elapsed().as_nanos().min(u32::MAX as u128) as u32);
+        if status == 200 {
+            i += batch;
+        } else {
+            errors += 1;
+        }
+        requests += 1;
+    }
+    (i, requests, lat, errors)
+}
+
 struct ServerProcess {
     child: Child,
     addr: SocketAddr,
@@ -323,12 +479,34 @@ fn main() {
         (7, 1, 1000),
         (8, 4, 1000),
     ] {
-        let cpu0 = common::cpu_seconds_of(&pid.to_string());
+        let (cpu0, client0) = (
+            common::cpu_seconds_of(&pid.to_string()),
+            common::cpu_seconds(),
+        );
         let figures = over_http(server.addr, phase, conns, batch, seconds);
-        let cpu = common::cpu_seconds_of(&pid.to_string()) - cpu0;
+        let cpu = (
+            common::cpu_seconds_of(&pid.to_string()) - cpu0,
+            common::cpu_seconds() - client0,
+        );
         let label = format!("HTTP, {conns} connection(s), {batch} doc(s) per request");
         figures.print(&label, Some(cpu));
         rows.push((label, figures));
+    }
+    println!("-- over HTTP, one client thread's event loop (each request one write)");
+    for (phase, conns) in [(10, 16), (11, 64)] {
+        let (cpu0, client0) = (
+            common::cpu_seconds_of(&pid.to_string()),
+            common::cpu_seconds(),
+        );
+        let figures = over_http_event_loop(server.addr, phase, conns, 1, seconds);
+        let cpu = (
+            common::cpu_seconds_of(&pid.to_string()) - cpu0,
+            common::cpu_seconds() - client0,
+        );
+        figures.print(
+            &format!("HTTP, {conns} connections, 1 thread, 1 doc per request"),
+            Some(cpu),
+        );
     }
     stop_server(server);
     let rate = |f: &Figures| f.docs as f64 / f.seconds;

@@ -21,7 +21,7 @@
 //!
 //! File layouts: docs/FORMAT.md.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -36,6 +36,7 @@ use super::compaction::Merger;
 use super::core::{Activity, Core, lock, now_ms, read_lock};
 use super::files::io_error;
 use super::flush::Flusher;
+use super::keys::U64Map;
 use super::lock::DirLock;
 use super::options::{Durability, Options};
 use super::pending::Pending;
@@ -422,9 +423,11 @@ impl Index {
         let mut answers = Vec::with_capacity(docs.len());
         // The batch's inserted documents, by id: position in `docs` of the
         // latest one (it replaces any version in the index or the batch).
-        let mut inserted: HashMap<u64, usize> = HashMap::new();
+        // (The memtable's id map hashes ids alike.)
+        let mut inserted: U64Map<usize> =
+            U64Map::with_capacity_and_hasher(docs.len(), Default::default());
         // And by fingerprint, each version (a replaced one is skipped).
-        let mut pending = Pending::new(k);
+        let mut pending = Pending::new(k, docs.len());
         for (i, mut matches) in in_index.into_iter().enumerate() {
             let (id, fingerprint) = (docs[i].0, docs[i].1);
             let cut = matches.len() >= limit;
@@ -457,7 +460,10 @@ impl Index {
             }
             if matches.is_empty() {
                 inserted.insert(id, i);
-                pending.insert(i, fingerprint);
+                // The last document is checked against nothing later.
+                if i + 1 < docs.len() {
+                    pending.insert(i, fingerprint);
+                }
                 answers.push(Ok(()));
             } else {
                 matches.sort_unstable_by_key(|m| (m.distance, m.id));
@@ -502,7 +508,7 @@ impl Index {
             return Ok(searched);
         }
         let mut current = Vec::new();
-        let mut near = Pending::new(k);
+        let mut near = Pending::new(k, changed.len());
         for &id in changed {
             if let Some(doc) = self.get_doc(id)? {
                 near.insert(current.len(), doc.fingerprint);

@@ -13,9 +13,12 @@ const NONE: u32 = u32::MAX;
 
 #[derive(Debug)]
 pub(super) struct Pending {
-    /// `k + 1` blocks, one table each, whose prefix is the block.
-    blocks: Plan,
+    /// `k + 1` blocks, one table each, whose prefix is the block (from
+    /// the first insert on).
+    blocks: Option<Plan>,
     k: u32,
+    /// The members expected, for the maps' first allocation.
+    capacity: usize,
     /// Every member: its position in the batch and its fingerprint.
     members: Vec<(usize, u64)>,
     /// Per block: the block's bits → the newest member holding them.
@@ -25,17 +28,18 @@ pub(super) struct Pending {
 }
 
 impl Pending {
-    /// An empty set searched at distance `k` (at most 63).
-    pub(super) fn new(k: u32) -> Pending {
-        let blocks = Plan::new(k + 1, k)
-            .unwrap_or_else(|e| unreachable!("k + 1 blocks always make a plan: {e}"));
-        let n = blocks.tables().len();
+    /// An empty set searched at distance `k` (at most 63), with room for
+    /// `capacity` members before its maps grow. Its blocks are laid out by
+    /// the first insert: a batch of one document, the server's single
+    /// checks, never needs them.
+    pub(super) fn new(k: u32, capacity: usize) -> Pending {
         Pending {
-            blocks,
+            blocks: None,
             k,
+            capacity,
             members: Vec::new(),
-            heads: (0..n).map(|_| U64Map::default()).collect(),
-            next: vec![Vec::new(); n],
+            heads: Vec::new(),
+            next: Vec::new(),
         }
     }
 
@@ -44,9 +48,21 @@ impl Pending {
         let Ok(member) = u32::try_from(self.members.len()) else {
             unreachable!("a batch of more than u32::MAX documents");
         };
+        let blocks = self.blocks.get_or_insert_with(|| {
+            Plan::new(self.k + 1, self.k)
+                .unwrap_or_else(|e| unreachable!("k + 1 blocks always make a plan: {e}"))
+        });
+        if self.heads.is_empty() {
+            let n = blocks.tables().len();
+            let capacity = self.capacity;
+            self.heads = (0..n)
+                .map(|_| U64Map::with_capacity_and_hasher(capacity, Default::default()))
+                .collect();
+            self.next = (0..n).map(|_| Vec::with_capacity(capacity)).collect();
+            self.members.reserve(capacity);
+        }
         self.members.push((position, fp));
-        for ((table, heads), next) in self
-            .blocks
+        for ((table, heads), next) in blocks
             .tables()
             .iter()
             .zip(&mut self.heads)
@@ -61,8 +77,10 @@ impl Pending {
     /// first within each block.
     pub(super) fn matching(&self, fp: u64) -> Vec<usize> {
         let mut out = Vec::new();
-        for (t, ((table, heads), next)) in self
-            .blocks
+        let Some(blocks) = &self.blocks else {
+            return out;
+        };
+        for (t, ((table, heads), next)) in blocks
             .tables()
             .iter()
             .zip(&self.heads)
@@ -76,7 +94,7 @@ impl Pending {
             while let Some(&(position, other)) = self.members.get(at as usize) {
                 // A member equal in several blocks is reported in the
                 // first only.
-                if self.blocks.reports(t, other ^ fp, self.k) {
+                if blocks.reports(t, other ^ fp, self.k) {
                     out.push(position);
                 }
                 at = next.get(at as usize).copied().unwrap_or(NONE);
@@ -113,7 +131,7 @@ mod tests {
                 }
                 fp
             };
-            let mut pending = Pending::new(k);
+            let mut pending = Pending::new(k, if k % 2 == 0 { 0 } else { 300 });
             let mut members = Vec::new();
             for position in 0..300 {
                 let fp = near(&mut state);
