@@ -8,12 +8,7 @@
 //! walks one bucket chain per block and skips emptied slots. Each link
 //! carries its slot's fingerprint folded to 32 bits, which rules out most of
 //! a bucket without reading the slots (a cache miss each: they are seven
-//! times larger than the links). Once a query has searched the memtable,
-//! its slots are laid out by bucket as it grows (each time the chained
-//! slots reach a quarter of the laid-out ones, and at least 2^14): per
-//! block a directory of offsets and each bucket's links contiguous, read
-//! as a segment's decoded copies are, so a bucket costs a miss or two
-//! however long it is; only the slots written since are chained. An insert costs
+//! times larger than the links). An insert costs
 //! one hash-map update, a push and `k + 1` chain links; the segment's
 //! permuted tables are sorted only once, at flush, by [`sort_keys`], which
 //! also drops duplicate fingerprints. (Earlier designs kept one hash map per
@@ -23,7 +18,6 @@
 
 use std::collections::hash_map::Entry;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::keys::{U64Map, sort_keys};
 use crate::format::prefetch_line;
@@ -87,23 +81,13 @@ fn fold(fp: u64) -> u32 {
     (fp ^ (fp >> 32)) as u32
 }
 
-/// One block's hash table, in two parts. The slots before
-/// `Memtable::indexed` are laid out by bucket, as the decoded copies of a
-/// segment's tables are: a directory of offsets into `sorted`, whose
-/// entries (a slot's position in `next`'s place, and its folded
-/// fingerprint) are contiguous per bucket, so a bucket costs one or two
-/// cache misses whatever its length. The later slots are chained: bucket →
-/// the newest slot inserted live whose fingerprint's block falls in it, and
-/// for every slot from `indexed` on the next older one in its bucket.
+/// One block's hash table: bucket → the newest slot (position in
+/// `Memtable::slots`) inserted live whose fingerprint's block falls in it,
+/// and for every slot the next older one in its bucket.
 #[derive(Debug, Clone)]
 struct Chains {
     heads: Vec<u32>,
-    /// Indexed by slot position less `Memtable::indexed`.
     next: Vec<Link>,
-    /// Bucket `b`'s laid-out entries are `sorted[dir[b]..dir[b + 1]]`
-    /// (empty before the first layout).
-    dir: Vec<u32>,
-    sorted: Vec<Link>,
     /// The block's bits.
     mask: u64,
     /// `64 - bits`, where `bits` is the block's width capped at [`BUCKET_BITS`].
@@ -132,19 +116,7 @@ pub(crate) struct Memtable {
     /// Slots holding a live version.
     live: usize,
     bytes: usize,
-    /// The slots before this one are in the chains' laid-out part
-    /// ([`Chains::sorted`]), the others in their chained part.
-    indexed: u32,
-    /// Whether a query searched this memtable: only then are its slots laid
-    /// out (a bulk load that never queries pays nothing for it).
-    queried: AtomicBool,
 }
-
-/// The chained part of a queried memtable is laid out once it holds this
-/// many slots and a quarter of the laid-out part's: chains stay shorter
-/// than a link per bucket on average, and each slot is laid out about five
-/// times over a memtable's life.
-const LAYOUT_MIN: usize = 1 << BUCKET_BITS >> 2;
 
 impl Memtable {
     pub(crate) fn new(plan: &Plan) -> Memtable {
@@ -164,8 +136,6 @@ impl Memtable {
                 Chains {
                     heads: vec![NONE; 1 << bits],
                     next: Vec::with_capacity(docs),
-                    dir: Vec::new(),
-                    sorted: Vec::new(),
                     mask: table.prefix_source_mask(),
                     shift: 64 - bits,
                 }
@@ -178,8 +148,6 @@ impl Memtable {
             chains,
             live: 0,
             bytes: 0,
-            indexed: 0,
-            queried: AtomicBool::new(false),
         }
     }
 
@@ -217,52 +185,6 @@ impl Memtable {
             });
             chains.heads[bucket] = pos;
         }
-        let chained = self.slots.len() - self.indexed as usize;
-        if chained >= LAYOUT_MIN.max(self.indexed as usize / 4)
-            && self.queried.load(Ordering::Relaxed)
-        {
-            self.lay_out();
-        }
-    }
-
-    /// Lays every slot out by bucket ([`Chains::sorted`]) and empties the
-    /// chains: a counting sort of the live slots' buckets, per block.
-    fn lay_out(&mut self) {
-        let slots = &self.slots;
-        for chains in &mut self.chains {
-            let mut dir = vec![0u32; chains.heads.len() + 1];
-            for (_, version) in slots.iter().flatten() {
-                if let Version::Live(doc) = version {
-                    dir[chains.bucket(doc.fingerprint) + 1] += 1;
-                }
-            }
-            for b in 1..dir.len() {
-                dir[b] += dir[b - 1];
-            }
-            let mut at = dir.clone();
-            let mut sorted = vec![
-                Link {
-                    next: NONE,
-                    folded: 0
-                };
-                dir[dir.len() - 1] as usize
-            ];
-            for (pos, slot) in slots.iter().enumerate() {
-                if let Some((_, Version::Live(doc))) = slot {
-                    let b = chains.bucket(doc.fingerprint);
-                    sorted[at[b] as usize] = Link {
-                        next: pos as u32,
-                        folded: fold(doc.fingerprint),
-                    };
-                    at[b] += 1;
-                }
-            }
-            chains.dir = dir;
-            chains.sorted = sorted;
-            chains.heads.fill(NONE);
-            chains.next = Vec::new();
-        }
-        self.indexed = slots.len() as u32;
     }
 
     /// Records the deletion of `id` (whether or not a version is known here:
@@ -334,75 +256,28 @@ impl Memtable {
         k: u32,
         mut found: impl FnMut(usize, u64, &'a Doc),
     ) {
-        if !self.queried.load(Ordering::Relaxed) {
-            self.queried.store(true, Ordering::Relaxed);
-        }
-        let indexed = self.indexed;
-        // A slot of the laid-out part or of a chain near `fps[j]` in block
-        // `t` (its `link` read): reported if it is live and within `k`.
-        let check = |j: usize, t: usize, pos: u32, link_folded: u32, folded: u32, fp: u64| {
-            if (link_folded ^ folded).count_ones() <= k
-                && let Some((id, Version::Live(doc))) = &self.slots[pos as usize]
-                // A bucket holds other blocks too: the search rule checks
-                // the whole block, and reports a match in one table only.
-                && self.blocks.reports(t, doc.fingerprint ^ fp, k)
-            {
-                return Some((j, *id, doc));
-            }
-            None
-        };
         // At most 64 blocks (k < 64).
         let per_query = self.chains.len().clamp(1, WALKS);
         let group = WALKS / per_query;
         for (g, run) in fps.chunks(group).enumerate() {
             let mut cursor = [NONE; WALKS];
             let mut folded = [0u32; WALKS];
-            // The laid-out part in three steps over the group's buckets, so
-            // that their cache misses overlap: the directory entries asked
-            // for, then read and the entries' first lines asked for, then
-            // the entries read.
-            let mut buckets = [0usize; WALKS];
             for (j, &fp) in run.iter().enumerate() {
-                folded[j] = fold(fp);
                 for (t, chains) in self.chains.iter().enumerate() {
-                    let bucket = chains.bucket(fp);
-                    buckets[j * per_query + t] = bucket;
-                    prefetch_line(&chains.heads, bucket);
-                    prefetch_line(&chains.dir, bucket);
+                    cursor[j * per_query + t] = chains.heads[chains.bucket(fp)];
                 }
-            }
-            let mut ranges = [(0u32, 0u32); WALKS];
-            for (c, &bucket) in buckets[..run.len() * per_query].iter().enumerate() {
-                let chains = &self.chains[c % per_query];
-                cursor[c] = chains.heads[bucket];
-                if let (Some(&lo), Some(&hi)) = (chains.dir.get(bucket), chains.dir.get(bucket + 1))
-                {
-                    ranges[c] = (lo, hi);
-                    if lo < hi {
-                        prefetch_line(&chains.sorted, lo as usize);
-                    }
-                }
-            }
-            for (c, &(lo, hi)) in ranges[..run.len() * per_query].iter().enumerate() {
-                let (j, t) = (c / per_query, c % per_query);
-                for link in &self.chains[t].sorted[lo as usize..hi as usize] {
-                    if let Some((j, id, doc)) =
-                        check(j, t, link.next, link.folded, folded[j], run[j])
-                    {
-                        found(g * group + j, id, doc);
-                    }
-                }
+                folded[j] = fold(fp);
             }
             let cursor = &mut cursor[..run.len() * per_query];
             // A link's successor is asked for as soon as the link is read
             // (a prefetch holds nothing up while it is in flight), so that
             // the next round of the walks finds it in the caches: without
             // it, the processor's window kept only a few of a round's
-            // misses in flight (docs/BENCHMARKS.md, "The memtable laid out
-            // by bucket, and a client on one thread").
+            // misses in flight (docs/BENCHMARKS.md, "Prefetched chain links
+            // and one client thread").
             for (c, &pos) in cursor.iter().enumerate() {
                 if pos != NONE {
-                    prefetch_line(&self.chains[c % per_query].next, (pos - indexed) as usize);
+                    prefetch_line(&self.chains[c % per_query].next, pos as usize);
                 }
             }
             let mut walking = true;
@@ -414,14 +289,20 @@ impl Memtable {
                             continue;
                         }
                         walking = true;
-                        let link = chains.next[(*pos - indexed) as usize];
+                        let link = chains.next[*pos as usize];
                         if link.next != NONE {
-                            prefetch_line(&chains.next, (link.next - indexed) as usize);
+                            prefetch_line(&chains.next, link.next as usize);
                         }
-                        if let Some((j, id, doc)) =
-                            check(j, t, *pos, link.folded, folded[j], run[j])
+                        if (link.folded ^ folded[j]).count_ones() <= k
+                            && let Some((id, Version::Live(doc))) = &self.slots[*pos as usize]
                         {
-                            found(g * group + j, id, doc);
+                            let fp = run[j];
+                            // A bucket holds other blocks too: the search
+                            // rule checks the whole block, and reports a
+                            // match in one table only.
+                            if self.blocks.reports(t, doc.fingerprint ^ fp, k) {
+                                found(g * group + j, *id, doc);
+                            }
                         }
                         *pos = link.next;
                     }
@@ -708,69 +589,6 @@ mod tests {
                 }
             }
             assert!(matched > 50, "k {k}: only {matched} matches");
-        }
-    }
-
-    /// Slots laid out by bucket several times over, with chains after
-    /// them, versions replaced and deleted on both sides of each layout:
-    /// every query, alone and in groups, against brute force, at every
-    /// distance up to the plan's (blocks wider than a bucket at k = 1,
-    /// narrower at k = 7).
-    #[test]
-    fn laid_out_and_chained_slots_agree_with_brute_force() {
-        for k in [1, 3, 7] {
-            let plan = Plan::new(k + 1, k).unwrap();
-            let mut m = Memtable::new(&plan);
-            let mut model: U64Map<u64> = U64Map::default();
-            let centres: Vec<u64> = (0..2048).map(|i| mix(i ^ (u64::from(k) << 32))).collect();
-            let (mut layouts, mut matched, mut indexed) = (0, 0, 0);
-            for i in 0..90_000u64 {
-                let r = mix(i ^ 0x5eed ^ u64::from(k));
-                let id = r % 40_000;
-                if r.is_multiple_of(13) {
-                    m.delete(id, i, 0);
-                    model.remove(&id);
-                } else {
-                    let mut fp = centres[(r >> 20) as usize % centres.len()];
-                    for b in 0..(r >> 61) {
-                        fp ^= 1 << (mix(r ^ b) % 64);
-                    }
-                    m.insert(id, doc(i, fp));
-                    model.insert(id, fp);
-                }
-                if m.indexed != indexed {
-                    indexed = m.indexed;
-                    layouts += 1;
-                }
-                if !i.is_multiple_of(1_499) {
-                    continue;
-                }
-                let queries: Vec<u64> = (0..40)
-                    .map(|q| centres[mix(i ^ q) as usize % centres.len()] ^ (1 << (q % 64)))
-                    .collect();
-                for d in 0..=k {
-                    let mut got = vec![Vec::new(); queries.len()];
-                    m.matching_many(&queries, d, |q, id, doc| got[q].push((id, doc.fingerprint)));
-                    for (q, &fp) in queries.iter().enumerate() {
-                        got[q].sort_unstable();
-                        let mut want: Vec<(u64, u64)> = model
-                            .iter()
-                            .filter(|&(_, &other)| (other ^ fp).count_ones() <= d)
-                            .map(|(&id, &other)| (id, other))
-                            .collect();
-                        want.sort_unstable();
-                        assert_eq!(got[q], want, "k {k}, d {d}, query {q} after {i} writes");
-                        matched += want.len();
-                    }
-                }
-            }
-            assert!(layouts >= 3, "k {k}: laid out {layouts} times");
-            assert!(
-                (m.indexed as usize) < m.slots.len(),
-                "k {k}: nothing chained at the end"
-            );
-            assert!(matched > 1_000, "k {k}: only {matched} matches");
-            assert_eq!(m.live_docs(), model.len());
         }
     }
 }
