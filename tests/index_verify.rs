@@ -98,6 +98,101 @@ fn live_docs() -> Vec<(u64, u64)> {
         .collect()
 }
 
+/// A batch of queries checks the chunks of all its queries before it
+/// searches, eight queries' chunks at a time: with a byte flipped in a flat
+/// table's keys or directory, a batch of 20 (the damaged chunk read by any
+/// of them, in any group of eight) fails with `Corrupted` exactly when one
+/// of its queries alone does on another open, and otherwise answers every
+/// query as a brute-force scan does.
+#[test]
+fn a_batch_fails_on_a_damaged_flat_chunk_exactly_when_one_of_its_queries_alone_does() {
+    let plans = [Plan::new(5, 3).unwrap(), Plan::probed(2, 1, 3).unwrap()];
+    for (plan, place) in plans
+        .iter()
+        .flat_map(|plan| ["keys", "directory"].map(|place| (plan, place)))
+    {
+        let place = format!("{place}, plan {plan:?}");
+        let place = place.as_str();
+        let tmp = tempfile::tempdir().unwrap();
+        build_with(tmp.path(), plan.clone(), true);
+        let segment = files_of(tmp.path(), ".seg").remove(0);
+        let mut bytes = fs::read(&segment).unwrap();
+        let at = {
+            let reader = simhashdb::format::SegmentReader::new(&bytes[..]).unwrap();
+            let last = reader.table_count() - 1;
+            let table = reader.flat_table(last).unwrap().expect("a flat table");
+            match place.split(',').next() {
+                Some("keys") => reader.table_offset(last).unwrap() as usize + 20,
+                _ => table.dir_range().start as usize + 41,
+            }
+        };
+        bytes[at] ^= 0x10;
+        fs::write(&segment, &bytes).unwrap();
+        let docs = live_docs();
+        let queries: Vec<u64> = docs
+            .iter()
+            .step_by(7)
+            .flat_map(|&(_, fp)| [fp, fp ^ 0b101])
+            .collect();
+        let brute = |q: u64, k: u32| -> Vec<u64> {
+            docs.iter()
+                .filter(|&&(_, f)| (f ^ q).count_ones() <= k)
+                .map(|&(id, _)| id)
+                .collect()
+        };
+        // Which queries read the damaged chunk, one at a time.
+        let alone = Index::open_read_only(tmp.path()).unwrap();
+        let k = alone.plan().k();
+        let fails: Vec<bool> = queries
+            .iter()
+            .map(|&q| match alone.query(q, k) {
+                Ok(_) => false,
+                Err(Error::Corrupted { .. }) => true,
+                Err(other) => panic!("{place}: expected Corrupted, got {other:?}"),
+            })
+            .collect();
+        drop(alone);
+        assert!(
+            fails.iter().any(|&f| f),
+            "{place}: no query read the damaged chunk"
+        );
+        // The same queries in batches of 20, on a fresh open.
+        let batched = Index::open_read_only(tmp.path()).unwrap();
+        let mut failed_batches = 0;
+        for (batch, fails) in queries.chunks(20).zip(fails.chunks(20)) {
+            match batched.query_batch(batch, k) {
+                Ok(found) => {
+                    assert!(
+                        !fails.iter().any(|&f| f),
+                        "{place}: a batch answered though one of its queries reads the damage"
+                    );
+                    for (&q, matches) in batch.iter().zip(found) {
+                        let mut got: Vec<u64> = matches.iter().map(|m| m.id).collect();
+                        got.sort_unstable();
+                        assert_eq!(got, brute(q, k), "{place}: query {q:016x}");
+                    }
+                }
+                Err(Error::Corrupted { path, offset, .. }) => {
+                    assert_eq!(path, segment, "{place}");
+                    assert!(offset <= at as u64, "{place}: {offset} past {at}");
+                    assert!(
+                        fails.iter().any(|&f| f),
+                        "{place}: a batch failed though none of its queries reads the damage"
+                    );
+                    failed_batches += 1;
+                }
+                Err(other) => panic!("{place}: expected Corrupted, got {other:?}"),
+            }
+        }
+        assert!(failed_batches > 0, "{place}");
+        // Some damaged query sits past the first eight of its batch.
+        assert!(
+            fails.chunks(20).any(|f| f.iter().skip(8).any(|&x| x)),
+            "{place}: every damaged query is among the first eight of its batch"
+        );
+    }
+}
+
 /// A flat table (format version 5) is checked a 4 KiB chunk at a time, not
 /// at the open: a flipped byte in its keys or its directory is found by
 /// `verify`, naming the file and an offset at or before the flip, and a

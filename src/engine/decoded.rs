@@ -172,6 +172,79 @@ impl TableView<'_> {
     }
 }
 
+impl TableView<'_> {
+    /// `hit(low, distance)` for each key at positions `lo..hi` (below the
+    /// key count) whose low bits are within `k` of `want`'s, in order.
+    #[inline(always)]
+    fn scan(&self, lo: usize, hi: usize, want: u64, k: u32, mut hit: impl FnMut(u64, u32)) {
+        match self.width {
+            5 => self.scan_width::<5>(lo, hi, want, k, &mut hit),
+            6 => self.scan_width::<6>(lo, hi, want, k, &mut hit),
+            7 => self.scan_width::<7>(lo, hi, want, k, &mut hit),
+            8 => self.scan_width::<8>(lo, hi, want, k, &mut hit),
+            _ => self.scan_tail(lo, hi, want, k, &mut hit),
+        }
+    }
+
+    /// [`scan`](Self::scan) of keys `W` bytes wide: eight keys at a time
+    /// from one 64-byte window, first only asking whether any is within
+    /// `k` (no branch per key; a probe of `k + 1` tables compares hundreds
+    /// of keys, and few match), then reporting those that are.
+    #[inline(always)]
+    fn scan_width<const W: usize>(
+        &self,
+        lo: usize,
+        hi: usize,
+        want: u64,
+        k: u32,
+        hit: &mut impl FnMut(u64, u32),
+    ) {
+        let mask = self.low_mask();
+        let word = |window: &[u8; 64], j: usize| {
+            let mut bytes = [0u8; 8];
+            bytes.copy_from_slice(&window[j * W..j * W + 8]);
+            u64::from_le_bytes(bytes) & mask
+        };
+        let mut i = lo;
+        while i + 8 <= hi {
+            let Some(window) = self
+                .low
+                .get(i * W..i * W + 64)
+                .and_then(|b| <&[u8; 64]>::try_from(b).ok())
+            else {
+                break;
+            };
+            let mut any = false;
+            for j in 0..8 {
+                any |= (word(window, j) ^ want).count_ones() <= k;
+            }
+            if any {
+                for j in 0..8 {
+                    let low = word(window, j);
+                    let distance = (low ^ want).count_ones();
+                    if distance <= k {
+                        hit(low, distance);
+                    }
+                }
+            }
+            i += 8;
+        }
+        self.scan_tail(i, hi, want, k, hit);
+    }
+
+    /// [`scan`](Self::scan) one key at a time.
+    #[inline(always)]
+    fn scan_tail(&self, lo: usize, hi: usize, want: u64, k: u32, hit: &mut impl FnMut(u64, u32)) {
+        for i in lo..hi {
+            let low = self.low(i);
+            let distance = (low ^ want).count_ones();
+            if distance <= k {
+                hit(low, distance);
+            }
+        }
+    }
+}
+
 /// A segment's fingerprints in decoded tables of their own plan.
 #[derive(Debug)]
 pub(super) struct DecodedTables {
@@ -439,29 +512,24 @@ fn search(
                 for (t, (table, layout)) in tables.iter().zip(layouts).enumerate() {
                     let Probe { key, lo, hi } = probes[j * per_query + t];
                     let mask = table.low_mask();
-                    let want = key & mask;
-                    for i in lo..hi {
-                        let low = table.low(i);
-                        // The top bits are the query's: the whole key's
-                        // distance is the low bits'.
-                        let distance = (low ^ want).count_ones();
-                        if distance <= k {
-                            let fingerprint = layout.unpermute((key & !mask) | low);
-                            // A bucket may hold keys of other prefixes (a
-                            // directory shorter than the prefix): the
-                            // search rule checks it, and reports a match
-                            // in one table only.
-                            if plan.reports(t, fingerprint ^ fp, k) {
-                                found(
-                                    g * GROUP + j,
-                                    Hit {
-                                        distance,
-                                        fingerprint,
-                                    },
-                                );
-                            }
+                    // The top bits are the query's: the whole key's
+                    // distance is the low bits'.
+                    table.scan(lo, hi, key & mask, k, |low, distance| {
+                        let fingerprint = layout.unpermute((key & !mask) | low);
+                        // A bucket may hold keys of other prefixes (a
+                        // directory shorter than the prefix): the search
+                        // rule checks it, and reports a match in one table
+                        // only.
+                        if plan.reports(t, fingerprint ^ fp, k) {
+                            found(
+                                g * GROUP + j,
+                                Hit {
+                                    distance,
+                                    fingerprint,
+                                },
+                            );
                         }
-                    }
+                    });
                 }
             }
         }
@@ -851,6 +919,58 @@ mod tests {
                         got, want,
                         "{plan} copied in {copy}, {n} fingerprints, k = {k}, query {i} (generic: {generic})"
                     );
+                }
+            }
+        }
+    }
+
+    /// A table's scan of a run of keys, for every key width a flat table
+    /// has (5 to 8 bytes), finds each key within `k` once, in order, at
+    /// its distance: runs shorter than the eight keys compared at once,
+    /// longer, starting anywhere, ending at the last key (whose window
+    /// runs past the bytes), and matches at every place of a window.
+    #[test]
+    fn scans_of_every_key_width_find_each_key_within_k() {
+        for width in 5..=8usize {
+            let bits = 64 - 8 * width as u32 + 2;
+            let mask = u64::MAX >> bits;
+            let want = mix(width as u64) & mask;
+            // Every third key within 0 to 4 bits of `want`, the others at random.
+            let keys: Vec<u64> = (0..300u64)
+                .map(|i| match i % 3 {
+                    0 => want ^ (mix(i) & (mix(i ^ 1) & mix(i ^ 2) & mix(i ^ 3) & mask)),
+                    _ => mix(i ^ 0x55) & mask,
+                })
+                .collect();
+            let mut low: Vec<u8> = keys
+                .iter()
+                .flat_map(|key| key.to_le_bytes()[..width].to_vec())
+                .collect();
+            low.extend_from_slice(&[0; 8]);
+            let view = TableView {
+                dir: &[],
+                low: &low,
+                bits,
+                width,
+            };
+            for (lo, hi) in [
+                (0, 0),
+                (0, 7),
+                (3, 11),
+                (0, 8),
+                (5, 300),
+                (0, 300),
+                (290, 300),
+            ] {
+                for k in 0..=4 {
+                    let mut got = Vec::new();
+                    view.scan(lo, hi, want, k, |key, d| got.push((key, d)));
+                    let expected: Vec<(u64, u32)> = keys[lo..hi]
+                        .iter()
+                        .map(|&key| (key, (key ^ want).count_ones()))
+                        .filter(|&(_, d)| d <= k)
+                        .collect();
+                    assert_eq!(got, expected, "width {width}, keys {lo}..{hi}, k = {k}");
                 }
             }
         }

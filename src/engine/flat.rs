@@ -20,6 +20,10 @@ use crate::search::Hit;
 
 use super::decoded::{TableView, search_tables};
 
+/// Queries whose chunks a first-pass search checks together
+/// ([`FlatTables::search_many`]).
+const CHECK_GROUP: usize = 8;
+
 /// Where a segment's flat tables are, and which of their chunks passed.
 #[derive(Debug)]
 pub(super) struct FlatTables {
@@ -89,6 +93,23 @@ impl FlatTables {
         self.all_checked.load(Ordering::Acquire)
     }
 
+    /// Whether chunk `i` of table `t` has passed its check.
+    fn passed(&self, t: usize, i: usize) -> bool {
+        self.checked
+            .get(t)
+            .and_then(|bits| bits.get(i / 64))
+            .is_none_or(|w| w.load(Ordering::Relaxed) & (1 << (i % 64)) != 0)
+    }
+
+    /// Checks chunk `i` of `table`, table `t`, and records that it passed.
+    fn check_one(&self, t: usize, table: &FlatTable<'_>, i: usize) -> Result<(), FormatError> {
+        table.check_chunk(i)?;
+        if let Some(w) = self.checked.get(t).and_then(|bits| bits.get(i / 64)) {
+            w.fetch_or(1 << (i % 64), Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
     /// Checks the chunks of `range` of table `t` that have not passed yet.
     fn check(
         &self,
@@ -96,29 +117,58 @@ impl FlatTables {
         table: &FlatTable<'_>,
         range: std::ops::Range<usize>,
     ) -> Result<(), FormatError> {
-        let Some(bits) = self.checked.get(t) else {
-            return Ok(());
-        };
         for i in range {
-            let word = bits.get(i / 64);
-            if word.is_some_and(|w| w.load(Ordering::Relaxed) & (1 << (i % 64)) != 0) {
-                continue;
-            }
-            table.check_chunk(i)?;
-            if let Some(w) = word {
-                w.fetch_or(1 << (i % 64), Ordering::Relaxed);
+            if !self.passed(t, i) {
+                self.check_one(t, table, i)?;
             }
         }
         Ok(())
     }
 
+    /// Adds to `wanted` the chunks of `range` of table `t` that have not
+    /// passed yet.
+    fn want(&self, wanted: &mut Vec<(usize, usize)>, t: usize, range: std::ops::Range<usize>) {
+        wanted.extend(range.filter(|&i| !self.passed(t, i)).map(|i| (t, i)));
+    }
+
+    /// Checks the chunks of `wanted` (table, chunk), each once: all of
+    /// them asked for first, then checked in order, so that their reads
+    /// from memory overlap (a query's chunks lie in a dozen places).
+    fn check_wanted(
+        &self,
+        tables: &[FlatTable<'_>],
+        wanted: &mut Vec<(usize, usize)>,
+    ) -> Result<(), FormatError> {
+        wanted.sort_unstable();
+        wanted.dedup();
+        for &(t, i) in wanted.iter() {
+            if let Some(table) = tables.get(t) {
+                table.prefetch_chunk(i);
+            }
+        }
+        for &(t, i) in wanted.iter() {
+            if let Some(table) = tables.get(t) {
+                self.check_one(t, table, i)?;
+            }
+        }
+        wanted.clear();
+        Ok(())
+    }
+
     /// Checks every chunk of every table (those already checked are
-    /// skipped); then queries search without checking.
+    /// skipped); then queries search without checking. The directories
+    /// go first: every query reads an entry of each, but only a few
+    /// bytes of the keys.
     pub(super) fn check_all(&self, file: &[u8]) -> Result<(), FormatError> {
         if self.all_checked() {
             return Ok(());
         }
-        for (t, table) in self.tables(file)?.iter().enumerate() {
+        let tables = self.tables(file)?;
+        for (t, table) in tables.iter().enumerate() {
+            let dir = table.dir_chunks(0).start..table.chunk_count();
+            self.check(t, table, dir)?;
+        }
+        for (t, table) in tables.iter().enumerate() {
             self.check(t, table, 0..table.chunk_count())?;
         }
         self.all_checked.store(true, Ordering::Release);
@@ -150,28 +200,45 @@ impl FlatTables {
     ) -> Result<(), FormatError> {
         let tables = self.tables(file)?;
         if !self.all_checked() {
-            for &fp in fps {
-                for (t, (table, layout)) in tables.iter().zip(plan.tables()).enumerate() {
-                    let key = layout.permute(fp);
-                    let bucket = |key: u64| (key >> (64 - table.bits())) as usize;
-                    if plan.radius() == 0 {
-                        let b = bucket(key);
-                        self.check(t, table, table.dir_chunks(b))?;
-                        let (lo, hi) = (table.entry(b), table.entry(b + 1));
-                        self.check(t, table, table.key_chunks(lo, hi))?;
-                        continue;
-                    }
-                    // A probed plan's search reads, for each probe, the
-                    // directory entries of its run of positions and the
-                    // keys between them.
-                    for (lo, hi) in layout.probe_ranges_of_weights(key, plan.probe_weights(t, k)) {
-                        let (first, last) = (bucket(lo), bucket(hi));
-                        let dir = table.dir_chunks(first).start..table.dir_chunks(last).end;
-                        self.check(t, table, dir)?;
-                        let keys = table.key_chunks(table.entry(first), table.entry(last + 1));
-                        self.check(t, table, keys)?;
+            // The directory chunks of every probe first, then (their
+            // entries now checked) the key chunks between the entries,
+            // a few queries at a time.
+            let mut wanted = Vec::new();
+            for (group, keys) in fps
+                .chunks(CHECK_GROUP)
+                .flat_map(|g| [(g, false), (g, true)])
+            {
+                for &fp in group {
+                    for (t, (table, layout)) in tables.iter().zip(plan.tables()).enumerate() {
+                        let key = layout.permute(fp);
+                        let bucket = |key: u64| (key >> (64 - table.bits())) as usize;
+                        if plan.radius() == 0 {
+                            let b = bucket(key);
+                            let chunks = if keys {
+                                table.key_chunks(table.entry(b), table.entry(b + 1))
+                            } else {
+                                table.dir_chunks(b)
+                            };
+                            self.want(&mut wanted, t, chunks);
+                            continue;
+                        }
+                        // A probed plan's search reads, for each probe, the
+                        // directory entries of its run of positions and the
+                        // keys between them.
+                        for (lo, hi) in
+                            layout.probe_ranges_of_weights(key, plan.probe_weights(t, k))
+                        {
+                            let (first, last) = (bucket(lo), bucket(hi));
+                            let chunks = if keys {
+                                table.key_chunks(table.entry(first), table.entry(last + 1))
+                            } else {
+                                table.dir_chunks(first).start..table.dir_chunks(last).end
+                            };
+                            self.want(&mut wanted, t, chunks);
+                        }
                     }
                 }
+                self.check_wanted(&tables, &mut wanted)?;
             }
         }
         let views: Vec<TableView<'_>> = tables

@@ -47,22 +47,41 @@ fn block_len(plan: &Plan, key_count: u64) -> u32 {
 /// or more (a flat directory counts in `u32`). A probed plan's flat tables
 /// are searched as its decoded copies are, a table's probes walked as runs
 /// of directory positions (docs/ARCHITECTURE.md, "Flat tables of probed
-/// plans"). The directory takes the keys' top `log2(key_count) - 2` bits, never more than the
-/// table's prefix (the keys of one bucket then share it) nor 26, at least
-/// 8 (or the prefix): at most about a byte per key, and a probe compares
-/// 4 to 8 keys (docs/ARCHITECTURE.md, "Flat tables in the file").
-pub(super) fn flat_bits(layout: &crate::plan::Table, key_count: u64) -> Option<u32> {
+/// plans"). The directory takes the keys' top `log2(key_count) - 2` bits,
+/// never more than the table's prefix (the keys of one bucket then share
+/// it) nor 26, at least 8 (or the prefix): at most about a byte per key,
+/// and a probe compares 4 to 8 keys (docs/ARCHITECTURE.md, "Flat tables in
+/// the file"). An unprobed plan's directory has at most
+/// [`UNPROBED_DIR_BITS`] bits, or `log2(key_count) - 6` where that is
+/// more: every query reads an entry of each table's directory, and a small
+/// one is mapped and checked by the first queries after an open
+/// (docs/ARCHITECTURE.md, "The first queries on a 50 M segment pay for its
+/// pages, not its search").
+pub(super) fn flat_bits(layout: &crate::plan::Table, key_count: u64, probed: bool) -> Option<u32> {
     if key_count >= u64::from(u32::MAX) {
         return None;
     }
     let log2 = 63 - key_count.max(1).leading_zeros();
     let prefix = layout.prefix_bits();
+    let most = if probed {
+        26
+    } else {
+        UNPROBED_DIR_BITS.max(log2.saturating_sub(6)).min(26)
+    };
     Some(
         log2.saturating_sub(2)
             .min(prefix)
-            .clamp(8.min(prefix).max(1), 26),
+            .clamp(8.min(prefix).max(1), most),
     )
 }
+
+/// The most directory bits of an unprobed plan's flat table (4 MiB of
+/// directory), up to 2^26 keys: at 50 M fingerprints (prefixes of 25 and
+/// 26 bits) a probe then compares about 48 keys instead of 6, as fast once
+/// the pages are mapped, and the first 2,000 queries after an open took
+/// half as long at p50 as with 23 bits (docs/BENCHMARKS.md, "The first
+/// queries on a 50 M segment").
+const UNPROBED_DIR_BITS: u32 = 20;
 
 /// Keys per table block of a probed plan's segment, and of a segment of
 /// at most [`SHORT_BLOCKS_UP_TO`] keys.
@@ -157,7 +176,7 @@ impl Core {
         for (t, layout) in plan.tables().iter().enumerate() {
             keys.clear();
             fill(t, &mut keys)?;
-            match flat_bits(layout, key_count).filter(|_| flat) {
+            match flat_bits(layout, key_count, plan.radius() > 0).filter(|_| flat) {
                 Some(bits) => seg.push_flat_table(keys.iter().copied(), bits),
                 None => seg.push_table(keys.iter().copied()),
             }
@@ -793,5 +812,39 @@ mod tests {
         assert_eq!(block_len(&flat, (16 << 20) + 1), 128);
         let probed = Plan::probed(2, 1, 3).unwrap();
         assert_eq!(block_len(&probed, 1 << 40), 32);
+    }
+
+    /// An unprobed plan's flat directory stops at 20 bits from 2^23 keys
+    /// to 2^26 (50 M fingerprints: 20 bits, not 23), then grows again a
+    /// bit per doubling; a probed plan's keeps `log2 - 2` bits up to 26;
+    /// a prefix shorter than either bounds both.
+    #[test]
+    fn unprobed_flat_directories_stop_at_20_bits_up_to_64_m_keys() {
+        let ten = Plan::new(5, 3).unwrap();
+        let four = Plan::new(4, 3).unwrap();
+        let probed = Plan::probed(2, 1, 3).unwrap();
+        let bits = |plan: &Plan, keys: u64| {
+            let table = &plan.tables()[0];
+            flat_bits(table, keys, plan.radius() > 0).unwrap()
+        };
+        assert!(ten.tables().iter().all(|t| t.prefix_bits() >= 25));
+        for (keys, unprobed, probed_bits) in [
+            (1_000, 8, 8),
+            (1 << 22, 20, 20),
+            ((1 << 23) - 1, 20, 20),
+            (1 << 23, 20, 21),
+            (50_000_000, 20, 23),
+            ((1 << 26) + 1, 20, 24),
+            (1 << 27, 21, 25),
+            (1 << 30, 24, 26),
+        ] {
+            assert_eq!(bits(&ten, keys), unprobed, "{keys} keys, 10 tables");
+            assert_eq!(bits(&probed, keys), probed_bits, "{keys} keys, probed");
+            assert_eq!(bits(&four, keys), unprobed.min(16), "{keys} keys, 4 tables");
+        }
+        assert_eq!(
+            flat_bits(&ten.tables()[0], u64::from(u32::MAX), false),
+            None
+        );
     }
 }
