@@ -98,14 +98,11 @@ fn live_docs() -> Vec<(u64, u64)> {
         .collect()
 }
 
-/// A batch of queries checks the chunks of all its queries before it
-/// searches, eight queries' chunks at a time: with a byte flipped in a flat
-/// table's keys or directory, a batch of 20 (the damaged chunk read by any
-/// of them, in any group of eight) fails with `Corrupted` exactly when one
-/// of its queries alone does on another open, and otherwise answers every
-/// query as a brute-force scan does.
-#[test]
-fn a_batch_fails_on_a_damaged_flat_chunk_exactly_when_one_of_its_queries_alone_does() {
+/// For an unprobed plan's flat tables and a probed plan's (whose queries
+/// read a run of directory positions per probe), and a byte flipped in the
+/// last table's keys or in its directory: `check(place, dir, segment,
+/// offset)` on an index built by [`build_with`] with that byte flipped.
+fn for_each_flipped_flat_table(mut check: impl FnMut(&str, &Path, &Path, usize)) {
     let plans = [Plan::new(5, 3).unwrap(), Plan::probed(2, 1, 3).unwrap()];
     for (plan, place) in plans
         .iter()
@@ -128,6 +125,19 @@ fn a_batch_fails_on_a_damaged_flat_chunk_exactly_when_one_of_its_queries_alone_d
         };
         bytes[at] ^= 0x10;
         fs::write(&segment, &bytes).unwrap();
+        check(place, tmp.path(), &segment, at);
+    }
+}
+
+/// A batch of queries checks the chunks of all its queries before it
+/// searches, eight queries' chunks at a time: with a byte flipped in a flat
+/// table's keys or directory, a batch of 20 (the damaged chunk read by any
+/// of them, in any group of eight) fails with `Corrupted` exactly when one
+/// of its queries alone does on another open, and otherwise answers every
+/// query as a brute-force scan does.
+#[test]
+fn a_batch_fails_on_a_damaged_flat_chunk_exactly_when_one_of_its_queries_alone_does() {
+    for_each_flipped_flat_table(|place, dir, segment, at| {
         let docs = live_docs();
         let queries: Vec<u64> = docs
             .iter()
@@ -141,7 +151,7 @@ fn a_batch_fails_on_a_damaged_flat_chunk_exactly_when_one_of_its_queries_alone_d
                 .collect()
         };
         // Which queries read the damaged chunk, one at a time.
-        let alone = Index::open_read_only(tmp.path()).unwrap();
+        let alone = Index::open_read_only(dir).unwrap();
         let k = alone.plan().k();
         let fails: Vec<bool> = queries
             .iter()
@@ -157,7 +167,7 @@ fn a_batch_fails_on_a_damaged_flat_chunk_exactly_when_one_of_its_queries_alone_d
             "{place}: no query read the damaged chunk"
         );
         // The same queries in batches of 20, on a fresh open.
-        let batched = Index::open_read_only(tmp.path()).unwrap();
+        let batched = Index::open_read_only(dir).unwrap();
         let mut failed_batches = 0;
         for (batch, fails) in queries.chunks(20).zip(fails.chunks(20)) {
             match batched.query_batch(batch, k) {
@@ -190,7 +200,7 @@ fn a_batch_fails_on_a_damaged_flat_chunk_exactly_when_one_of_its_queries_alone_d
             fails.chunks(20).any(|f| f.iter().skip(8).any(|&x| x)),
             "{place}: every damaged query is among the first eight of its batch"
         );
-    }
+    });
 }
 
 /// A flat table (format version 5) is checked a 4 KiB chunk at a time, not
@@ -200,31 +210,8 @@ fn a_batch_fails_on_a_damaged_flat_chunk_exactly_when_one_of_its_queries_alone_d
 /// answers as a brute-force scan does, never wrongly.
 #[test]
 fn a_flipped_byte_in_a_flat_table_is_found_by_verify_and_by_the_queries_reading_it() {
-    // An unprobed plan's flat tables, and a probed plan's (whose queries
-    // read a run of directory positions per probe).
-    let plans = [Plan::new(5, 3).unwrap(), Plan::probed(2, 1, 3).unwrap()];
-    for (plan, place) in plans
-        .iter()
-        .flat_map(|plan| ["keys", "directory"].map(|place| (plan, place)))
-    {
-        let place = format!("{place}, plan {plan:?}");
-        let place = place.as_str();
-        let tmp = tempfile::tempdir().unwrap();
-        build_with(tmp.path(), plan.clone(), true);
-        let segment = files_of(tmp.path(), ".seg").remove(0);
-        let mut bytes = fs::read(&segment).unwrap();
-        let at = {
-            let reader = simhashdb::format::SegmentReader::new(&bytes[..]).unwrap();
-            let last = reader.table_count() - 1;
-            let table = reader.flat_table(last).unwrap().expect("a flat table");
-            match place.split(',').next() {
-                Some("keys") => reader.table_offset(last).unwrap() as usize + 20,
-                _ => table.dir_range().start as usize + 41,
-            }
-        };
-        bytes[at] ^= 0x10;
-        fs::write(&segment, &bytes).unwrap();
-        let index = match Index::open_read_only(tmp.path()) {
+    for_each_flipped_flat_table(|place, dir, segment, at| {
+        let index = match Index::open_read_only(dir) {
             Ok(index) => index,
             Err(e) => panic!("{place}: open reads only footers, yet failed: {e}"),
         };
@@ -264,5 +251,5 @@ fn a_flipped_byte_in_a_flat_table_is_found_by_verify_and_by_the_queries_reading_
             }
             other => panic!("{place}: expected Corrupted, got {other:?}"),
         }
-    }
+    });
 }
