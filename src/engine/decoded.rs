@@ -857,6 +857,47 @@ mod tests {
         .expect("decode")
     }
 
+    /// Both the dispatched search of `queries` at distance `k` and the one
+    /// for any processor report hits in query order, each at its distance,
+    /// and for each query exactly the fingerprints of `distinct` (sorted)
+    /// within `k` of it.
+    fn search_like_a_scan(
+        tables: &DecodedTables,
+        queries: &[u64],
+        distinct: &[u64],
+        k: u32,
+        what: &str,
+    ) {
+        for generic in [false, true] {
+            let mut found = vec![Vec::new(); queries.len()];
+            let mut last = 0;
+            let mut push = |i: usize, hit: Hit| {
+                assert!(i >= last, "{what}: queries in order");
+                last = i;
+                assert_eq!(hit.distance, (hit.fingerprint ^ queries[i]).count_ones());
+                found[i].push(hit.fingerprint);
+            };
+            if generic {
+                tables.search(queries, k, &mut push);
+            } else {
+                tables.search_many(queries, k, &mut push);
+            }
+            for (i, &q) in queries.iter().enumerate() {
+                let mut got = found[i].clone();
+                got.sort_unstable();
+                let want: Vec<u64> = distinct
+                    .iter()
+                    .copied()
+                    .filter(|&fp| (fp ^ q).count_ones() <= k)
+                    .collect();
+                assert_eq!(
+                    got, want,
+                    "{what}, k = {k}, query {i} {q:#x} (generic: {generic})"
+                );
+            }
+        }
+    }
+
     /// Every search, for every `k` up to the plan's, finds what a scan of
     /// all fingerprints finds, each once, at the right distance: with
     /// directories of 8 to 20 bits (keys of 8 and 6 bytes), shorter than
@@ -895,31 +936,14 @@ mod tests {
                     _ => mix(i ^ 0xabc),
                 })
                 .collect();
-            for (k, generic) in (0..=plan.k()).flat_map(|k| [(k, false), (k, true)]) {
-                let mut found = vec![Vec::new(); queries.len()];
-                let mut push = |i: usize, hit: Hit| {
-                    assert_eq!(hit.distance, (hit.fingerprint ^ queries[i]).count_ones());
-                    found[i].push(hit.fingerprint);
-                };
-                // Both the dispatched search and the one for any processor.
-                if generic {
-                    tables.search(&queries, k, &mut push);
-                } else {
-                    tables.search_many(&queries, k, &mut push);
-                }
-                for (i, &q) in queries.iter().enumerate() {
-                    let mut got = found[i].clone();
-                    got.sort_unstable();
-                    let want: Vec<u64> = distinct
-                        .iter()
-                        .copied()
-                        .filter(|&fp| (fp ^ q).count_ones() <= k)
-                        .collect();
-                    assert_eq!(
-                        got, want,
-                        "{plan} copied in {copy}, {n} fingerprints, k = {k}, query {i} (generic: {generic})"
-                    );
-                }
+            for k in 0..=plan.k() {
+                search_like_a_scan(
+                    &tables,
+                    &queries,
+                    &distinct,
+                    k,
+                    &format!("{plan} copied in {copy}, {n} fingerprints"),
+                );
             }
         }
     }
@@ -1039,30 +1063,14 @@ mod tests {
                 };
                 queries.push(q);
             }
-            for (d, generic) in (0..=k).flat_map(|d| [(d, false), (d, true)]) {
-                let mut found = vec![Vec::new(); queries.len()];
-                let mut last = 0;
-                let mut push = |i: usize, hit: Hit| {
-                    assert!(i >= last, "queries in order");
-                    last = i;
-                    assert_eq!(hit.distance, (hit.fingerprint ^ queries[i]).count_ones());
-                    found[i].push(hit.fingerprint);
-                };
-                if generic {
-                    tables.search(&queries, d, &mut push);
-                } else {
-                    tables.search_many(&queries, d, &mut push);
-                }
-                for (i, &q) in queries.iter().enumerate() {
-                    let mut got = found[i].clone();
-                    got.sort_unstable();
-                    let want: Vec<u64> = distinct
-                        .iter()
-                        .copied()
-                        .filter(|&fp| (fp ^ q).count_ones() <= d)
-                        .collect();
-                    assert_eq!(got, want, "{plan}, {n} fingerprints, d = {d}, query {q:#x}");
-                }
+            for d in 0..=k {
+                search_like_a_scan(
+                    &tables,
+                    &queries,
+                    &distinct,
+                    d,
+                    &format!("{plan}, {n} fingerprints"),
+                );
             }
         }
     }
