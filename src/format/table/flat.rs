@@ -104,7 +104,7 @@ impl<W: Write> FlatTableWriter<W> {
             width: flat_width(bits),
             counts: vec![0; (1usize << bits) + 1],
             crcs: ChunkCrcs::default(),
-            pending: Vec::new(),
+            pending: Vec::with_capacity(PENDING_LEN),
             last: None,
             count: 0,
         })
@@ -146,9 +146,6 @@ impl<W: Write> FlatTableWriter<W> {
         }
         let low = key & (u64::MAX >> self.bits);
         let bytes = low.to_le_bytes();
-        if self.pending.capacity() == 0 {
-            self.pending.reserve_exact(PENDING_LEN);
-        }
         self.pending
             .extend_from_slice(bytes.get(..self.width).unwrap_or_default());
         if self.pending.len() + 8 > PENDING_LEN {
