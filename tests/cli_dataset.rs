@@ -264,7 +264,6 @@ fn zstd_bytes(bytes: &[u8]) -> Vec<u8> {
 
 #[cfg(feature = "parquet")]
 fn write_parquet(path: &Path, recs: &[Rec], codec: parquet::basic::Compression) {
-    let file = fs::File::create(path).unwrap();
     let batch = |part: &[Rec]| {
         let id: ArrayRef = Arc::new(StringArray::from_iter_values(part.iter().map(|r| &r.id)));
         let text: ArrayRef = Arc::new(StringArray::from_iter_values(part.iter().map(|r| &r.text)));
@@ -276,10 +275,7 @@ fn write_parquet(path: &Path, recs: &[Rec], codec: parquet::basic::Compression) 
         .set_compression(codec)
         .set_max_row_group_row_count(Some(50))
         .build();
-    let mut w = parquet::arrow::ArrowWriter::try_new(file, batch(a).schema(), Some(props)).unwrap();
-    w.write(&batch(a)).unwrap();
-    w.write(&batch(b)).unwrap();
-    w.close().unwrap();
+    common::write_parquet_batches(path, &[batch(a), batch(b)], Some(props));
 }
 
 #[cfg(feature = "parquet")]
@@ -795,14 +791,7 @@ fn bad_records_are_refused_naming_file_and_record_and_nothing_is_written() {
         {
             let text: ArrayRef = Arc::new(Int64Array::from_iter_values(0..10));
             let batch = RecordBatch::try_from_iter([("text", text)]).unwrap();
-            let mut w = parquet::arrow::ArrowWriter::try_new(
-                fs::File::create(&p).unwrap(),
-                batch.schema(),
-                None,
-            )
-            .unwrap();
-            w.write(&batch).unwrap();
-            w.close().unwrap();
+            common::write_parquet_batches(&p, &[batch], None);
         }
         refused(
             &sub,

@@ -317,15 +317,11 @@ fn write_parquet(
         )),
         None => batch.schema(),
     };
-    let batch = batch.with_schema(schema.clone()).unwrap();
+    let batch = batch.with_schema(schema).unwrap();
     let props = parquet::file::properties::WriterProperties::builder()
         .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
         .build();
-    let mut w =
-        parquet::arrow::ArrowWriter::try_new(fs::File::create(path).unwrap(), schema, Some(props))
-            .unwrap();
-    w.write(&batch).unwrap();
-    w.close().unwrap();
+    common::write_parquet_batches(path, &[batch], Some(props));
 }
 
 fn large_input(d: &Path) -> PathBuf {
@@ -449,14 +445,7 @@ fn dictionary_string_columns_give_the_same_answer() {
                 .collect::<DictionaryArray<Int32Type>>(),
         );
         let batch = RecordBatch::try_from_iter([("id", id), ("text", text)]).unwrap();
-        let mut w = parquet::arrow::ArrowWriter::try_new(
-            fs::File::create(&dict).unwrap(),
-            batch.schema(),
-            None,
-        )
-        .unwrap();
-        w.write(&batch).unwrap();
-        w.close().unwrap();
+        common::write_parquet_batches(&dict, &[batch], None);
     }
     let want = kept_ids(&plain, &recs, &[]);
     assert!(want.len() < recs.len(), "the set has duplicates");
@@ -557,14 +546,7 @@ fn ids_follow_one_rule_in_every_format() {
         let text: ArrayRef = Arc::new(StringArray::from(vec!["a b c", "d e f"]));
         for (p, id) in [(p, ints), (d.join("float.parquet"), floats)] {
             let batch = RecordBatch::try_from_iter([("id", id), ("text", text.clone())]).unwrap();
-            let mut w = parquet::arrow::ArrowWriter::try_new(
-                fs::File::create(&p).unwrap(),
-                batch.schema(),
-                None,
-            )
-            .unwrap();
-            w.write(&batch).unwrap();
-            w.close().unwrap();
+            common::write_parquet_batches(&p, &[batch], None);
             let result = dedup(&[path_str(&p), "--id-field", "id", "--emit", "drop"]);
             let name = p.file_name().unwrap().to_str().unwrap();
             assert_refused(&result, &[name, "id"]);
@@ -626,28 +608,14 @@ fn parquet_with_pandas_metadata_is_deduplicated_with_emit_keep() {
         let id: ArrayRef = Arc::new(StringArray::from(vec!["z"]));
         let body: ArrayRef = Arc::new(StringArray::from(vec!["other"]));
         let batch = RecordBatch::try_from_iter([("id", id), ("body", body)]).unwrap();
-        let mut w = parquet::arrow::ArrowWriter::try_new(
-            fs::File::create(&c).unwrap(),
-            batch.schema(),
-            None,
-        )
-        .unwrap();
-        w.write(&batch).unwrap();
-        w.close().unwrap();
+        common::write_parquet_batches(&c, &[batch], None);
     }
     let nulls = d.join("nulls.parquet");
     {
         let id: ArrayRef = Arc::new(StringArray::from(vec!["p", "q"]));
         let text: ArrayRef = Arc::new(StringArray::from(vec![Some("some text"), None]));
         let batch = RecordBatch::try_from_iter([("id", id), ("text", text)]).unwrap();
-        let mut w = parquet::arrow::ArrowWriter::try_new(
-            fs::File::create(&nulls).unwrap(),
-            batch.schema(),
-            None,
-        )
-        .unwrap();
-        w.write(&batch).unwrap();
-        w.close().unwrap();
+        common::write_parquet_batches(&nulls, &[batch], None);
     }
     let before = listing(d);
     let out2 = d.join("clean2.parquet");

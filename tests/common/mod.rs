@@ -139,3 +139,19 @@ impl Rng {
         fp
     }
 }
+
+/// Writes `batches` (all of one schema, at least one) to a new Parquet file
+/// at `path`, with the writer's default properties unless `props` are given.
+#[cfg(feature = "parquet")]
+pub fn write_parquet_batches(
+    path: &Path,
+    batches: &[arrow_array::RecordBatch],
+    props: Option<parquet::file::properties::WriterProperties>,
+) {
+    let file = std::fs::File::create(path).unwrap();
+    let mut w = parquet::arrow::ArrowWriter::try_new(file, batches[0].schema(), props).unwrap();
+    for batch in batches {
+        w.write(batch).unwrap();
+    }
+    w.close().unwrap();
+}
