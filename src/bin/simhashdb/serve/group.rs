@@ -60,16 +60,30 @@ pub async fn check(server: &Arc<Server>, k: u32, docs: Vec<Doc>) -> Result<Answe
         queue.jobs.push(Job { k, docs, reply });
         !std::mem::replace(&mut queue.answering, true)
     };
-    // One round, this request's included, on this thread (no await inside:
-    // it cannot be cancelled halfway); the checks that queued meanwhile go
-    // to a task of their own, so this request's answer does not wait for
-    // them. Rounds follow each other there without yielding to the worker's
-    // other tasks: a yield between them cost a sixth of the single-document
-    // checks at 16 connections (docs/BENCHMARKS.md, "Fewer segments, checks
-    // answered together").
-    if answer_now && answer_round(server) {
-        let server = Arc::clone(server);
-        tokio::spawn(async move { while answer_round(&server) {} });
+    // The request that answers first lets the worker run its other ready
+    // tasks (the requests that arrived with this one, which queue behind
+    // it), then answers the round, this request's included, on this thread
+    // (no await inside the round: it cannot be cancelled halfway). Dropped
+    // while it waits, it answers the queue all the same ([`Turn`]). The
+    // checks that queue during the round go to a task of their own, so
+    // this request's answer does not wait for them; rounds follow each
+    // other there without yielding to the worker's other tasks: a yield
+    // between them cost a sixth of the single-document checks at 16
+    // connections (docs/BENCHMARKS.md, "Fewer segments, checks answered
+    // together").
+    if answer_now {
+        let turn = Turn(server);
+        // The yield wakes this task once the worker has run every task
+        // ready now and polled for more (tokio defers it): a round then
+        // holds the checks of a whole batch of ready connections, for one
+        // writer lock and one WAL append (docs/BENCHMARKS.md, "Checks of
+        // the connections ready together in one round").
+        tokio::task::yield_now().await;
+        std::mem::forget(turn);
+        if answer_round(server) {
+            let server = Arc::clone(server);
+            tokio::spawn(async move { while answer_round(&server) {} });
+        }
     }
     answer.await.unwrap_or_else(|_| {
         Err(ApiError::new(
@@ -78,6 +92,19 @@ pub async fn check(server: &Arc<Server>, k: u32, docs: Vec<Doc>) -> Result<Answe
             "the task answering the check failed",
         ))
     })
+}
+
+/// The queue's turn, held by a request that will answer it once its yield
+/// returns: if the request is dropped meanwhile (its client went away), the
+/// queue is answered here, its check included, as it would have been, so
+/// the checks queued behind it are not left waiting. Forgotten once the
+/// request answers it itself.
+struct Turn<'a>(&'a Server);
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        while answer_round(self.0) {}
+    }
 }
 
 /// If a round panics: lets the next check answer the queue, and answers
@@ -300,6 +327,66 @@ mod tests {
         assert_eq!(answer.len(), 1);
         assert!(!server.checks.lock().answering);
     }
+    /// A request dropped while it waits to answer the queue (its client
+    /// went away during the yield) answers it all the same: its own check
+    /// is written first, and the check queued behind it is answered, not
+    /// left waiting for a turn that never comes.
+    #[test]
+    fn a_check_dropped_before_its_round_still_answers_the_queue() {
+        use std::future::Future;
+        use std::task::Poll;
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let index = Index::open(dir.path(), Options::new()).expect("open");
+        let server = Arc::new(
+            Server::new(
+                index,
+                Durability::Buffered,
+                Limits::default(),
+                Hosts::any(),
+                None,
+            )
+            .expect("server"),
+        );
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let fp = 0x0123_4567_89ab_cdef_u64;
+        let answers = runtime.block_on(async {
+            let mut first = Box::pin(check(&server, 3, vec![(1, Checked::Fingerprint(fp), None)]));
+            let mut second = Box::pin(check(
+                &server,
+                3,
+                vec![(2, Checked::Fingerprint(fp ^ 0b101), None)],
+            ));
+            std::future::poll_fn(|cx| {
+                // The first takes the queue and yields; the second queues
+                // behind it.
+                assert!(first.as_mut().poll(cx).is_pending());
+                assert!(second.as_mut().poll(cx).is_pending());
+                Poll::Ready(())
+            })
+            .await;
+            assert!(server.checks.lock().answering);
+            assert_eq!(server.checks.lock().jobs.len(), 2);
+            drop(first);
+            second.await.expect("answer")
+        });
+        // The dropped request's document was checked (new) and stored
+        // first: the second is its duplicate, at distance 2.
+        match &answers[..] {
+            [Err(matches)] => {
+                assert_eq!((matches[0].doc.id, matches[0].doc.distance), (1, 2));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(server.index.get(1).expect("get"), Some(fp));
+        assert_eq!(server.index.get(2).expect("get"), None);
+        let queue = server.checks.lock();
+        assert!(!queue.answering && queue.jobs.is_empty());
+    }
+
     /// Requests within the server's limits whose documents together take
     /// more than a WAL frame may hold, queued at once: every one is
     /// answered, none is refused for what the others sent.
