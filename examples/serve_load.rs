@@ -11,6 +11,14 @@
 //!
 //! `--fan-in` is the merge fan-in of both the in-process index and the
 //! server (`serve --merge-fan-in`); the default is the server's.
+//! `SERVE_BIN=PATH` drives another build's `simhashdb` (the index is this
+//! harness's). `PHASES=inproc,t1,t16,t64,b1,b4,e16,e64` runs only the
+//! phases named (`t`: a thread per connection; `b`: 1,000 documents per
+//! request; `e`: one client thread's event loop; the number: connections);
+//! `floor`, which only runs when named, drives the same clients against
+//! two trivial HTTP servers of this harness instead (`--floor-server`):
+//! what a request costs the kernel, tokio and hyper before any of
+//! `serve`'s work.
 //!
 //! The client threads run on the same machine as the server, so on a small
 //! machine they take CPU from it: the figures are a lower bound of what the
@@ -88,15 +96,17 @@ struct Figures {
 
 impl Figures {
     /// `cpu`: the server's and the client's (this process's) CPU seconds
-    /// over the phase.
-    fn print(&self, label: &str, cpu: Option<(f64, f64)>) {
+    /// over the phase, each with the part spent in the kernel.
+    fn print(&self, label: &str, cpu: Option<[(f64, f64); 2]>) {
         let mut lat = self.latencies_ns.clone();
         lat.sort_unstable();
-        let cpu = cpu.map_or(String::new(), |(server, client)| {
+        let cpu = cpu.map_or(String::new(), |[server, client]| {
             format!(
-                "  server CPU {:.2} µs/doc  client CPU {:.2} µs/request",
-                server * 1e6 / self.docs.max(1) as f64,
-                client * 1e6 / self.requests.max(1) as f64
+                "  server CPU {:.2} µs/doc (kernel {:.2})  client CPU {:.2} µs/request (kernel {:.2})",
+                server.0 * 1e6 / self.docs.max(1) as f64,
+                server.1 * 1e6 / self.docs.max(1) as f64,
+                client.0 * 1e6 / self.requests.max(1) as f64,
+                client.1 * 1e6 / self.requests.max(1) as f64,
             )
         });
         println!(
@@ -380,6 +390,21 @@ async fn connection_loop(
     (i, requests, lat, errors)
 }
 
+/// User + system CPU seconds of process `pid` (a number, or `self`) so
+/// far, and the system part (Linux).
+fn cpu_of(pid: &str) -> (f64, f64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<f64> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(f64::NAN))
+        .collect();
+    let ticks = |i: usize| fields.get(i).copied().unwrap_or(f64::NAN) / 100.0;
+    (ticks(11) + ticks(12), ticks(12))
+}
+
 /// The servers started: process id and address.
 static SERVERS: std::sync::Mutex<Vec<(u32, SocketAddr)>> = std::sync::Mutex::new(Vec::new());
 
@@ -638,20 +663,18 @@ fn main() {
         ("e64", 11, 64, 1, true),
     ];
     let measure = |pid: u32, label: &str, phase: u64, conns: u64, batch: u64, event_loop: bool| {
-        let (cpu0, client0) = (
-            common::cpu_seconds_of(&pid.to_string()),
-            common::cpu_seconds(),
-        );
+        let (server0, client0) = (cpu_of(&pid.to_string()), cpu_of("self"));
         let figures = if event_loop {
             over_http_event_loop(server_addr(pid), phase, conns, batch, seconds)
         } else {
             over_http(server_addr(pid), phase, conns, batch, seconds)
         };
-        let cpu = (
-            common::cpu_seconds_of(&pid.to_string()) - cpu0,
-            common::cpu_seconds() - client0,
+        let (server1, client1) = (cpu_of(&pid.to_string()), cpu_of("self"));
+        let spent = |a: (f64, f64), b: (f64, f64)| (b.0 - a.0, b.1 - a.1);
+        figures.print(
+            label,
+            Some([spent(server0, server1), spent(client0, client1)]),
         );
-        figures.print(label, Some(cpu));
     };
     if http_phases.iter().any(|p| runs(p.0)) {
         println!(
