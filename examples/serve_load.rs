@@ -11,6 +11,14 @@
 //!
 //! `--fan-in` is the merge fan-in of both the in-process index and the
 //! server (`serve --merge-fan-in`); the default is the server's.
+//! `SERVE_BIN=PATH` drives another build's `simhashdb` (the index is this
+//! harness's). `PHASES=inproc,t1,t16,t64,b1,b4,e16,e64` runs only the
+//! phases named (`t`: a thread per connection; `b`: 1,000 documents per
+//! request; `e`: one client thread's event loop; the number: connections);
+//! `floor`, which only runs when named, drives the same clients against
+//! two trivial HTTP servers of this harness instead (`--floor-server`):
+//! what a request costs the kernel, tokio and hyper before any of
+//! `serve`'s work.
 //!
 //! The client threads run on the same machine as the server, so on a small
 //! machine they take CPU from it: the figures are a lower bound of what the
@@ -88,15 +96,17 @@ struct Figures {
 
 impl Figures {
     /// `cpu`: the server's and the client's (this process's) CPU seconds
-    /// over the phase.
-    fn print(&self, label: &str, cpu: Option<(f64, f64)>) {
+    /// over the phase, each with the part spent in the kernel.
+    fn print(&self, label: &str, cpu: Option<[(f64, f64); 2]>) {
         let mut lat = self.latencies_ns.clone();
         lat.sort_unstable();
-        let cpu = cpu.map_or(String::new(), |(server, client)| {
+        let cpu = cpu.map_or(String::new(), |[server, client]| {
             format!(
-                "  server CPU {:.2} µs/doc  client CPU {:.2} µs/request",
-                server * 1e6 / self.docs.max(1) as f64,
-                client * 1e6 / self.requests.max(1) as f64
+                "  server CPU {:.2} µs/doc (kernel {:.2})  client CPU {:.2} µs/request (kernel {:.2})",
+                server.0 * 1e6 / self.docs.max(1) as f64,
+                server.1 * 1e6 / self.docs.max(1) as f64,
+                client.0 * 1e6 / self.requests.max(1) as f64,
+                client.1 * 1e6 / self.requests.max(1) as f64,
             )
         });
         println!(
@@ -380,16 +390,58 @@ async fn connection_loop(
     (i, requests, lat, errors)
 }
 
+/// User + system CPU seconds of process `pid` (a number, or `self`) so
+/// far, and the system part (Linux).
+fn cpu_of(pid: &str) -> (f64, f64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<f64> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(f64::NAN))
+        .collect();
+    let ticks = |i: usize| fields.get(i).copied().unwrap_or(f64::NAN) / 100.0;
+    (ticks(11) + ticks(12), ticks(12))
+}
+
+/// The servers started: process id and address.
+static SERVERS: std::sync::Mutex<Vec<(u32, SocketAddr)>> = std::sync::Mutex::new(Vec::new());
+
+fn server_addr(pid: u32) -> SocketAddr {
+    SERVERS
+        .lock()
+        .expect("servers")
+        .iter()
+        .find(|s| s.0 == pid)
+        .expect("a started server")
+        .1
+}
+
 struct ServerProcess {
     child: Child,
     addr: SocketAddr,
 }
 
 fn start_server(binary: &Path, dir: &Path) -> ServerProcess {
-    let mut child = Command::new(binary)
+    let mut command = Command::new(binary);
+    command
         .args(["serve", "--listen", "127.0.0.1:0", "--log", "warn", "--db"])
         .arg(dir)
-        .args(["--merge-fan-in", &arg("--fan-in", 3).to_string()])
+        .args(["--merge-fan-in", &arg("--fan-in", 3).to_string()]);
+    spawn_server(command, binary)
+}
+
+/// This harness again, as a trivial HTTP server (`--floor-server N`).
+fn start_floor_server(variant: u64) -> ServerProcess {
+    let binary = std::env::current_exe().expect("current exe");
+    let mut command = Command::new(&binary);
+    command.args(["--floor-server", &variant.to_string()]);
+    spawn_server(command, &binary)
+}
+
+fn spawn_server(mut command: Command, binary: &Path) -> ServerProcess {
+    let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -427,7 +479,136 @@ fn stop_server(mut server: ServerProcess) {
     panic!("the server did not stop within 120 s of SIGTERM");
 }
 
+/// The answer of the floor servers: the size of `POST /v1/check`'s to one
+/// new document.
+const FLOOR_BODY: &[u8] =
+    b"{\"results\":[{\"id\":12345678901234567890,\"status\":\"new\",\"fingerprint\":12345678901234567890}]}";
+
+/// `--floor-server N`: a trivial HTTP server on loopback, to measure what a
+/// request costs before any of `serve`'s work: every request is read whole
+/// (its head, then `Content-Length` bytes) and answered 200 with
+/// [`FLOOR_BODY`], on tokio's multi-threaded runtime as `serve` is. `1`:
+/// the request parsed by hand, the answer one write; `2`: hyper serving an
+/// axum router of one route, configured as `serve` configures them (no
+/// index, no JSON, no middleware).
+fn floor_server(variant: u64) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        println!(
+            "listening on http://{}",
+            listener.local_addr().expect("addr")
+        );
+        use std::io::Write;
+        std::io::stdout().flush().expect("flush");
+        let app = axum::Router::new().route(
+            "/v1/check",
+            axum::routing::post(|_body: axum::body::Bytes| async {
+                (
+                    [(axum::http::header::CONTENT_TYPE, "application/json")],
+                    FLOOR_BODY,
+                )
+            }),
+        );
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("signal");
+        loop {
+            let (stream, _) = tokio::select! {
+                _ = term.recv() => return,
+                accepted = listener.accept() => accepted.expect("accept"),
+            };
+            stream.set_nodelay(true).expect("nodelay");
+            if variant == 1 {
+                tokio::spawn(floor_connection(stream));
+            } else {
+                let app = app.clone();
+                tokio::spawn(async move {
+                    let mut http = hyper::server::conn::http1::Builder::new();
+                    http.timer(hyper_util::rt::TokioTimer::new())
+                        .header_read_timeout(Duration::from_secs(30));
+                    let _ = http
+                        .serve_connection(
+                            hyper_util::rt::TokioIo::new(stream),
+                            hyper_util::service::TowerToHyperService::new(app),
+                        )
+                        .await;
+                });
+            }
+        }
+    });
+}
+
+/// A connection of the floor server `1`: each request read whole, parsed
+/// by hand, answered in one write.
+async fn floor_connection(mut stream: tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut response = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+         date: Fri, 27 Nov 2026 12:00:00 GMT\r\n\r\n",
+        FLOOR_BODY.len()
+    )
+    .into_bytes();
+    response.extend_from_slice(FLOOR_BODY);
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut filled = 0;
+    loop {
+        let end = loop {
+            if let Some(head) = buf[..filled].windows(4).position(|w| w == b"\r\n\r\n") {
+                let length = content_length(&buf[..head]);
+                let end = head + 4 + length;
+                if filled >= end {
+                    break end;
+                }
+            }
+            if filled == buf.len() {
+                buf.resize(buf.len() * 2, 0);
+            }
+            match stream.read(&mut buf[filled..]).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => filled += n,
+            }
+        };
+        buf.copy_within(end..filled, 0);
+        filled -= end;
+        if stream.write_all(&response).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// The `Content-Length` of a request's or response's head (0 without one).
+fn content_length(head: &[u8]) -> usize {
+    std::str::from_utf8(head)
+        .expect("head")
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse().ok())?
+        })
+        .unwrap_or(0)
+}
+
+/// Whether phase `name` runs: all of them, or those `PHASES` lists
+/// (comma-separated; `floor`: the floor servers' phases, off by default).
+fn runs(name: &str) -> bool {
+    match std::env::var("PHASES") {
+        Ok(list) => list.split(',').any(|p| p.trim() == name),
+        Err(_) => name != "floor",
+    }
+}
+
 fn main() {
+    let floor = arg("--floor-server", 0);
+    if floor > 0 {
+        floor_server(floor);
+        return;
+    }
     let seconds = arg("--seconds", 5) as f64;
     let preload = arg("--preload", 1_000_000);
     let binary: PathBuf = std::env::current_exe()
@@ -458,64 +639,77 @@ fn main() {
         index.flush().expect("flush");
     }
 
-    println!("-- in process (Index::insert_if_new called directly; the baseline)");
-    let base1 = in_process(&dir, 1, 1, 1, seconds);
-    base1.print("in-process, 1 thread, 1 doc per call", None);
-    let base16 = in_process(&dir, 2, 16, 1, seconds);
-    base16.print("in-process, 16 threads, 1 doc per call", None);
-    let base_batch = in_process(&dir, 3, 1, 1000, seconds);
-    base_batch.print("in-process, 1 thread, loop of 1,000 docs", None);
-    let base_many = in_process_many(&dir, 9, 1000, seconds);
-    base_many.print("in-process, 1 thread, insert_if_new_many of 1,000", None);
+    if runs("inproc") {
+        println!("-- in process (Index::insert_if_new called directly; the baseline)");
+        let base1 = in_process(&dir, 1, 1, 1, seconds);
+        base1.print("in-process, 1 thread, 1 doc per call", None);
+        let base16 = in_process(&dir, 2, 16, 1, seconds);
+        base16.print("in-process, 16 threads, 1 doc per call", None);
+        let base_batch = in_process(&dir, 3, 1, 1000, seconds);
+        base_batch.print("in-process, 1 thread, loop of 1,000 docs", None);
+        let base_many = in_process_many(&dir, 9, 1000, seconds);
+        base_many.print("in-process, 1 thread, insert_if_new_many of 1,000", None);
+    }
 
-    println!("-- over HTTP (POST /v1/check, keep-alive connections)");
-    let server = start_server(&binary, &dir);
-    let pid = server.child.id();
-    let mut rows = Vec::new();
-    for (phase, conns, batch) in [
-        (4, 1, 1),
-        (5, 16, 1),
-        (6, 64, 1),
-        (7, 1, 1000),
-        (8, 4, 1000),
-    ] {
-        let (cpu0, client0) = (
-            common::cpu_seconds_of(&pid.to_string()),
-            common::cpu_seconds(),
-        );
-        let figures = over_http(server.addr, phase, conns, batch, seconds);
-        let cpu = (
-            common::cpu_seconds_of(&pid.to_string()) - cpu0,
-            common::cpu_seconds() - client0,
-        );
-        let label = format!("HTTP, {conns} connection(s), {batch} doc(s) per request");
-        figures.print(&label, Some(cpu));
-        rows.push((label, figures));
-    }
-    println!("-- over HTTP, one client thread's event loop (each request one write)");
-    for (phase, conns) in [(10, 16), (11, 64)] {
-        let (cpu0, client0) = (
-            common::cpu_seconds_of(&pid.to_string()),
-            common::cpu_seconds(),
-        );
-        let figures = over_http_event_loop(server.addr, phase, conns, 1, seconds);
-        let cpu = (
-            common::cpu_seconds_of(&pid.to_string()) - cpu0,
-            common::cpu_seconds() - client0,
-        );
+    // The phases over HTTP: (name, phase, connections, documents per
+    // request, whether the event-loop client drives them).
+    let http_phases = [
+        ("t1", 4, 1, 1, false),
+        ("t16", 5, 16, 1, false),
+        ("t64", 6, 64, 1, false),
+        ("b1", 7, 1, 1000, false),
+        ("b4", 8, 4, 1000, false),
+        ("e16", 10, 16, 1, true),
+        ("e64", 11, 64, 1, true),
+    ];
+    let measure = |pid: u32, label: &str, phase: u64, conns: u64, batch: u64, event_loop: bool| {
+        let (server0, client0) = (cpu_of(&pid.to_string()), cpu_of("self"));
+        let figures = if event_loop {
+            over_http_event_loop(server_addr(pid), phase, conns, batch, seconds)
+        } else {
+            over_http(server_addr(pid), phase, conns, batch, seconds)
+        };
+        let (server1, client1) = (cpu_of(&pid.to_string()), cpu_of("self"));
+        let spent = |a: (f64, f64), b: (f64, f64)| (b.0 - a.0, b.1 - a.1);
         figures.print(
-            &format!("HTTP, {conns} connections, 1 thread, 1 doc per request"),
-            Some(cpu),
+            label,
+            Some([spent(server0, server1), spent(client0, client1)]),
         );
+    };
+    if http_phases.iter().any(|p| runs(p.0)) {
+        println!(
+            "-- over HTTP (POST /v1/check, keep-alive connections; t: a client thread per connection, e: one client thread's event loop, each request one write)"
+        );
+        // `SERVE_BIN`: another build's `simhashdb` to drive.
+        let binary = std::env::var_os("SERVE_BIN").map_or(binary, PathBuf::from);
+        let server = start_server(&binary, &dir);
+        let pid = server.child.id();
+        SERVERS.lock().expect("servers").push((pid, server.addr));
+        for (name, phase, conns, batch, event_loop) in http_phases {
+            if runs(name) {
+                let label =
+                    format!("{name}: HTTP, {conns} connection(s), {batch} doc(s) per request");
+                measure(pid, &label, phase, conns, batch, event_loop);
+            }
+        }
+        stop_server(server);
     }
-    stop_server(server);
-    let rate = |f: &Figures| f.docs as f64 / f.seconds;
-    println!(
-        "ratios (HTTP / in-process 1 thread): 1 conn {:.2}, 16 conns {:.2}, 64 conns {:.2}, batched {:.2}",
-        rate(&rows[0].1) / rate(&base1),
-        rate(&rows[1].1) / rate(&base1),
-        rate(&rows[2].1) / rate(&base1),
-        rate(&rows[4].1).max(rate(&rows[3].1)) / rate(&base_batch),
-    );
+    if runs("floor") {
+        println!(
+            "-- a trivial HTTP server's floor (this harness as the server; no index, no JSON)"
+        );
+        for (variant, what) in [(1, "by hand, one write"), (2, "hyper + axum, one route")] {
+            let server = start_floor_server(variant);
+            let pid = server.child.id();
+            SERVERS.lock().expect("servers").push((pid, server.addr));
+            for (name, conns, event_loop) in
+                [("t16", 16, false), ("e16", 16, true), ("e64", 64, true)]
+            {
+                let label = format!("floor {variant} ({what}), {name}");
+                measure(pid, &label, 12, conns, 1, event_loop);
+            }
+            stop_server(server);
+        }
+    }
     println!("load average at the end: {}", loadavg());
 }

@@ -164,3 +164,96 @@ fn concurrent_checks_keep_exactly_one_document_per_near_duplicate_set() {
     let index = Index::open(&db, Options::default()).expect("reopen");
     assert_eq!(live_docs(&index), winners);
 }
+
+/// Single-document checks from many connections at once, which the server
+/// answers together in rounds of the connections ready at the same time:
+/// every answer is the one a sequential brute-force model gives in any
+/// order (each set's members lie within 2 bits of each other and far from
+/// every other set's): exactly one member of a set is new, and every other
+/// is a duplicate naming it, at its true distance.
+#[test]
+fn concurrent_single_document_checks_answer_as_one_at_a_time() {
+    const SINGLE_CLIENTS: u64 = 16;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("index");
+    let mut server = Server::start(&db, &[]);
+    let bases: Vec<u64> = sets().iter().map(|members| members[0].1).collect();
+    // Client `c` sends its own member of every set: the base with bit
+    // `c % 6` flipped (client 0..5 twice over), ids distinct per client.
+    let member =
+        |s: usize, c: u64| -> (u64, u64) { (s as u64 * 1000 + c, bases[s] ^ (1 << (c % 6))) };
+    let answers: Vec<Vec<(usize, u64, u64, Value)>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..SINGLE_CLIENTS)
+            .map(|c| {
+                let server = &server;
+                let bases = &bases;
+                scope.spawn(move || {
+                    let mut rng = Rng(c + 100);
+                    let mut order: Vec<usize> = (0..bases.len()).collect();
+                    for i in (1..order.len()).rev() {
+                        order.swap(i, rng.index(i + 1));
+                    }
+                    let mut client = server.client();
+                    order
+                        .into_iter()
+                        .map(|s| {
+                            let (id, fp) = member(s, c);
+                            let body = json!({"documents": [{"id": id, "fingerprint": fp}]});
+                            let reply = client
+                                .post("/v1/check", body.to_string().as_bytes())
+                                .expect("check");
+                            assert_eq!(reply.status, 200, "{}", reply.text());
+                            let result = reply.json()["results"][0].clone();
+                            assert_eq!(result["id"], id);
+                            (s, id, fp, result)
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("client"))
+            .collect()
+    });
+
+    let mut winners: BTreeMap<usize, (u64, u64)> = BTreeMap::new();
+    for &(s, id, fp, ref result) in answers.iter().flatten() {
+        if result["status"] == "new" {
+            assert_eq!(winners.insert(s, (id, fp)), None, "set {s}: two new");
+        }
+    }
+    assert_eq!(winners.len(), bases.len(), "every set has one new member");
+    for &(s, id, fp, ref result) in answers.iter().flatten() {
+        let (winner, winner_fp) = winners[&s];
+        if id == winner {
+            continue;
+        }
+        assert_eq!(result["status"], "duplicate", "{result}");
+        assert_eq!(result["match"]["id"], winner, "{result}");
+        assert_eq!(
+            result["match"]["distance"],
+            hamming(fp, winner_fp),
+            "{result}"
+        );
+    }
+    drop(answers);
+    server.signal("TERM");
+    assert!(server.wait().success(), "{}", server.stderr());
+    let index = Index::open(&db, Options::default()).expect("reopen");
+    let mut model = Model::new();
+    for &(id, fp) in winners.values() {
+        model.insert(id, (fp, None));
+    }
+    assert_eq!(live_docs(&index), model);
+    for &base in &bases {
+        let found: Vec<u64> = index
+            .query(base, 3)
+            .expect("query")
+            .iter()
+            .map(|m| m.id)
+            .collect();
+        let expected: Vec<u64> = brute_force(&model, base, 3).iter().map(|m| m.id).collect();
+        assert_eq!(found, expected);
+    }
+}

@@ -37,6 +37,31 @@ struct Queue {
     /// Whether a request or a task is answering the queue.
     answering: bool,
     jobs: Vec<Job>,
+    /// Rounds in a row that held one job only, counted from [`ALONE`]
+    /// again after [`ALONE`] + [`PROBE`] ([`Queue::waits_for_company`]).
+    alone: u32,
+}
+
+/// Rounds of one job in a row after which a check no longer yields
+/// before answering its round (but for the probes).
+const ALONE: u32 = 4;
+
+/// A check that found no company for this many rounds yields once anyway,
+/// to learn whether checks now arrive together again.
+const PROBE: u32 = 16;
+
+const ALONE_AND_PROBE: u32 = ALONE + PROBE;
+
+impl Queue {
+    /// Whether the check that takes the queue yields before answering
+    /// its round, so that the checks of the connections ready with it
+    /// join the round: not after more than [`ALONE`] rounds in a row held
+    /// one job each (one busy connection, say, where the yield only costs
+    /// a poll of the sockets and a wake-up of the other worker: 0.6–0.7×
+    /// the checks per second), but for one round in [`PROBE`].
+    fn waits_for_company(&self) -> bool {
+        self.alone <= ALONE
+    }
 }
 
 /// The checks waiting to be answered.
@@ -55,21 +80,38 @@ impl CheckQueue {
 /// same time.
 pub async fn check(server: &Arc<Server>, k: u32, docs: Vec<Doc>) -> Result<Answers, ApiError> {
     let (reply, answer) = oneshot::channel();
-    let answer_now = {
+    let (answer_now, wait) = {
         let mut queue = server.checks.lock();
         queue.jobs.push(Job { k, docs, reply });
-        !std::mem::replace(&mut queue.answering, true)
+        let answer_now = !std::mem::replace(&mut queue.answering, true);
+        (answer_now, answer_now && queue.waits_for_company())
     };
-    // One round, this request's included, on this thread (no await inside:
-    // it cannot be cancelled halfway); the checks that queued meanwhile go
-    // to a task of their own, so this request's answer does not wait for
-    // them. Rounds follow each other there without yielding to the worker's
-    // other tasks: a yield between them cost a sixth of the single-document
-    // checks at 16 connections (docs/BENCHMARKS.md, "Fewer segments, checks
-    // answered together").
-    if answer_now && answer_round(server) {
-        let server = Arc::clone(server);
-        tokio::spawn(async move { while answer_round(&server) {} });
+    // The request that answers first lets the worker run its other ready
+    // tasks (the requests that arrived with this one, which queue behind
+    // it), then answers the round, this request's included, on this thread
+    // (no await inside the round: it cannot be cancelled halfway). Dropped
+    // while it waits, it answers the queue all the same ([`Turn`]). The
+    // checks that queue during the round go to a task of their own, so
+    // this request's answer does not wait for them; rounds follow each
+    // other there without yielding to the worker's other tasks: a yield
+    // between them cost a sixth of the single-document checks at 16
+    // connections (docs/BENCHMARKS.md, "Fewer segments, checks answered
+    // together").
+    if answer_now {
+        if wait {
+            let turn = Turn(server);
+            // The yield wakes this task once the worker has run every task
+            // ready now and polled for more (tokio defers it): a round then
+            // holds the checks of a whole batch of ready connections, for
+            // one writer lock and one WAL append (docs/BENCHMARKS.md,
+            // "Checks of the connections ready together in one round").
+            tokio::task::yield_now().await;
+            std::mem::forget(turn);
+        }
+        if answer_round(server) {
+            let server = Arc::clone(server);
+            tokio::spawn(async move { while answer_round(&server) {} });
+        }
     }
     answer.await.unwrap_or_else(|_| {
         Err(ApiError::new(
@@ -78,6 +120,19 @@ pub async fn check(server: &Arc<Server>, k: u32, docs: Vec<Doc>) -> Result<Answe
             "the task answering the check failed",
         ))
     })
+}
+
+/// The queue's turn, held by a request that will answer it once its yield
+/// returns: if the request is dropped meanwhile (its client went away), the
+/// queue is answered here, its check included, as it would have been, so
+/// the checks queued behind it are not left waiting. Forgotten once the
+/// request answers it itself.
+struct Turn<'a>(&'a Server);
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        while answer_round(self.0) {}
+    }
 }
 
 /// If a round panics: lets the next check answer the queue, and answers
@@ -127,7 +182,15 @@ fn record_bytes(doc: &Doc) -> usize {
 /// [`RUN_DOCUMENTS`] (a job alone over them is a run of its own, within
 /// the server's request limits).
 fn round(server: &Server) {
-    let jobs = std::mem::take(&mut server.checks.lock().jobs);
+    let jobs = {
+        let mut queue = server.checks.lock();
+        queue.alone = match queue.alone + 1 {
+            _ if queue.jobs.len() > 1 => 0,
+            ALONE_AND_PROBE => ALONE,
+            alone => alone,
+        };
+        std::mem::take(&mut queue.jobs)
+    };
     let mut jobs = jobs.into_iter().peekable();
     while let Some(first) = jobs.next() {
         let k = first.k;
@@ -300,6 +363,139 @@ mod tests {
         assert_eq!(answer.len(), 1);
         assert!(!server.checks.lock().answering);
     }
+    /// A request dropped while it waits to answer the queue (its client
+    /// went away during the yield) answers it all the same: its own check
+    /// is written first, and the check queued behind it is answered, not
+    /// left waiting for a turn that never comes.
+    #[test]
+    fn a_check_dropped_before_its_round_still_answers_the_queue() {
+        use std::future::Future;
+        use std::task::Poll;
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let index = Index::open(dir.path(), Options::new()).expect("open");
+        let server = Arc::new(
+            Server::new(
+                index,
+                Durability::Buffered,
+                Limits::default(),
+                Hosts::any(),
+                None,
+            )
+            .expect("server"),
+        );
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let fp = 0x0123_4567_89ab_cdef_u64;
+        let answers = runtime.block_on(async {
+            let mut first = Box::pin(check(&server, 3, vec![(1, Checked::Fingerprint(fp), None)]));
+            let mut second = Box::pin(check(
+                &server,
+                3,
+                vec![(2, Checked::Fingerprint(fp ^ 0b101), None)],
+            ));
+            std::future::poll_fn(|cx| {
+                // The first takes the queue and yields; the second queues
+                // behind it.
+                assert!(first.as_mut().poll(cx).is_pending());
+                assert!(second.as_mut().poll(cx).is_pending());
+                Poll::Ready(())
+            })
+            .await;
+            assert!(server.checks.lock().answering);
+            assert_eq!(server.checks.lock().jobs.len(), 2);
+            drop(first);
+            second.await.expect("answer")
+        });
+        // The dropped request's document was checked (new) and stored
+        // first: the second is its duplicate, at distance 2.
+        match &answers[..] {
+            [Err(matches)] => {
+                assert_eq!((matches[0].doc.id, matches[0].doc.distance), (1, 2));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(server.index.get(1).expect("get"), Some(fp));
+        assert_eq!(server.index.get(2).expect("get"), None);
+        let queue = server.checks.lock();
+        assert!(!queue.answering && queue.jobs.is_empty());
+    }
+
+    /// The first check of a round yields to let others join it, but not
+    /// after more than `ALONE` rounds in a row of one check each, but for
+    /// one round in `PROBE`; a round of several checks turns the yield
+    /// back on. Every check is answered either way.
+    #[test]
+    fn lone_checks_stop_yielding_but_for_a_probe_every_sixteenth_round() {
+        use std::future::Future;
+        use std::task::Poll;
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let index = Index::open(dir.path(), Options::new()).expect("open");
+        let server = Arc::new(
+            Server::new(
+                index,
+                Durability::Buffered,
+                Limits::default(),
+                Hosts::any(),
+                None,
+            )
+            .expect("server"),
+        );
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let fp = |i: u64| 0x9e37_79b9_7f4a_7c15_u64.wrapping_mul(i + 1);
+        // Whether check `i`'s first poll yielded; its answer (new).
+        let check_alone = |i: u64| -> bool {
+            runtime.block_on(async {
+                let mut one = Box::pin(check(
+                    &server,
+                    3,
+                    vec![(i, Checked::Fingerprint(fp(i)), None)],
+                ));
+                let first = std::future::poll_fn(|cx| Poll::Ready(one.as_mut().poll(cx))).await;
+                let yielded = first.is_pending();
+                let answers = match first {
+                    Poll::Ready(answers) => answers,
+                    Poll::Pending => one.await,
+                };
+                assert!(matches!(&answers.expect("answer")[..], [Ok(())]), "{i}");
+                yielded
+            })
+        };
+        let yielded: Vec<u64> = (0..40).filter(|&i| check_alone(i)).collect();
+        let expected: Vec<u64> = (0..40u64)
+            .filter(|&i| i <= u64::from(ALONE) || (i - u64::from(ALONE)) % u64::from(PROBE) == 0)
+            .collect();
+        assert_eq!(yielded, expected);
+        assert_eq!(expected, [0, 1, 2, 3, 4, 20, 36]);
+        // A round of two checks: the next check yields again.
+        assert!(!check_alone(40));
+        server.checks.lock().answering = true;
+        let together: Vec<_> = (41..43)
+            .map(|i| {
+                let s = Arc::clone(&server);
+                runtime.spawn(async move {
+                    check(&s, 3, vec![(i, Checked::Fingerprint(fp(i)), None)]).await
+                })
+            })
+            .collect();
+        while server.checks.lock().jobs.len() < 2 {
+            runtime.block_on(tokio::task::yield_now());
+        }
+        round(&server);
+        server.checks.lock().answering = false;
+        for t in together {
+            assert!(runtime.block_on(t).expect("task").is_ok());
+        }
+        assert!(check_alone(43));
+        assert_eq!(server.index.len().expect("len"), 44);
+    }
+
     /// Requests within the server's limits whose documents together take
     /// more than a WAL frame may hold, queued at once: every one is
     /// answered, none is refused for what the others sent.
