@@ -18,7 +18,7 @@
 
 use super::keys::sort_keys;
 use crate::format::FormatError;
-use crate::format::{prefetch, prefetch_line, prefetch_to_l2};
+use crate::format::{prefetch_line, prefetch_line_to_l2, prefetch_to_l2};
 use crate::plan::{CANDIDATE_BUDGET, Plan};
 use crate::search::Hit;
 
@@ -133,25 +133,30 @@ impl TableView<'_> {
         prefetch_line(self.dir, b * 4);
     }
 
+    /// [`prefetch_entry`](Self::prefetch_entry) into the second-level
+    /// cache: for the unprobed search, which asks for the entries of a
+    /// group's probes and the keys of the previous group's together, more
+    /// lines than the first level's miss buffers hold (docs/BENCHMARKS.md,
+    /// "The batched check: lines asked for into the second-level cache,
+    /// walks streamed").
+    #[inline]
+    fn prefetch_entry_to_l2(&self, b: usize) {
+        prefetch_line_to_l2(self.dir, b * 4);
+    }
+
     /// Positions of the keys of directory position `b`.
     #[inline]
     fn range(&self, b: usize) -> (usize, usize) {
         (self.entry(b), self.entry(b + 1))
     }
 
-    /// Asks for the keys at positions `lo..hi` ahead of their search.
-    #[inline]
-    fn prefetch_keys(&self, lo: usize, hi: usize) {
-        if lo < hi {
-            prefetch(self.low, lo * self.width..hi * self.width);
-        }
-    }
-
-    /// [`prefetch_keys`](Self::prefetch_keys) into the second-level cache
-    /// but for the first line: for the runs of a probed plan, many lines
-    /// of several runs ahead (with every line into the first level, 9 %
-    /// slower at k = 6 and 10 M: docs/BENCHMARKS.md, "Probed plans at k =
-    /// 6: runs compared eight keys at a time").
+    /// Asks for the keys at positions `lo..hi` ahead of their search, into
+    /// the second-level cache but for the first line: many lines of
+    /// several probes or runs ahead (for the runs of a probed plan, with
+    /// every line into the first level, 9 % slower at k = 6 and 10 M:
+    /// docs/BENCHMARKS.md, "Probed plans at k = 6: runs compared eight
+    /// keys at a time"; for the unprobed search, "The batched check:
+    /// lines asked for into the second-level cache, walks streamed").
     #[inline]
     fn prefetch_run(&self, lo: usize, hi: usize) {
         if lo < hi {
@@ -484,7 +489,7 @@ fn search(
                 for (t, (table, layout)) in tables.iter().zip(layouts).enumerate() {
                     let key = layout.permute(fp);
                     let bucket = table.bucket_of(key);
-                    table.prefetch_entry(bucket);
+                    table.prefetch_entry_to_l2(bucket);
                     probes[j * per_query + t] = Probe {
                         key,
                         lo: bucket,
@@ -501,7 +506,7 @@ fn search(
                     let probe = &mut probes[j * per_query + t];
                     let (lo, hi) = table.range(probe.lo);
                     (probe.lo, probe.hi) = (lo, hi);
-                    table.prefetch_keys(lo, hi);
+                    table.prefetch_run(lo, hi);
                 }
             }
         }
