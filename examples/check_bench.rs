@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo run --release --example check_bench -- [--preload 1000000] [--checks 3000000]
-//!     [--batch 1000] [--fan-in 3] [--memtable-mib 32] [--compact]
+//!     [--batch 1000] [--fan-in 3] [--memtable-mib 32] [--compact] [--flush-thread on|off]
 //! ```
 //!
 //! Preloads `--preload` random fingerprints (splitmix64) into a fresh index
@@ -36,10 +36,18 @@ fn main() {
     let fan_in = arg("--fan-in", 3) as usize;
     let memtable_mib = arg("--memtable-mib", 32) as usize;
     let compact = std::env::args().any(|a| a == "--compact");
+    let flush_thread = std::env::args()
+        .skip_while(|a| a != "--flush-thread")
+        .nth(1)
+        .map(|v| v == "on");
     let options = || {
-        Options::default()
+        let options = Options::default()
             .merge_policy(Some(Arc::new(TieredMergePolicy { fan_in })))
-            .memtable_bytes(memtable_mib << 20)
+            .memtable_bytes(memtable_mib << 20);
+        match flush_thread {
+            Some(on) => options.flush_thread(on),
+            None => options,
+        }
     };
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("index");

@@ -18,7 +18,7 @@
 
 use super::keys::sort_keys;
 use crate::format::FormatError;
-use crate::format::{prefetch, prefetch_line, prefetch_to_l2};
+use crate::format::{prefetch, prefetch_line, prefetch_line_to_l2, prefetch_to_l2};
 use crate::plan::{CANDIDATE_BUDGET, Plan};
 use crate::search::Hit;
 
@@ -133,6 +133,18 @@ impl TableView<'_> {
         prefetch_line(self.dir, b * 4);
     }
 
+    /// [`prefetch_entry`](Self::prefetch_entry) into the second-level
+    /// cache: for the unprobed search of several groups of queries, which
+    /// asks for the entries of a group's probes and the keys of the
+    /// previous group's together, more lines than the first level's miss
+    /// buffers hold (docs/BENCHMARKS.md,
+    /// "The batched check: lines asked for into the second-level cache,
+    /// walks streamed").
+    #[inline]
+    fn prefetch_entry_to_l2(&self, b: usize) {
+        prefetch_line_to_l2(self.dir, b * 4);
+    }
+
     /// Positions of the keys of directory position `b`.
     #[inline]
     fn range(&self, b: usize) -> (usize, usize) {
@@ -148,10 +160,12 @@ impl TableView<'_> {
     }
 
     /// [`prefetch_keys`](Self::prefetch_keys) into the second-level cache
-    /// but for the first line: for the runs of a probed plan, many lines
-    /// of several runs ahead (with every line into the first level, 9 %
-    /// slower at k = 6 and 10 M: docs/BENCHMARKS.md, "Probed plans at k =
-    /// 6: runs compared eight keys at a time").
+    /// but for the first line: many lines of several probes or runs ahead
+    /// (for the runs of a probed plan, with every line into the first
+    /// level, 9 % slower at k = 6 and 10 M: docs/BENCHMARKS.md, "Probed
+    /// plans at k = 6: runs compared eight keys at a time"; for the
+    /// unprobed search of several groups of queries, "The batched check:
+    /// lines asked for into the second-level cache, walks streamed").
     #[inline]
     fn prefetch_run(&self, lo: usize, hi: usize) {
         if lo < hi {
@@ -468,6 +482,11 @@ fn search(
     let layouts = plan.tables();
     let per_query = tables.len();
     let groups = fps.len().div_ceil(GROUP);
+    // With several groups, each step asks for more lines than the first
+    // level's miss buffers hold: they are asked for into the second level
+    // (but a probe's first key line). One group (a single query's search)
+    // asks for its lines into the first level, as it always did.
+    let many = groups > 1;
     // Three groups in flight, by group number modulo 3: each query's
     // permuted key and directory position per table, then its range.
     let slots = GROUP.min(fps.len()) * per_query;
@@ -484,7 +503,11 @@ fn search(
                 for (t, (table, layout)) in tables.iter().zip(layouts).enumerate() {
                     let key = layout.permute(fp);
                     let bucket = table.bucket_of(key);
-                    table.prefetch_entry(bucket);
+                    if many {
+                        table.prefetch_entry_to_l2(bucket);
+                    } else {
+                        table.prefetch_entry(bucket);
+                    }
                     probes[j * per_query + t] = Probe {
                         key,
                         lo: bucket,
@@ -501,7 +524,11 @@ fn search(
                     let probe = &mut probes[j * per_query + t];
                     let (lo, hi) = table.range(probe.lo);
                     (probe.lo, probe.hi) = (lo, hi);
-                    table.prefetch_keys(lo, hi);
+                    if many {
+                        table.prefetch_run(lo, hi);
+                    } else {
+                        table.prefetch_keys(lo, hi);
+                    }
                 }
             }
         }

@@ -57,8 +57,12 @@ const LINK_BYTES: usize = std::mem::size_of::<Link>();
 /// four bytes per chain table.
 const BUCKET_BITS: u32 = 16;
 
-/// Chains [`Memtable::matching_many`] walks in step at most.
+/// Chain walks [`Memtable::matching_many`] keeps in flight.
 const WALKS: usize = 64;
+
+/// How many walks ahead of its start [`Memtable::matching_many`] asks
+/// for a walk's bucket head.
+const HEADS_AHEAD: usize = 32;
 
 /// End of a chain.
 const NONE: u32 = u32::MAX;
@@ -246,67 +250,88 @@ impl Memtable {
     /// most the plan's): `found(i, id, doc)` for each document near
     /// `fps[i]`, each once per query, in no particular order.
     ///
-    /// The `k + 1` chains of several queries (up to 64 chains in all) are
-    /// walked in step, a link of each in turn: every link is a likely cache
-    /// miss, and the walks do not depend on each other, so their misses
-    /// overlap instead of adding up.
+    /// Every link is a likely cache miss, and the `k + 1` chain walks of
+    /// each query do not depend on each other: [`WALKS`] walks are kept
+    /// in flight, a link of each in turn, so that their misses overlap
+    /// instead of adding up. A walk that ends is replaced at once by the
+    /// next (query, block), whose bucket's head was asked for [`HEADS_AHEAD`]
+    /// walks earlier: the walks in flight stay [`WALKS`] to the last query
+    /// (before, the walks of 16 queries were started together and the
+    /// next 16 waited for the longest of them, the last rounds with few
+    /// walks left each waiting out a miss; docs/BENCHMARKS.md, "The
+    /// batched check: lines asked for into the second-level cache, walks
+    /// streamed").
     pub(crate) fn matching_many<'a>(
         &'a self,
         fps: &[u64],
         k: u32,
         mut found: impl FnMut(usize, u64, &'a Doc),
     ) {
-        // At most 64 blocks (k < 64).
-        let per_query = self.chains.len().clamp(1, WALKS);
-        let group = WALKS / per_query;
-        for (g, run) in fps.chunks(group).enumerate() {
-            let mut cursor = [NONE; WALKS];
-            let mut folded = [0u32; WALKS];
-            for (j, &fp) in run.iter().enumerate() {
-                for (t, chains) in self.chains.iter().enumerate() {
-                    cursor[j * per_query + t] = chains.heads[chains.bucket(fp)];
-                }
-                folded[j] = fold(fp);
-            }
-            let cursor = &mut cursor[..run.len() * per_query];
-            // A link's successor is asked for as soon as the link is read
-            // (a prefetch holds nothing up while it is in flight), so that
-            // the next round of the walks finds it in the caches: without
-            // it, the processor's window kept only a few of a round's
-            // misses in flight (docs/BENCHMARKS.md, "Prefetched chain links
-            // and one client thread").
-            for (c, &pos) in cursor.iter().enumerate() {
-                if pos != NONE {
-                    prefetch_line(&self.chains[c % per_query].next, pos as usize);
-                }
-            }
-            let mut walking = true;
-            while walking {
-                walking = false;
-                for (j, walks) in cursor.chunks_exact_mut(per_query).enumerate() {
-                    for ((t, pos), chains) in walks.iter_mut().enumerate().zip(&self.chains) {
-                        if *pos == NONE {
-                            continue;
-                        }
-                        walking = true;
-                        let link = chains.next[*pos as usize];
-                        if link.next != NONE {
-                            prefetch_line(&chains.next, link.next as usize);
-                        }
-                        if (link.folded ^ folded[j]).count_ones() <= k
-                            && let Some((id, Version::Live(doc))) = &self.slots[*pos as usize]
+        // A walk is item `w`: query `w / blocks`, block `w % blocks`.
+        let blocks = self.chains.len().max(1);
+        let items = fps.len().saturating_mul(blocks);
+        let head_of = |w: usize| -> (&Chains, usize) {
+            let chains = &self.chains[w % blocks];
+            (chains, chains.bucket(fps[w / blocks]))
+        };
+        for w in 0..items.min(HEADS_AHEAD) {
+            let (chains, bucket) = head_of(w);
+            prefetch_line(&chains.heads, bucket);
+        }
+        // Per walk in flight: its item and the slot of its next link.
+        let mut walks = [(0usize, NONE); WALKS];
+        let mut next_item = 0;
+        let mut active = 0usize;
+        loop {
+            for (item, pos) in &mut walks {
+                if *pos == NONE {
+                    // Start the next walks until one has a link (an
+                    // empty bucket ends its walk at once).
+                    while *pos == NONE && next_item < items {
+                        let (chains, bucket) = head_of(next_item);
+                        if let Some(ahead) = next_item.checked_add(HEADS_AHEAD)
+                            && ahead < items
                         {
-                            let fp = run[j];
-                            // A bucket holds other blocks too: the search
-                            // rule checks the whole block, and reports a
-                            // match in one table only.
-                            if self.blocks.reports(t, doc.fingerprint ^ fp, k) {
-                                found(g * group + j, *id, doc);
-                            }
+                            let (chains, bucket) = head_of(ahead);
+                            prefetch_line(&chains.heads, bucket);
                         }
-                        *pos = link.next;
+                        *item = next_item;
+                        *pos = chains.heads[bucket];
+                        next_item += 1;
+                    }
+                    if *pos != NONE {
+                        active += 1;
+                        prefetch_line(&self.chains[*item % blocks].next, *pos as usize);
+                    }
+                    continue;
+                }
+                let (j, t) = (*item / blocks, *item % blocks);
+                let chains = &self.chains[t];
+                let link = chains.next[*pos as usize];
+                // Its successor asked for at once, for this walk's next
+                // turn (a prefetch holds nothing up while it is in
+                // flight).
+                if link.next != NONE {
+                    prefetch_line(&chains.next, link.next as usize);
+                }
+                let fp = fps[j];
+                if (link.folded ^ fold(fp)).count_ones() <= k
+                    && let Some((id, Version::Live(doc))) = &self.slots[*pos as usize]
+                {
+                    // A bucket holds other blocks too: the search rule
+                    // checks the whole block, and reports a match in one
+                    // table only.
+                    if self.blocks.reports(t, doc.fingerprint ^ fp, k) {
+                        found(j, *id, doc);
                     }
                 }
+                *pos = link.next;
+                if *pos == NONE {
+                    active -= 1;
+                }
+            }
+            if active == 0 && next_item >= items {
+                break;
             }
         }
     }
@@ -490,6 +515,26 @@ mod tests {
             }
             if i.is_multiple_of(997) || i == 19_999 {
                 let q = centres[(r >> 20) as usize % 1024] ^ (r & 1);
+                // Many queries at once (more walks than are kept in
+                // flight), against the model.
+                let queries: Vec<u64> = (0..40)
+                    .map(|c| centres[(c * 7 + i as usize) % 1024] ^ (c as u64 & 3))
+                    .collect();
+                let mut together = vec![Vec::new(); queries.len()];
+                m.matching_many(&queries, 3, |j, id, doc| {
+                    together[j].push((id, doc.fingerprint))
+                });
+                for (j, &q) in queries.iter().enumerate() {
+                    together[j].sort_unstable();
+                    let mut want: Vec<(u64, u64)> = model
+                        .iter()
+                        .filter(|&(_, &fp)| (fp ^ q).count_ones() <= 3)
+                        .map(|(&id, &fp)| (id, fp))
+                        .collect();
+                    want.sort_unstable();
+                    assert_eq!(together[j], want, "query {j} of many after {i} writes");
+                    matched += want.len();
+                }
                 for k in 0..=3 {
                     let mut got: Vec<(u64, u64)> = m
                         .matching(q, k)
@@ -568,6 +613,10 @@ mod tests {
                 m.matching_many(&queries, d, |i, id, _| together[i].push(id));
                 for (i, &q) in queries.iter().enumerate() {
                     together[i].sort_unstable();
+                    let want: Vec<u64> = (0..3000u64)
+                        .filter(|&i| (fps[i as usize] ^ q).count_ones() <= d)
+                        .collect();
+                    assert_eq!(together[i], want, "query {i} of many, k {k}, d {d}");
                     assert_eq!(
                         together[i],
                         ids(m.matching(q, d)),

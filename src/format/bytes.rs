@@ -291,6 +291,15 @@ const HINT_L1: i32 = 0;
 #[cfg(not(target_arch = "x86_64"))]
 const HINT_L2: i32 = 0;
 
+/// [`prefetch_line`] into the second-level cache only, as
+/// [`prefetch_to_l2`] asks for its lines: for a search that asks for the
+/// lines of many places at once, more than the first level's miss buffers
+/// hold.
+#[inline]
+pub(crate) fn prefetch_line_to_l2<T: Copy>(items: &[T], at: usize) {
+    prefetch_line_with::<HINT_L2, T>(items, at);
+}
+
 /// [`prefetch_line`] with the processor's hint `HINT`.
 #[inline]
 fn prefetch_line_with<const HINT: i32, T: Copy>(items: &[T], at: usize) {

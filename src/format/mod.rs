@@ -51,7 +51,7 @@
 )]
 
 mod bytes;
-pub(crate) use bytes::{prefetch, prefetch_line, prefetch_to_l2};
+pub(crate) use bytes::{prefetch, prefetch_line, prefetch_line_to_l2, prefetch_to_l2};
 mod container;
 // The submodules are the engine's: their items that are API are re-exported
 // below, and the rest (layout constants, the engine's write-back heuristics,
