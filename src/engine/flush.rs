@@ -293,6 +293,7 @@ impl Core {
     /// tables in the plan its size calls for. The caller commits it.
     fn write_memtable(&self, m: &Memtable, segment_id: u64) -> Result<Segment> {
         let mut docs = DocMapWriter::new(self.index_id, segment_id);
+        docs.reserve(m.live_docs());
         for (id, version) in m.versions_unordered() {
             match version {
                 Version::Live(doc) => docs
