@@ -84,6 +84,17 @@ pub(crate) fn sort_by_key_range<T: Copy + Default, K: Ord>(
     key: impl Fn(&T) -> u64,
     full: impl Fn(&T) -> K,
 ) {
+    sort_by_key_range_with(items, &mut Vec::new(), key, full);
+}
+
+/// [`sort_by_key_range`] with the pass's output buffer supplied (as in
+/// [`sort_by_top_bits_with`]).
+pub(crate) fn sort_by_key_range_with<T: Copy + Default, K: Ord>(
+    items: &mut Vec<T>,
+    scratch: &mut Vec<T>,
+    key: impl Fn(&T) -> u64,
+    full: impl Fn(&T) -> K,
+) {
     let (lo, hi) = items.iter().fold((u64::MAX, 0), |(lo, hi), item| {
         let k = key(item);
         (lo.min(k), hi.max(k))
@@ -92,7 +103,7 @@ pub(crate) fn sort_by_key_range<T: Copy + Default, K: Ord>(
     // or none, stays 0): the largest shift that loses no bit, so the
     // stretched key keeps the order of `key`.
     let shift = hi.saturating_sub(lo).leading_zeros() % 64;
-    sort_by_top_bits(items, |item| (key(item) - lo) << shift, full);
+    sort_by_top_bits_with(items, scratch, |item| (key(item) - lo) << shift, full);
 }
 
 #[cfg(test)]
@@ -179,11 +190,15 @@ mod tests {
                 .collect(),
             (0..n).map(|i| (u64::MAX - i % 1000, i as u32)).collect(),
         ];
+        let mut scratch = vec![(1, 2); 3];
         for (c, mut pairs) in cases.into_iter().enumerate() {
             let mut want = pairs.clone();
             want.sort_unstable();
+            let mut again = pairs.clone();
             sort_by_key_range(&mut pairs, |p| p.0, |&p| p);
             assert_eq!(pairs, want, "case {c}");
+            sort_by_key_range_with(&mut again, &mut scratch, |p| p.0, |&p| p);
+            assert_eq!(again, want, "case {c}, reused scratch");
         }
     }
 
