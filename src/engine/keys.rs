@@ -203,7 +203,7 @@ mod tests {
             vec![0, u64::MAX, 0, u64::MAX, 1],
             (0..50_000).collect(),
             (0..20_000u64).map(|i| i << 32).collect(),
-            (0..20_000u64).map(|i| i << 52 | i >> 12).collect(),
+            (0..20_000u64).map(|i| i.rotate_right(12)).collect(),
             (0..60_000).map(|_| random() % 30_000).collect(),
             (0..60_000).map(|_| random()).collect(),
         ];

@@ -125,7 +125,7 @@ impl<'a> BitWriter<'a> {
     fn finish(self) {
         let bytes = self.len.div_ceil(8) as usize;
         self.out
-            .extend_from_slice(&self.acc.to_le_bytes()[..bytes.min(8)]);
+            .extend_from_slice(self.acc.to_le_bytes().get(..bytes).unwrap_or_default());
     }
 }
 
@@ -152,14 +152,17 @@ fn rice_parameter(gaps: &[u64]) -> u32 {
         }
     }
     let n = gaps.len() as u128;
-    let cost = |i: usize| quotients[i] + n * (1 + u128::from(candidates[i]));
-    let mut best = 0;
-    for i in [1, 2] {
-        if cost(i) < cost(best) {
-            best = i;
+    let mut costs = quotients
+        .iter()
+        .zip(candidates)
+        .map(|(&q, r)| (q + n * (1 + u128::from(r)), r));
+    let mut best = costs.next().unwrap_or((0, 0));
+    for (cost, r) in costs {
+        if cost < best.0 {
+            best = (cost, r);
         }
     }
-    candidates[best]
+    best.1
 }
 
 /// Appends the Rice low stream of `gaps` (their low `r` bits).
@@ -789,6 +792,7 @@ pub(crate) fn index_record(index: &[u8], i: usize) -> Option<(u64, u64)> {
 /// words and the fields' ranges were taken in one pass: what the new ones
 /// must write byte for byte.
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 mod reference {
     use super::super::super::bytes::crc32;
     use super::{MAX_RICE, Pending, SKETCHES_ALL, SKETCHES_NONE, SKETCHES_SOME, low_mask, width};
@@ -1068,7 +1072,9 @@ mod reference {
                                 1 => Some(Sketch::from_bytes(
                                     r.to_le_bytes().repeat(2).try_into().unwrap(),
                                 )),
-                                _ => (r % 3 == 0).then(|| Sketch::from_bytes([i as u8; 16])),
+                                _ => r
+                                    .is_multiple_of(3)
+                                    .then(|| Sketch::from_bytes([i as u8; 16])),
                             },
                         }
                     })
