@@ -276,11 +276,10 @@ impl Core {
 
     /// Keeps flushed memtable `m`, emptied, as the spare the next
     /// [`fresh_memtable`](Self::fresh_memtable) reuses (if no reader still
-    /// holds it): writing into memory already mapped instead of fresh pages
-    /// took 9 % off an ingest's CPU (docs/BENCHMARKS.md, "Ingest:
-    /// prefetched memtable inserts, a recycled memtable"). At most one is
-    /// kept, so an index holds at most one memtable's memory more than
-    /// before.
+    /// holds it): fresh memory costs a page fault per 4 KiB written
+    /// (docs/ARCHITECTURE.md, "A flush reuses the memory of the flush
+    /// before"). At most one is kept, so an index holds at most one
+    /// memtable's memory more than before.
     pub(super) fn recycle_memtable(&self, m: Option<Arc<Memtable>>) {
         if let Some(mut m) = m.and_then(|m| Arc::try_unwrap(m).ok()) {
             m.clear();

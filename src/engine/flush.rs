@@ -310,8 +310,8 @@ impl Core {
     /// memtable's slots, then written in file order straight from the slots
     /// ([`SortedDocMapWriter`]): no copy of every document is made and
     /// sorted, and the buffers' memory is reused from flush to flush (fresh
-    /// memory costs a page fault per 4 KiB: docs/BENCHMARKS.md, "Ingest:
-    /// prefetched memtable inserts, a recycled memtable").
+    /// memory costs a page fault per 4 KiB: docs/ARCHITECTURE.md, "A flush
+    /// reuses the memory of the flush before").
     fn write_memtable_with(
         &self,
         m: &Memtable,

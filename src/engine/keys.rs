@@ -46,9 +46,9 @@ pub(crate) type U64Map<V> = HashMap<u64, V, U64Build>;
 /// advance ([`prefetch`](Self::prefetch)), so that a batch of inserts
 /// overlaps its cache misses instead of paying them one after another; one
 /// line holds both the key and its value (the standard map's control bytes
-/// and entries are two). A miss each was 8 % of a 50 M ingest's CPU
-/// (docs/BENCHMARKS.md, "Ingest: prefetched memtable inserts, a recycled
-/// memtable").
+/// and entries are two). Those misses were most of `Memtable::push`, 8 % of
+/// a 50 M ingest's CPU (docs/ARCHITECTURE.md, "A flush reuses the memory of
+/// the flush before", its last part).
 #[derive(Debug, Clone)]
 pub(crate) struct PosMap {
     slots: Vec<PosSlot>,

@@ -152,10 +152,10 @@ impl Memtable {
 
     /// Empties the memtable for reuse, keeping its vectors' and maps'
     /// memory: as new as [`with_capacity`](Self::with_capacity) made it, but
-    /// without a page fault per 4 KiB written to fresh memory (the kernel's
-    /// share of an ingest was 15 % of its writing thread's CPU, most of it
-    /// that; docs/BENCHMARKS.md, "Ingest: prefetched memtable inserts, a
-    /// recycled memtable").
+    /// without a page fault per 4 KiB written to fresh memory (a third of
+    /// an ingest's writing thread was the kernel's, mostly those:
+    /// docs/ARCHITECTURE.md, "A flush reuses the memory of the flush
+    /// before").
     pub(crate) fn clear(&mut self) {
         self.docs.clear();
         self.slots.clear();
