@@ -73,6 +73,39 @@ pub(crate) fn sort_by_top_bits_with<T: Copy + Default, K: Ord>(
     std::mem::swap(items, out);
 }
 
+/// Sorts `items` by `full`, given `key`, a `u64` such that `key(a) <
+/// key(b)` implies `full(a) < full(b)`, whatever the spread of `key`: the
+/// range of keys present is stretched over the 64 bits before the radix
+/// pass of [`sort_by_top_bits`], so that keys packed in a narrow range
+/// (sequential ids: all in one top-16-bit bucket as they are) fill its
+/// buckets evenly too.
+pub(crate) fn sort_by_key_range<T: Copy + Default, K: Ord>(
+    items: &mut Vec<T>,
+    key: impl Fn(&T) -> u64,
+    full: impl Fn(&T) -> K,
+) {
+    sort_by_key_range_with(items, &mut Vec::new(), key, full);
+}
+
+/// [`sort_by_key_range`] with the pass's output buffer supplied (as in
+/// [`sort_by_top_bits_with`]).
+pub(crate) fn sort_by_key_range_with<T: Copy + Default, K: Ord>(
+    items: &mut Vec<T>,
+    scratch: &mut Vec<T>,
+    key: impl Fn(&T) -> u64,
+    full: impl Fn(&T) -> K,
+) {
+    let (lo, hi) = items.iter().fold((u64::MAX, 0), |(lo, hi), item| {
+        let k = key(item);
+        (lo.min(k), hi.max(k))
+    });
+    // `hi - lo` shifted left until its top bit is set (a range of one key,
+    // or none, stays 0): the largest shift that loses no bit, so the
+    // stretched key keeps the order of `key`.
+    let shift = hi.saturating_sub(lo).leading_zeros() % 64;
+    sort_by_top_bits_with(items, scratch, |item| (key(item) - lo) << shift, full);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,6 +157,48 @@ mod tests {
             assert_eq!(keys, want, "case {i}");
             sort_by_top_bits_with(&mut again, &mut scratch, |&k| k, |&k| k);
             assert_eq!(again, want, "case {i}, reused scratch");
+        }
+    }
+
+    /// Narrow, wide and empty ranges, sequential and reversed keys,
+    /// duplicates, keys at 0 and `u64::MAX`, and pairs whose second member
+    /// decides: all as the standard sort leaves them.
+    #[test]
+    fn key_ranges_of_any_width_sort_like_the_standard_sort() {
+        let mut s = 11u64;
+        let n = RADIX_MIN as u64 * 5;
+        let cases: Vec<Vec<(u64, u32)>> = vec![
+            vec![],
+            vec![(7, 1)],
+            (0..n).map(|i| (1_000_000 + i, (n - i) as u32)).collect(),
+            (0..n).rev().map(|i| (i, i as u32)).collect(),
+            (0..n)
+                .map(|i| (42, (xorshift(&mut s) >> 40) as u32 ^ i as u32))
+                .collect(),
+            (0..n)
+                .map(|i| (i % 3, (xorshift(&mut s) >> 40) as u32))
+                .collect(),
+            (0..n)
+                .map(|i| (xorshift(&mut s) % (n * 3), i as u32))
+                .collect(),
+            (0..n)
+                .map(|i| match i % 4 {
+                    0 => (0, i as u32),
+                    1 => (u64::MAX, i as u32),
+                    _ => (xorshift(&mut s), i as u32),
+                })
+                .collect(),
+            (0..n).map(|i| (u64::MAX - i % 1000, i as u32)).collect(),
+        ];
+        let mut scratch = vec![(1, 2); 3];
+        for (c, mut pairs) in cases.into_iter().enumerate() {
+            let mut want = pairs.clone();
+            want.sort_unstable();
+            let mut again = pairs.clone();
+            sort_by_key_range(&mut pairs, |p| p.0, |&p| p);
+            assert_eq!(pairs, want, "case {c}");
+            sort_by_key_range_with(&mut again, &mut scratch, |p| p.0, |&p| p);
+            assert_eq!(again, want, "case {c}, reused scratch");
         }
     }
 

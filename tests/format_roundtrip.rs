@@ -348,3 +348,114 @@ fn plan_shapes_survive_the_manifest() {
         assert_eq!(config, simhashdb::Simhasher::default().config());
     }
 }
+
+/// The doc map files in `dir`, by name.
+fn doc_map_files(dir: &std::path::Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "ids"))
+        .map(|p| {
+            let bytes = std::fs::read(&p).unwrap();
+            (p.file_name().unwrap().to_string_lossy().into_owned(), bytes)
+        })
+        .collect()
+}
+
+/// A flush writes its doc map from the memtable's slots, sorting small keys
+/// that point at them, with buffers (and a memtable) reused from the flush
+/// before: each of three flushes, on the writing thread and on the flush
+/// thread, must hold exactly the model's last versions (names, sketches,
+/// upserts, deletes of known and unknown ids, shared fingerprints, ids and
+/// fingerprints at 0 and `u64::MAX`), and be byte for byte the file
+/// [`DocMapWriter`] writes for the same records pushed in another order.
+#[test]
+fn a_flushed_doc_map_is_byte_for_byte_what_the_doc_map_writer_writes() {
+    use simhashdb::sketch::Sketch;
+    use simhashdb::{Index, Options};
+    for flush_thread in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let index = Index::open(
+            dir.path(),
+            Options::new().merge_policy(None).flush_thread(flush_thread),
+        )
+        .unwrap();
+        let mut s = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        for round in 0..3u64 {
+            // id → Some((fingerprint, name, sketch)) live, None deleted.
+            type Live = (u64, Option<String>, Option<Sketch>);
+            let mut model: BTreeMap<u64, Option<Live>> = BTreeMap::new();
+            let before = doc_map_files(dir.path());
+            let mut batch = Vec::new();
+            for i in 0..30_000u64 {
+                let r = next();
+                let id = match i % 7 {
+                    0 => 0,
+                    1 => u64::MAX,
+                    _ => r % 20_000 + round * 7,
+                };
+                let fingerprint = match r % 5 {
+                    0 => 0,
+                    1 => u64::MAX,
+                    2 => 0x0123_4567_89ab_cdef ^ (r >> 60),
+                    _ => r.rotate_left(7),
+                };
+                let name = (r % 3 == 0).then(|| format!("doc/{round}/{i}"));
+                let sketch = (r % 4 == 1).then(|| Sketch::from_bytes([r as u8; 16]));
+                batch.push((id, fingerprint, sketch, name.clone()));
+                model.insert(id, Some((fingerprint, name, sketch)));
+                if i % 1000 == 999 {
+                    index
+                        .insert_batch_sketched(std::mem::take(&mut batch))
+                        .unwrap();
+                    for id in [r % 20_000, u64::MAX - 1 - r % 50] {
+                        index.delete(id).unwrap();
+                        model.insert(id, None);
+                    }
+                }
+            }
+            index.flush().unwrap();
+            let after = doc_map_files(dir.path());
+            let new: Vec<&Vec<u8>> = after
+                .iter()
+                .filter(|(name, _)| !before.contains_key(*name))
+                .map(|(_, bytes)| bytes)
+                .collect();
+            assert_eq!(new.len(), 1, "round {round}: one new doc map");
+            let bytes = new[0].clone();
+            let reader = DocMapReader::new(bytes.clone()).unwrap();
+            let entries: Vec<DocEntry<'_>> = reader.entries().map(Result::unwrap).collect();
+            let tombstones: Vec<Tombstone> = reader.tombstones().map(Result::unwrap).collect();
+            let got: BTreeMap<u64, Option<Live>> = entries
+                .iter()
+                .map(|e| {
+                    (
+                        e.id,
+                        Some((e.fingerprint, e.name.map(str::to_string), e.sketch)),
+                    )
+                })
+                .chain(tombstones.iter().map(|t| (t.id, None)))
+                .collect();
+            assert_eq!(got.len(), entries.len() + tombstones.len(), "round {round}");
+            assert_eq!(got, model, "round {round}, flush thread {flush_thread}");
+            assert!(tombstones.len() > 10 && entries.iter().any(|e| e.sketch.is_some()));
+            let mut w = DocMapWriter::new(reader.index_id(), reader.segment_id());
+            for e in entries.iter().rev() {
+                w.push(*e).unwrap();
+            }
+            for &t in tombstones.iter().rev() {
+                w.push_tombstone(t);
+            }
+            assert!(
+                w.finish().unwrap() == bytes,
+                "round {round}, flush thread {flush_thread}: bytes differ"
+            );
+        }
+    }
+}

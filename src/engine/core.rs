@@ -93,6 +93,11 @@ pub(super) struct Core {
     pub(super) retired: Mutex<Vec<Arc<Segment>>>,
     /// What the batches of `Index::insert_if_new_many` settle with.
     pub(super) recent_writes: Mutex<RecentWrites>,
+    /// The last flushed memtable, emptied, whose memory the next memtable
+    /// reuses ([`Core::fresh_memtable`]).
+    pub(super) spare_memtable: Mutex<Option<Memtable>>,
+    /// The sort buffers of the last flush, which the next one reuses.
+    pub(super) flush_buffers: Mutex<super::flush::FlushBuffers>,
 }
 
 /// The threads an index starts besides its flush and merge threads (which
@@ -258,6 +263,28 @@ impl Core {
         *committed = manifest;
         apply(&mut write_lock(&self.state));
         Ok(edited)
+    }
+
+    /// An empty memtable for the writes after a flush: the spare one if a
+    /// flushed memtable was recycled, otherwise a new one with room for
+    /// `capacity` versions.
+    pub(super) fn fresh_memtable(&self, capacity: usize) -> Memtable {
+        lock(&self.spare_memtable)
+            .take()
+            .unwrap_or_else(|| Memtable::with_capacity(&self.plan, capacity))
+    }
+
+    /// Keeps flushed memtable `m`, emptied, as the spare the next
+    /// [`fresh_memtable`](Self::fresh_memtable) reuses (if no reader still
+    /// holds it): fresh memory costs a page fault per 4 KiB written
+    /// (docs/ARCHITECTURE.md, "A flush reuses the memory of the flush
+    /// before"). At most one is kept, so an index holds at most one
+    /// memtable's memory more than before.
+    pub(super) fn recycle_memtable(&self, m: Option<Arc<Memtable>>) {
+        if let Some(mut m) = m.and_then(|m| Arc::try_unwrap(m).ok()) {
+            m.clear();
+            *lock(&self.spare_memtable) = Some(m);
+        }
     }
 
     /// Allocates the ids of a flush's segment and of the WAL that follows it.

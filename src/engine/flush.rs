@@ -7,7 +7,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use crate::error::{Error, Result};
-use crate::format::{DocEntry, DocMapWriter, FileKind, Tombstone};
+use crate::format::{DocEntry, FileKind, SortedDocMapWriter, Tombstone};
 
 use super::compaction::{MergeShared, wake_merge};
 use super::core::{Core, lock, read_lock};
@@ -189,7 +189,7 @@ impl Index {
         core.hooks.pause(Point::HandOverWalCreated);
         // Allocated before the write lock is taken.
         let capacity = read_lock(&core.state).memtable.slots();
-        let fresh = Arc::new(Memtable::with_capacity(&core.plan, capacity));
+        let fresh = Arc::new(core.fresh_memtable(capacity));
         let old_wals = core.commit(
             |manifest| {
                 manifest.next_seq = w.next_seq;
@@ -233,8 +233,9 @@ impl Index {
         core.hooks.pause(Point::FlushWritten);
         let new_wal = self.create_wal(new_wal_id)?;
         let capacity = read_lock(&core.state).memtable.slots();
-        let fresh = Arc::new(Memtable::with_capacity(&core.plan, capacity));
+        let fresh = Arc::new(core.fresh_memtable(capacity));
         let meta = segment.meta;
+        let mut flushed = None;
         let old_wals = core.commit(
             |manifest| {
                 manifest.segments.push(meta);
@@ -243,9 +244,10 @@ impl Index {
             },
             |state| {
                 state.segments.insert(0, Arc::new(segment));
-                state.memtable = fresh;
+                flushed = Some(std::mem::replace(&mut state.memtable, fresh));
             },
         )?;
+        core.recycle_memtable(flushed);
         w.wal = new_wal;
         w.wal_id = new_wal_id;
         core.hooks.pause(Point::FlushCommitted);
@@ -274,6 +276,7 @@ impl Core {
         drop(m);
         self.hooks.pause(Point::FlushWritten);
         let meta = segment.meta;
+        let mut flushed = None;
         self.commit(
             |manifest| {
                 manifest.segments.push(meta);
@@ -281,9 +284,10 @@ impl Core {
             },
             |state| {
                 state.segments.insert(0, Arc::new(segment));
-                state.frozen = None;
+                flushed = state.frozen.take();
             },
         )?;
+        self.recycle_memtable(flushed);
         self.hooks.pause(Point::FlushCommitted);
         self.remove_wals(&job.old_wals);
         Ok(())
@@ -292,31 +296,94 @@ impl Core {
     /// Writes memtable `m` as segment `segment_id`: its doc map, then its
     /// tables in the plan its size calls for. The caller commits it.
     fn write_memtable(&self, m: &Memtable, segment_id: u64) -> Result<Segment> {
-        let mut docs = DocMapWriter::new(self.index_id, segment_id);
-        for (id, version) in m.versions_unordered() {
-            match version {
-                Version::Live(doc) => docs
-                    .push(DocEntry {
-                        fingerprint: doc.fingerprint,
-                        id,
-                        seq: doc.seq,
-                        timestamp: doc.timestamp,
-                        name: doc.name.as_deref(),
-                        sketch: doc.sketch.as_deref().copied(),
-                    })
-                    .map_err(|e| Error::InvalidArgument(e.to_string()))?,
-                Version::Deleted { seq, timestamp } => docs.push_tombstone(Tombstone {
-                    id,
-                    seq: *seq,
-                    timestamp: *timestamp,
-                }),
+        // One flush runs at a time: the buffers are taken, and given back
+        // (grown to this memtable's size) for the next flush.
+        let mut buffers = std::mem::take(&mut *lock(&self.flush_buffers));
+        let result = self.write_memtable_with(m, segment_id, &mut buffers);
+        *lock(&self.flush_buffers) = buffers;
+        result
+    }
+
+    /// [`write_memtable`](Self::write_memtable) with its sort buffers.
+    ///
+    /// The doc map's records are sorted as small keys that point at the
+    /// memtable's slots, then written in file order straight from the slots
+    /// ([`SortedDocMapWriter`]): no copy of every document is made and
+    /// sorted, and the buffers' memory is reused from flush to flush (fresh
+    /// memory costs a page fault per 4 KiB: docs/ARCHITECTURE.md, "A flush
+    /// reuses the memory of the flush before").
+    fn write_memtable_with(
+        &self,
+        m: &Memtable,
+        segment_id: u64,
+        buffers: &mut FlushBuffers,
+    ) -> Result<Segment> {
+        let FlushBuffers {
+            order,
+            order_scratch,
+            by_id,
+            by_id_scratch,
+            tombstones,
+        } = buffers;
+        order.clear();
+        tombstones.clear();
+        for (pos, id, version) in m.versions_at() {
+            match *version {
+                Version::Live(ref doc) => order.push((doc.fingerprint, id, pos)),
+                Version::Deleted { seq, timestamp } => {
+                    tombstones.push(Tombstone { id, seq, timestamp })
+                }
             }
         }
-        let ranges = docs.ranges();
+        // By (fingerprint, id): an id has one version here, so the order
+        // is total.
+        crate::radix::sort_by_top_bits_with(order, order_scratch, |e| e.0, |e| (e.0, e.1));
+        by_id.clear();
+        by_id.extend(
+            order
+                .iter()
+                .zip(0u32..)
+                .map(|(e, position)| (e.1, position)),
+        );
+        crate::radix::sort_by_key_range_with(by_id, by_id_scratch, |p| p.0, |&p| p);
+        tombstones.sort_unstable();
         let ids_path = self.dir.join(FileKind::DocMap.file_name(segment_id));
-        let ids_file = docs
-            .finish_into(create_buffered(self.fs.as_ref(), &ids_path)?)
-            .map_err(encode_error(&ids_path))?;
+        let mut docs = SortedDocMapWriter::new(
+            create_buffered(self.fs.as_ref(), &ids_path)?,
+            self.index_id,
+            segment_id,
+            order.len() as u64,
+            tombstones.len() as u64,
+        )
+        .map_err(encode_error(&ids_path))?;
+        for (i, &(_, _, pos)) in order.iter().enumerate() {
+            // The slots are read in fingerprint order, a cache miss each:
+            // asked for a few documents ahead.
+            if let Some(&(_, _, ahead)) = order.get(i + SLOTS_AHEAD) {
+                m.prefetch_slot(ahead);
+            }
+            let Some((id, Version::Live(doc))) = m.version_at(pos) else {
+                unreachable!("slot {pos} was listed as live")
+            };
+            docs.push(DocEntry {
+                fingerprint: doc.fingerprint,
+                id,
+                seq: doc.seq,
+                timestamp: doc.timestamp,
+                name: doc.name.as_deref(),
+                sketch: doc.sketch.as_deref().copied(),
+            })
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        }
+        for &(id, position) in by_id.iter() {
+            docs.push_id(id, position)
+                .map_err(encode_error(&ids_path))?;
+        }
+        for &t in tombstones.iter() {
+            docs.push_tombstone(t).map_err(encode_error(&ids_path))?;
+        }
+        let ranges = docs.ranges();
+        let ids_file = docs.finish().map_err(encode_error(&ids_path))?;
         sync_buffered(ids_file, &ids_path)?;
         // The plan is chosen by the live documents, which bound the distinct
         // fingerprints the tables count exactly.
@@ -329,4 +396,22 @@ impl Core {
         };
         self.write_segment(segment_id, 0, &plan, key_count, fill, ranges)
     }
+}
+
+/// Documents a flush looks ahead when it reads the memtable's slots in
+/// fingerprint order.
+const SLOTS_AHEAD: usize = 8;
+
+/// The sort buffers of a flush, kept for the next one
+/// ([`Core::flush_buffers`]).
+#[derive(Debug, Default)]
+pub(super) struct FlushBuffers {
+    /// (fingerprint, id, slot) of every live document, sorted by
+    /// (fingerprint, id): the doc map's entries.
+    order: Vec<(u64, u64, u32)>,
+    order_scratch: Vec<(u64, u64, u32)>,
+    /// (id, position among the entries), sorted by id: the id index.
+    by_id: Vec<(u64, u32)>,
+    by_id_scratch: Vec<(u64, u32)>,
+    tombstones: Vec<Tombstone>,
 }

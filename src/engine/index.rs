@@ -215,7 +215,9 @@ impl Index {
         S: Into<String>,
     {
         let timestamp = now_ms();
-        let mut records = Vec::new();
+        let docs = docs.into_iter();
+        // Sized once rather than copied as it doubles.
+        let mut records = Vec::with_capacity(docs.size_hint().0);
         for (id, fingerprint, sketch, name) in docs {
             let name: Option<String> = name.map(Into::into);
             check_name(name.as_deref())?;

@@ -16,10 +16,9 @@
 //! grew, then a second map from fingerprint to ids; see
 //! docs/ARCHITECTURE.md.)
 
-use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
-use super::keys::{U64Map, sort_keys};
+use super::keys::{PosMap, sort_keys_with};
 use crate::format::prefetch_line;
 use crate::plan::Plan;
 
@@ -113,7 +112,7 @@ pub(crate) struct Memtable {
     /// chains' layout (never written to disk).
     blocks: Plan,
     /// id → position in `slots` of its latest version.
-    docs: U64Map<u32>,
+    docs: PosMap,
     /// Every version written, in write order; `None` once replaced.
     slots: Vec<Option<(u64, Version)>>,
     chains: Vec<Chains>,
@@ -147,12 +146,29 @@ impl Memtable {
             .collect();
         Memtable {
             blocks,
-            docs: U64Map::with_capacity_and_hasher(docs, Default::default()),
+            docs: PosMap::with_capacity(docs),
             slots: Vec::with_capacity(docs),
             chains,
             live: 0,
             bytes: 0,
         }
+    }
+
+    /// Empties the memtable for reuse, keeping its vectors' and maps'
+    /// memory: as new as [`with_capacity`](Self::with_capacity) made it, but
+    /// without a page fault per 4 KiB written to fresh memory (a third of
+    /// an ingest's writing thread was the kernel's, mostly those:
+    /// docs/ARCHITECTURE.md, "A flush reuses the memory of the flush
+    /// before").
+    pub(crate) fn clear(&mut self) {
+        self.docs.clear();
+        self.slots.clear();
+        for chains in &mut self.chains {
+            chains.heads.fill(NONE);
+            chains.next.clear();
+        }
+        self.live = 0;
+        self.bytes = 0;
     }
 
     /// Approximate memory held, for the flush budget.
@@ -191,6 +207,21 @@ impl Memtable {
         }
     }
 
+    /// Asks the processor for the cache lines that writing a version of
+    /// `id` will touch at random: its entry in the id map and, for a live
+    /// version with `fingerprint`, the head of its bucket in each chain
+    /// table. A batch applied with the writes a few records ahead
+    /// prefetched overlaps their cache misses.
+    #[inline]
+    pub(crate) fn prefetch(&self, id: u64, fingerprint: Option<u64>) {
+        self.docs.prefetch(id);
+        if let Some(fp) = fingerprint {
+            for chains in &self.chains {
+                prefetch_line(&chains.heads, chains.bucket(fp));
+            }
+        }
+    }
+
     /// Records the deletion of `id` (whether or not a version is known here:
     /// the tombstone must shadow older segments).
     pub(crate) fn delete(&mut self, id: u64, seq: u64, timestamp: u64) {
@@ -212,9 +243,8 @@ impl Memtable {
             .filter(|&pos| pos != NONE)
             .unwrap_or_else(|| panic!("a memtable holds fewer than 2^32 - 1 versions"));
         self.bytes += SLOT_BYTES + LINK_BYTES * self.chains.len() + name_len(&version);
-        match self.docs.entry(id) {
-            Entry::Occupied(mut e) => {
-                let old = std::mem::replace(e.get_mut(), pos);
+        match self.docs.insert(id, pos) {
+            Some(old) => {
                 if let Some((_, old)) = self.slots[old as usize].take() {
                     self.bytes -= name_len(&old);
                     if matches!(old, Version::Live(_)) {
@@ -222,10 +252,7 @@ impl Memtable {
                     }
                 }
             }
-            Entry::Vacant(e) => {
-                e.insert(pos);
-                self.bytes += ID_BYTES;
-            }
+            None => self.bytes += ID_BYTES,
         }
         self.slots.push(Some((id, version)));
         pos
@@ -233,7 +260,7 @@ impl Memtable {
 
     /// The latest version of `id` written here, if any.
     pub(crate) fn version(&self, id: u64) -> Option<&Version> {
-        let &pos = self.docs.get(&id)?;
+        let pos = self.docs.get(id)?;
         self.slots[pos as usize].as_ref().map(|(_, v)| v)
     }
 
@@ -336,6 +363,28 @@ impl Memtable {
         }
     }
 
+    /// Every version with its slot (for [`version_at`](Self::version_at)),
+    /// in write order.
+    pub(crate) fn versions_at(&self) -> impl Iterator<Item = (u32, u64, &Version)> + '_ {
+        (0u32..)
+            .zip(&self.slots)
+            .filter_map(|(pos, slot)| slot.as_ref().map(|(id, v)| (pos, *id, v)))
+    }
+
+    /// The version in slot `pos`, with its id (`None` if it was replaced).
+    pub(crate) fn version_at(&self, pos: u32) -> Option<(u64, &Version)> {
+        self.slots
+            .get(pos as usize)?
+            .as_ref()
+            .map(|(id, v)| (*id, v))
+    }
+
+    /// Asks the processor for slot `pos`'s cache line.
+    #[inline]
+    pub(crate) fn prefetch_slot(&self, pos: u32) {
+        prefetch_line(&self.slots, pos as usize);
+    }
+
     /// Every version, in no particular order (for writing a segment, whose
     /// doc map sorts them anyway): the slots in write order.
     pub(crate) fn versions_unordered(&self) -> impl Iterator<Item = (u64, &Version)> + '_ {
@@ -374,13 +423,15 @@ impl Memtable {
                 Version::Deleted { .. } => None,
             })
             .collect();
-        sort_keys(&mut first);
+        // One radix output buffer for every table's sort in turn.
+        let mut scratch = Vec::new();
+        sort_keys_with(&mut first, &mut scratch);
         first.dedup();
         let distinct: Vec<u64> = first.iter().map(|&key| tables[0].unpermute(key)).collect();
         let key_count = first.len() as u64;
         let rest = tables[1..].iter().map(move |table| {
             let mut keys: Vec<u64> = distinct.iter().map(|&fp| table.permute(fp)).collect();
-            sort_keys(&mut keys);
+            sort_keys_with(&mut keys, &mut scratch);
             keys
         });
         (key_count, std::iter::once(first).chain(rest))
@@ -404,6 +455,7 @@ fn name_len(version: &Version) -> usize {
 
 #[cfg(test)]
 mod tests {
+    use super::super::keys::U64Map;
     use super::*;
 
     fn doc(seq: u64, fingerprint: u64) -> Doc {
@@ -454,6 +506,64 @@ mod tests {
         assert_eq!(m.live_docs(), 1);
         let versions: Vec<u64> = m.versions().map(|(id, _)| id).collect();
         assert_eq!(versions, vec![1, 2]);
+    }
+
+    /// A cleared memtable holds nothing and then answers like a new one.
+    #[test]
+    fn a_cleared_memtable_is_like_a_new_one() {
+        let plan = Plan::new(4, 3).unwrap();
+        let mut reused = Memtable::new(&plan);
+        for i in 0..5_000u64 {
+            reused.insert(i % 700, doc(i, mix(i)));
+            if i % 7 == 0 {
+                reused.delete(i % 300, i, 0);
+            }
+        }
+        reused.clear();
+        assert!(reused.is_empty());
+        assert_eq!(
+            (
+                reused.len(),
+                reused.slots(),
+                reused.live_docs(),
+                reused.approximate_bytes()
+            ),
+            (0, 0, 0, 0)
+        );
+        assert_eq!(reused.version(1), None);
+        assert_eq!(ids(reused.matching(mix(1), 3)), Vec::<u64>::new());
+        let mut fresh = Memtable::new(&plan);
+        for m in [&mut reused, &mut fresh] {
+            for i in 0..2_000u64 {
+                m.insert(i % 500, doc(i, mix(i % 900)));
+                if i % 5 == 0 {
+                    m.delete(i % 250, i, 0);
+                }
+            }
+        }
+        assert_eq!(reused.approximate_bytes(), fresh.approximate_bytes());
+        assert_eq!(
+            (reused.len(), reused.slots(), reused.live_docs()),
+            (fresh.len(), fresh.slots(), fresh.live_docs())
+        );
+        for q in 0..900 {
+            assert_eq!(
+                ids(reused.matching(mix(q), 3)),
+                ids(fresh.matching(mix(q), 3))
+            );
+        }
+        for id in 0..600 {
+            assert_eq!(reused.version(id), fresh.version(id), "id {id}");
+        }
+        let versions = |m: &Memtable| -> Vec<(u64, Version)> {
+            m.versions().map(|(id, v)| (id, v.clone())).collect()
+        };
+        assert_eq!(versions(&reused), versions(&fresh));
+        let tables = |m: &Memtable| -> (u64, Vec<Vec<u64>>) {
+            let (count, tables) = m.sorted_tables(&plan);
+            (count, tables.collect())
+        };
+        assert_eq!(tables(&reused), tables(&fresh));
     }
 
     #[test]

@@ -49,6 +49,10 @@ pub struct Options {
     pub retention: Option<Duration>,
     /// The memtable is flushed to a segment when it holds about this many
     /// bytes. Default 32 MiB: 250,000 to 280,000 documents without names.
+    /// After its first flush an index keeps the flushed memtable's memory,
+    /// emptied, for the next one, and its flush's sort buffers (about 80
+    /// bytes per document): up to about three times this much in all,
+    /// whether or not writes go on.
     pub memtable_bytes: usize,
     /// The file system under the engine (tests swap in a fault-injecting one);
     /// `None` is the real one. Only the real one takes the directory lock.

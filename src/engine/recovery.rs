@@ -317,6 +317,8 @@ impl Index {
             threads: Default::default(),
             retired: Mutex::default(),
             recent_writes: Mutex::default(),
+            spare_memtable: Mutex::default(),
+            flush_buffers: Mutex::default(),
             #[cfg(feature = "schedule-hooks")]
             hooks: Hooks::new(options.schedule.clone()),
             #[cfg(not(feature = "schedule-hooks"))]

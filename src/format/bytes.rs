@@ -276,7 +276,7 @@ pub(crate) fn prefetch_to_l2(bytes: &[u8], range: std::ops::Range<usize>) {
 /// caches, without waiting for it ([`prefetch`] for any slice); nothing
 /// when `at` is out of bounds.
 #[inline]
-pub(crate) fn prefetch_line<T: Copy>(items: &[T], at: usize) {
+pub(crate) fn prefetch_line<T>(items: &[T], at: usize) {
     prefetch_line_with::<HINT_L1, T>(items, at);
 }
 
@@ -302,7 +302,7 @@ pub(crate) fn prefetch_line_to_l2<T: Copy>(items: &[T], at: usize) {
 
 /// [`prefetch_line`] with the processor's hint `HINT`.
 #[inline]
-fn prefetch_line_with<const HINT: i32, T: Copy>(items: &[T], at: usize) {
+fn prefetch_line_with<const HINT: i32, T>(items: &[T], at: usize) {
     let Some(item) = items.get(at) else {
         return;
     };
@@ -313,7 +313,7 @@ fn prefetch_line_with<const HINT: i32, T: Copy>(items: &[T], at: usize) {
         std::arch::x86_64::_mm_prefetch::<HINT>(std::ptr::from_ref(item).cast());
     }
     #[cfg(not(target_arch = "x86_64"))]
-    std::hint::black_box(*item);
+    std::hint::black_box(item);
 }
 
 #[cfg(test)]

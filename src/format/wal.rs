@@ -102,6 +102,9 @@ pub fn encode_frame_into(out: &mut Vec<u8>, records: &[Record]) -> Result<(), En
                 "a WAL frame holds between 1 and 2^32 - 1 records",
             ))?;
     let start = out.len();
+    // Room for the header and unnamed, unsketched inserts (33 bytes each),
+    // so that a large frame is not copied as it grows.
+    out.reserve(FRAME_HEADER_LEN + 4 + records.len() * 33);
     out.extend_from_slice(&[0; FRAME_HEADER_LEN]);
     out.extend_from_slice(&count.to_le_bytes());
     for record in records {

@@ -76,10 +76,12 @@ fn padding_clear(stream: &[u8], used: usize) -> bool {
     partial && rest.iter().all(|&b| b == 0)
 }
 
-/// Appends bits, least significant first, to a byte vector.
+/// Appends bits, least significant first, to a byte vector: gathered in a
+/// 64-bit word, which goes out whole once full.
 struct BitWriter<'a> {
     out: &'a mut Vec<u8>,
-    acc: u128,
+    acc: u64,
+    /// Bits in `acc`, less than 64.
     len: u32,
 }
 
@@ -93,35 +95,44 @@ impl<'a> BitWriter<'a> {
     }
 
     /// The low `bits <= 64` bits of `value`.
+    #[inline]
     fn write(&mut self, value: u64, bits: u32) {
-        self.acc |= u128::from(value & low_mask(bits)) << self.len;
-        self.len += bits;
-        while self.len >= 8 {
-            self.out.push(self.acc as u8);
-            self.acc >>= 8;
-            self.len -= 8;
+        let value = value & low_mask(bits);
+        self.acc |= value << self.len;
+        let len = self.len + bits;
+        if len >= 64 {
+            self.out.extend_from_slice(&self.acc.to_le_bytes());
+            // The bits of `value` that did not fit (none if `acc` was
+            // empty: a shift by 64 is not one).
+            self.acc = value.checked_shr(64 - self.len).unwrap_or(0);
+            self.len = len - 64;
+        } else {
+            self.len = len;
         }
     }
 
     /// `q` zero bits, then a one bit.
+    #[inline]
     fn unary(&mut self, mut q: u64) {
-        while q >= 32 {
-            self.write(0, 32);
-            q -= 32;
+        while q >= 63 {
+            self.write(0, 63);
+            q -= 63;
         }
         self.write(1 << q, q as u32 + 1);
     }
 
     /// Pads with zero bits to a byte boundary.
     fn finish(self) {
-        if self.len > 0 {
-            self.out.push(self.acc as u8);
-        }
+        let bytes = self.len.div_ceil(8) as usize;
+        self.out
+            .extend_from_slice(self.acc.to_le_bytes().get(..bytes).unwrap_or_default());
     }
 }
 
 /// The Rice parameter that codes `gaps` in the fewest bits among
-/// `⌊log2 mean⌋ - 1 ..= ⌊log2 mean⌋ + 1`, capped at 56.
+/// `⌊log2 mean⌋ - 1 ..= ⌊log2 mean⌋ + 1`, capped at 56 (the lower one on a
+/// tie, the middle one before either), with the three costs summed in one
+/// pass.
 fn rice_parameter(gaps: &[u64]) -> u32 {
     if gaps.is_empty() {
         return 0;
@@ -129,42 +140,49 @@ fn rice_parameter(gaps: &[u64]) -> u32 {
     let sum: u128 = gaps.iter().map(|&g| u128::from(g)).sum();
     let mean = (sum / gaps.len() as u128).max(1);
     let r0 = 127 - mean.leading_zeros();
-    let cost = |r: u32| -> u128 {
-        gaps.iter()
-            .map(|&g| u128::from(g >> r) + 1 + u128::from(r))
-            .sum()
-    };
-    let mut best = r0.min(MAX_RICE);
-    for r in [r0.saturating_sub(1), r0 + 1] {
-        let r = r.min(MAX_RICE);
-        if cost(r) < cost(best) {
-            best = r;
+    let candidates = [
+        r0.min(MAX_RICE),
+        r0.saturating_sub(1).min(MAX_RICE),
+        (r0 + 1).min(MAX_RICE),
+    ];
+    let mut quotients = [0u128; 3];
+    for &g in gaps {
+        for (q, &r) in quotients.iter_mut().zip(&candidates) {
+            *q += u128::from(g >> r);
         }
     }
-    best
+    let n = gaps.len() as u128;
+    let mut costs = quotients
+        .iter()
+        .zip(candidates)
+        .map(|(&q, r)| (q + n * (1 + u128::from(r)), r));
+    let mut best = costs.next().unwrap_or((0, 0));
+    for (cost, r) in costs {
+        if cost < best.0 {
+            best = (cost, r);
+        }
+    }
+    best.1
 }
 
-/// Writes `gaps` as a Rice low stream and a unary stream.
-fn write_rice(gaps: &[u64], r: u32) -> (Vec<u8>, Vec<u8>) {
-    let (mut low, mut unary) = (Vec::new(), Vec::new());
-    {
-        let mut w = BitWriter::new(&mut low);
-        for &g in gaps {
-            w.write(g, r);
-        }
-        w.finish();
+/// Appends the Rice low stream of `gaps` (their low `r` bits).
+fn write_rice_low(out: &mut Vec<u8>, gaps: &[u64], r: u32) {
+    write_packed(out, gaps.iter().copied(), r);
+}
+
+/// Appends the Rice unary stream of `gaps` (their quotients by `2^r`).
+fn write_rice_unary(out: &mut Vec<u8>, gaps: &[u64], r: u32) {
+    let mut w = BitWriter::new(out);
+    for &g in gaps {
+        w.unary(g >> r);
     }
-    {
-        let mut w = BitWriter::new(&mut unary);
-        for &g in gaps {
-            w.unary(g >> r);
-        }
-        w.finish();
-    }
-    (low, unary)
+    w.finish();
 }
 
 fn write_packed(out: &mut Vec<u8>, values: impl Iterator<Item = u64>, bits: u32) {
+    if bits == 0 {
+        return;
+    }
     let mut w = BitWriter::new(out);
     for v in values {
         w.write(v, bits);
@@ -182,6 +200,35 @@ pub(crate) struct Pending {
     /// Name length + 1, or 0 for no name.
     pub(crate) name_code: u32,
     pub(crate) sketch: Option<Sketch>,
+}
+
+/// The smallest and largest of a block's values of one field.
+#[derive(Clone, Copy)]
+struct Span {
+    lo: u64,
+    hi: u64,
+}
+
+impl Span {
+    const EMPTY: Span = Span {
+        lo: u64::MAX,
+        hi: 0,
+    };
+
+    #[inline]
+    fn add(&mut self, v: u64) {
+        self.lo = self.lo.min(v);
+        self.hi = self.hi.max(v);
+    }
+
+    /// The base and width a block writes (0 and 0 for no values).
+    fn base_width(self) -> (u64, u32) {
+        if self.lo > self.hi {
+            (0, 0)
+        } else {
+            (self.lo, width(self.hi - self.lo))
+        }
+    }
 }
 
 /// Appends the entry block of `entries` (1..=128, sorted by (fingerprint,
@@ -203,29 +250,30 @@ pub(crate) fn encode_entry_block(
         })
         .collect();
     let r = rice_parameter(&gaps);
-    let span = |f: &dyn Fn(&Pending) -> u64| {
-        let lo = entries.iter().map(f).min().unwrap_or(0);
-        let hi = entries.iter().map(f).max().unwrap_or(0);
-        (lo, width(hi - lo))
-    };
-    let (id_base, id_width) = span(&|e| e.id);
-    let (seq_base, seq_width) = span(&|e| e.seq);
-    let (rel_base, rel_width) = span(&|e| e.seq.wrapping_sub(e.id));
+    // Every field's range, and the names' and sketches' counts, in one pass.
+    let (mut ids, mut seqs, mut rels, mut times) =
+        (Span::EMPTY, Span::EMPTY, Span::EMPTY, Span::EMPTY);
+    let mut max_name = 0u32;
+    let mut sketched = 0usize;
+    for e in entries {
+        ids.add(e.id);
+        seqs.add(e.seq);
+        rels.add(e.seq.wrapping_sub(e.id));
+        times.add(e.timestamp);
+        max_name = max_name.max(e.name_code);
+        sketched += usize::from(e.sketch.is_some());
+    }
+    let (id_base, id_width) = ids.base_width();
+    let (seq_base, seq_width) = seqs.base_width();
+    let (rel_base, rel_width) = rels.base_width();
     let relative = rel_width < seq_width;
     let (seq_base, seq_width) = if relative {
         (rel_base, rel_width)
     } else {
         (seq_base, seq_width)
     };
-    let (ts_base, ts_width) = span(&|e| e.timestamp);
-    let name_width = width(
-        entries
-            .iter()
-            .map(|e| u64::from(e.name_code))
-            .max()
-            .unwrap_or(0),
-    );
-    let sketched = entries.iter().filter(|e| e.sketch.is_some()).count();
+    let (ts_base, ts_width) = times.base_width();
+    let name_width = width(u64::from(max_name));
     let sketch_mode = match sketched {
         0 => SKETCHES_NONE,
         n if n == entries.len() => SKETCHES_ALL,
@@ -243,17 +291,19 @@ pub(crate) fn encode_entry_block(
     out.push(name_width as u8);
     out.extend_from_slice(&name_base.to_le_bytes());
     out.push(sketch_mode);
-    let (low, unary) = write_rice(&gaps, r);
-    out.extend_from_slice(&low);
+    write_rice_low(out, &gaps, r);
     write_packed(out, entries.iter().map(|e| e.id - id_base), id_width);
-    let seq_of = |e: &Pending| {
-        if relative {
-            e.seq.wrapping_sub(e.id).wrapping_sub(seq_base)
-        } else {
-            e.seq - seq_base
-        }
-    };
-    write_packed(out, entries.iter().map(seq_of), seq_width);
+    if relative {
+        write_packed(
+            out,
+            entries
+                .iter()
+                .map(|e| e.seq.wrapping_sub(e.id).wrapping_sub(seq_base)),
+            seq_width,
+        );
+    } else {
+        write_packed(out, entries.iter().map(|e| e.seq - seq_base), seq_width);
+    }
     write_packed(out, entries.iter().map(|e| e.timestamp - ts_base), ts_width);
     write_packed(
         out,
@@ -270,7 +320,7 @@ pub(crate) fn encode_entry_block(
     for sketch in entries.iter().filter_map(|e| e.sketch) {
         out.extend_from_slice(&sketch.to_bytes());
     }
-    out.extend_from_slice(&unary);
+    write_rice_unary(out, &gaps, r);
     let mut crc = crc32fast::Hasher::new();
     crc.update(out.get(start..).unwrap_or_default());
     crc.update(names);
@@ -293,10 +343,9 @@ pub(crate) fn encode_id_block(pairs: &[(u64, u32)], position_width: u32, out: &m
     out.extend_from_slice(&first.to_le_bytes());
     out.push(r as u8);
     out.push(position_width as u8);
-    let (low, unary) = write_rice(&gaps, r);
-    out.extend_from_slice(&low);
+    write_rice_low(out, &gaps, r);
     write_packed(out, pairs.iter().map(|p| u64::from(p.1)), position_width);
-    out.extend_from_slice(&unary);
+    write_rice_unary(out, &gaps, r);
     let crc = crc32(out.get(start..).unwrap_or_default());
     out.extend_from_slice(&crc.to_le_bytes());
 }
@@ -737,4 +786,332 @@ pub(crate) fn stored_first_key(blocks: &[u8], offset: usize) -> Option<u64> {
 pub(crate) fn index_record(index: &[u8], i: usize) -> Option<(u64, u64)> {
     let at = i.checked_mul(16)?;
     Some((u64_at(index, at)?, u64_at(index, at + 8)?))
+}
+
+/// The block encoders as they were before [`BitWriter`] gathered 64-bit
+/// words and the fields' ranges were taken in one pass: what the new ones
+/// must write byte for byte.
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+mod reference {
+    use super::super::super::bytes::crc32;
+    use super::{MAX_RICE, Pending, SKETCHES_ALL, SKETCHES_NONE, SKETCHES_SOME, low_mask, width};
+
+    /// Appends bits, least significant first, to a byte vector.
+    struct BitWriter<'a> {
+        out: &'a mut Vec<u8>,
+        acc: u128,
+        len: u32,
+    }
+
+    impl<'a> BitWriter<'a> {
+        fn new(out: &'a mut Vec<u8>) -> Self {
+            BitWriter {
+                out,
+                acc: 0,
+                len: 0,
+            }
+        }
+
+        /// The low `bits <= 64` bits of `value`.
+        fn write(&mut self, value: u64, bits: u32) {
+            self.acc |= u128::from(value & low_mask(bits)) << self.len;
+            self.len += bits;
+            while self.len >= 8 {
+                self.out.push(self.acc as u8);
+                self.acc >>= 8;
+                self.len -= 8;
+            }
+        }
+
+        /// `q` zero bits, then a one bit.
+        fn unary(&mut self, mut q: u64) {
+            while q >= 32 {
+                self.write(0, 32);
+                q -= 32;
+            }
+            self.write(1 << q, q as u32 + 1);
+        }
+
+        /// Pads with zero bits to a byte boundary.
+        fn finish(self) {
+            if self.len > 0 {
+                self.out.push(self.acc as u8);
+            }
+        }
+    }
+
+    /// The Rice parameter that codes `gaps` in the fewest bits among
+    /// `⌊log2 mean⌋ - 1 ..= ⌊log2 mean⌋ + 1`, capped at 56.
+    fn rice_parameter(gaps: &[u64]) -> u32 {
+        if gaps.is_empty() {
+            return 0;
+        }
+        let sum: u128 = gaps.iter().map(|&g| u128::from(g)).sum();
+        let mean = (sum / gaps.len() as u128).max(1);
+        let r0 = 127 - mean.leading_zeros();
+        let cost = |r: u32| -> u128 {
+            gaps.iter()
+                .map(|&g| u128::from(g >> r) + 1 + u128::from(r))
+                .sum()
+        };
+        let mut best = r0.min(MAX_RICE);
+        for r in [r0.saturating_sub(1), r0 + 1] {
+            let r = r.min(MAX_RICE);
+            if cost(r) < cost(best) {
+                best = r;
+            }
+        }
+        best
+    }
+
+    /// Writes `gaps` as a Rice low stream and a unary stream.
+    fn write_rice(gaps: &[u64], r: u32) -> (Vec<u8>, Vec<u8>) {
+        let (mut low, mut unary) = (Vec::new(), Vec::new());
+        {
+            let mut w = BitWriter::new(&mut low);
+            for &g in gaps {
+                w.write(g, r);
+            }
+            w.finish();
+        }
+        {
+            let mut w = BitWriter::new(&mut unary);
+            for &g in gaps {
+                w.unary(g >> r);
+            }
+            w.finish();
+        }
+        (low, unary)
+    }
+
+    fn write_packed(out: &mut Vec<u8>, values: impl Iterator<Item = u64>, bits: u32) {
+        let mut w = BitWriter::new(out);
+        for v in values {
+            w.write(v, bits);
+        }
+        w.finish();
+    }
+
+    /// Appends the entry block of `entries` (1..=128, sorted by (fingerprint,
+    /// id)) whose names are `names` (back to back, in entry order) and start at
+    /// `name_base` in the names section.
+    pub(super) fn encode_entry_block(
+        entries: &[Pending],
+        names: &[u8],
+        name_base: u64,
+        out: &mut Vec<u8>,
+    ) {
+        let start = out.len();
+        let first = entries.first().copied().unwrap_or_default();
+        let gaps: Vec<u64> = entries
+            .windows(2)
+            .map(|w| match w {
+                [a, b] => b.fingerprint.wrapping_sub(a.fingerprint),
+                _ => 0,
+            })
+            .collect();
+        let r = rice_parameter(&gaps);
+        let span = |f: &dyn Fn(&Pending) -> u64| {
+            let lo = entries.iter().map(f).min().unwrap_or(0);
+            let hi = entries.iter().map(f).max().unwrap_or(0);
+            (lo, width(hi - lo))
+        };
+        let (id_base, id_width) = span(&|e| e.id);
+        let (seq_base, seq_width) = span(&|e| e.seq);
+        let (rel_base, rel_width) = span(&|e| e.seq.wrapping_sub(e.id));
+        let relative = rel_width < seq_width;
+        let (seq_base, seq_width) = if relative {
+            (rel_base, rel_width)
+        } else {
+            (seq_base, seq_width)
+        };
+        let (ts_base, ts_width) = span(&|e| e.timestamp);
+        let name_width = width(
+            entries
+                .iter()
+                .map(|e| u64::from(e.name_code))
+                .max()
+                .unwrap_or(0),
+        );
+        let sketched = entries.iter().filter(|e| e.sketch.is_some()).count();
+        let sketch_mode = match sketched {
+            0 => SKETCHES_NONE,
+            n if n == entries.len() => SKETCHES_ALL,
+            _ => SKETCHES_SOME,
+        };
+        out.extend_from_slice(&first.fingerprint.to_le_bytes());
+        out.push(r as u8);
+        out.extend_from_slice(&id_base.to_le_bytes());
+        out.push(id_width as u8);
+        out.extend_from_slice(&seq_base.to_le_bytes());
+        out.push(seq_width as u8);
+        out.push(u8::from(relative));
+        out.extend_from_slice(&ts_base.to_le_bytes());
+        out.push(ts_width as u8);
+        out.push(name_width as u8);
+        out.extend_from_slice(&name_base.to_le_bytes());
+        out.push(sketch_mode);
+        let (low, unary) = write_rice(&gaps, r);
+        out.extend_from_slice(&low);
+        write_packed(out, entries.iter().map(|e| e.id - id_base), id_width);
+        let seq_of = |e: &Pending| {
+            if relative {
+                e.seq.wrapping_sub(e.id).wrapping_sub(seq_base)
+            } else {
+                e.seq - seq_base
+            }
+        };
+        write_packed(out, entries.iter().map(seq_of), seq_width);
+        write_packed(out, entries.iter().map(|e| e.timestamp - ts_base), ts_width);
+        write_packed(
+            out,
+            entries.iter().map(|e| u64::from(e.name_code)),
+            name_width,
+        );
+        if sketch_mode == SKETCHES_SOME {
+            write_packed(
+                out,
+                entries.iter().map(|e| u64::from(e.sketch.is_some())),
+                1,
+            );
+        }
+        for sketch in entries.iter().filter_map(|e| e.sketch) {
+            out.extend_from_slice(&sketch.to_bytes());
+        }
+        out.extend_from_slice(&unary);
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(out.get(start..).unwrap_or_default());
+        crc.update(names);
+        out.extend_from_slice(&crc.finalize().to_le_bytes());
+    }
+
+    /// Appends the id index block of `pairs` (1..=128 (id, position) pairs,
+    /// ids strictly increasing); positions take `position_width` bits each.
+    pub(super) fn encode_id_block(pairs: &[(u64, u32)], position_width: u32, out: &mut Vec<u8>) {
+        let start = out.len();
+        let first = pairs.first().map_or(0, |p| p.0);
+        let gaps: Vec<u64> = pairs
+            .windows(2)
+            .map(|w| match w {
+                [a, b] => b.0.wrapping_sub(a.0).wrapping_sub(1),
+                _ => 0,
+            })
+            .collect();
+        let r = rice_parameter(&gaps);
+        out.extend_from_slice(&first.to_le_bytes());
+        out.push(r as u8);
+        out.push(position_width as u8);
+        let (low, unary) = write_rice(&gaps, r);
+        out.extend_from_slice(&low);
+        write_packed(out, pairs.iter().map(|p| u64::from(p.1)), position_width);
+        out.extend_from_slice(&unary);
+        let crc = crc32(out.get(start..).unwrap_or_default());
+        out.extend_from_slice(&crc.to_le_bytes());
+    }
+
+    fn xorshift(state: &mut u64) -> u64 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
+    }
+
+    /// Blocks of 1 to 128 entries whose fields span nothing, a few bits or
+    /// all 64 (gaps of 0 and of nearly 2^64, ids and sequence numbers at 0
+    /// and `u64::MAX`, sequence numbers that follow the ids or not), with
+    /// and without names and sketches; id blocks with every position width
+    /// and gaps small and huge.
+    #[test]
+    fn blocks_are_written_byte_for_byte_as_before() {
+        use crate::sketch::Sketch;
+        let mut s = 0x5eed_u64;
+        let mut cases = 0;
+        for len in [1usize, 2, 3, 7, 64, 127, 128] {
+            for shape in 0..12u64 {
+                let mut fps: Vec<u64> = (0..len)
+                    .map(|i| match shape % 4 {
+                        0 => xorshift(&mut s),
+                        1 => 42,
+                        2 => [0, u64::MAX][i % 2],
+                        _ => 1 << 40 | (xorshift(&mut s) & 0xffff),
+                    })
+                    .collect();
+                fps.sort_unstable();
+                let entries: Vec<Pending> = fps
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &fingerprint)| {
+                        let r = xorshift(&mut s);
+                        let id = match shape % 3 {
+                            0 => r,
+                            1 => 1000 + i as u64,
+                            _ => [0, u64::MAX, r & 0xff][i % 3],
+                        };
+                        let seq = match shape / 4 {
+                            0 => id.wrapping_add(7),
+                            1 => r >> (i % 64),
+                            _ => u64::MAX - (r & 0xffff_ffff),
+                        };
+                        Pending {
+                            fingerprint,
+                            id,
+                            seq,
+                            timestamp: match shape % 5 {
+                                0 => 1_700_000_000_000,
+                                1 => r.rotate_left(17),
+                                _ => 1_700_000_000_000 + (r & 0xfff),
+                            },
+                            name_code: match shape % 3 {
+                                0 => 0,
+                                1 => (r % 65_538) as u32,
+                                _ => (r % 20) as u32,
+                            },
+                            sketch: match (shape / 2) % 3 {
+                                0 => None,
+                                1 => Some(Sketch::from_bytes(
+                                    r.to_le_bytes().repeat(2).try_into().unwrap(),
+                                )),
+                                _ => r
+                                    .is_multiple_of(3)
+                                    .then(|| Sketch::from_bytes([i as u8; 16])),
+                            },
+                        }
+                    })
+                    .collect();
+                let names: Vec<u8> = (0..shape * 3).map(|b| b as u8).collect();
+                let base = xorshift(&mut s) >> (shape * 5);
+                let (mut want, mut got) = (vec![9u8], vec![9u8]);
+                encode_entry_block(&entries, &names, base, &mut want);
+                super::encode_entry_block(&entries, &names, base, &mut got);
+                assert_eq!(got, want, "entry block of {len}, shape {shape}");
+
+                let mut ids: Vec<u64> = (0..len)
+                    .map(|i| match shape % 4 {
+                        0 => xorshift(&mut s),
+                        1 => 5 + i as u64,
+                        2 => xorshift(&mut s) >> (64 - len.max(2).ilog2() - 8),
+                        _ => [0, u64::MAX][i % 2] ^ i as u64,
+                    })
+                    .collect();
+                ids.sort_unstable();
+                ids.dedup();
+                for position_width in [0, 1, 9, 31, 32] {
+                    let pairs: Vec<(u64, u32)> = ids
+                        .iter()
+                        .map(|&id| (id, (xorshift(&mut s) & low_mask(position_width)) as u32))
+                        .collect();
+                    let (mut want, mut got) = (Vec::new(), Vec::new());
+                    encode_id_block(&pairs, position_width, &mut want);
+                    super::encode_id_block(&pairs, position_width, &mut got);
+                    assert_eq!(
+                        got, want,
+                        "id block of {len}, shape {shape}, width {position_width}"
+                    );
+                }
+                cases += 1;
+            }
+        }
+        assert_eq!(cases, 7 * 12);
+    }
 }

@@ -125,6 +125,12 @@ impl DocMapWriter {
         }
     }
 
+    /// Makes room for `entries` more documents, so that the writer's
+    /// vector is not copied as it grows.
+    pub fn reserve(&mut self, entries: usize) {
+        self.entries.reserve(entries);
+    }
+
     /// Adds a document (its name is copied).
     pub fn push(&mut self, entry: DocEntry<'_>) -> Result<(), EncodeError> {
         let name_len = match entry.name {
@@ -200,7 +206,9 @@ impl DocMapWriter {
             .zip(0u32..)
             .map(|(e, position)| (e.id, position))
             .collect();
-        by_id.sort_unstable();
+        // Radix-sorted over the ids' range (positions are distinct, so
+        // the order is that of the comparison sort before it).
+        crate::radix::sort_by_key_range(&mut by_id, |p| p.0, |&p| p);
         self.tombstones.sort_unstable();
         let mut w = SortedDocMapWriter::new(
             out,
