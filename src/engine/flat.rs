@@ -24,6 +24,10 @@ use super::decoded::{TableView, search_tables};
 /// ([`FlatTables::search_many`]).
 const CHECK_GROUP: usize = 8;
 
+/// Chunks [`FlatTables::check_all_until`] checks between two questions
+/// whether to stop (4 MiB).
+const STOP_CHUNKS: usize = 1024;
+
 /// Where a segment's flat tables are, and which of their chunks passed.
 #[derive(Debug)]
 pub(super) struct FlatTables {
@@ -160,19 +164,47 @@ impl FlatTables {
     /// go first: every query reads an entry of each, but only a few
     /// bytes of the keys.
     pub(super) fn check_all(&self, file: &[u8]) -> Result<(), FormatError> {
+        self.check_all_until(file, || false).map(|_| ())
+    }
+
+    /// [`check_all`](Self::check_all), asking `stop` before each
+    /// [`STOP_CHUNKS`] chunks: `Ok(false)` if it stopped there, the rest
+    /// left unchecked (queries check what they read, as before any
+    /// check).
+    pub(super) fn check_all_until(
+        &self,
+        file: &[u8],
+        mut stop: impl FnMut() -> bool,
+    ) -> Result<bool, FormatError> {
         if self.all_checked() {
-            return Ok(());
+            return Ok(true);
         }
         let tables = self.tables(file)?;
-        for (t, table) in tables.iter().enumerate() {
-            let dir = table.dir_chunks(0).start..table.chunk_count();
-            self.check(t, table, dir)?;
-        }
-        for (t, table) in tables.iter().enumerate() {
-            self.check(t, table, 0..table.chunk_count())?;
+        let dirs = tables
+            .iter()
+            .enumerate()
+            .map(|(t, table)| (t, table.dir_chunks(0).start..table.chunk_count()));
+        let all = tables
+            .iter()
+            .enumerate()
+            .map(|(t, table)| (t, 0..table.chunk_count()));
+        for (t, range) in dirs.chain(all) {
+            let Some(table) = tables.get(t) else {
+                continue;
+            };
+            for piece in range.step_by(STOP_CHUNKS) {
+                if stop() {
+                    return Ok(false);
+                }
+                self.check(
+                    t,
+                    table,
+                    piece..(piece + STOP_CHUNKS).min(table.chunk_count()),
+                )?;
+            }
         }
         self.all_checked.store(true, Ordering::Release);
-        Ok(())
+        Ok(true)
     }
 
     /// Records that every chunk of every table passed its check (by
