@@ -174,77 +174,36 @@ impl FlatTables {
     pub(super) fn check_all_until(
         &self,
         file: &[u8],
-        stop: impl FnMut() -> bool,
-    ) -> Result<bool, FormatError> {
-        if self.all_checked() {
-            return Ok(true);
-        }
-        if !self.check_part_until(file, 0, 1, stop)? {
-            return Ok(false);
-        }
-        self.all_checked.store(true, Ordering::Release);
-        Ok(true)
-    }
-
-    /// [`check_all_until`](Self::check_all_until) on two threads, this
-    /// one and one it starts (each table checked by one of them), each
-    /// asking a `stop` of its own made by `new_stop` on its thread; on
-    /// this thread alone if the other cannot start.
-    pub(super) fn check_all_on_two_threads_until<S: FnMut() -> bool>(
-        &self,
-        file: &[u8],
-        new_stop: impl Fn() -> S + Sync,
-    ) -> Result<bool, FormatError> {
-        if self.all_checked() {
-            return Ok(true);
-        }
-        let done = std::thread::scope(|scope| {
-            let other = std::thread::Builder::new()
-                .name("simhashdb-open".into())
-                .spawn_scoped(scope, || self.check_part_until(file, 1, 2, new_stop()));
-            let Ok(other) = other else {
-                return self.check_part_until(file, 0, 1, new_stop());
-            };
-            let mine = self.check_part_until(file, 0, 2, new_stop());
-            // A panic on the other thread leaves its tables to the queries.
-            let theirs = other.join().unwrap_or(Ok(false));
-            let (mine, theirs) = (mine?, theirs?);
-            Ok(mine && theirs)
-        })?;
-        if done {
-            self.all_checked.store(true, Ordering::Release);
-        }
-        Ok(done)
-    }
-
-    /// Checks the chunks of the tables `t` with `t % parts == part` not
-    /// checked yet, their directories first, asking `stop` before each
-    /// [`STOP_CHUNKS`]: `Ok(false)` if it stopped.
-    fn check_part_until(
-        &self,
-        file: &[u8],
-        part: usize,
-        parts: usize,
         mut stop: impl FnMut() -> bool,
     ) -> Result<bool, FormatError> {
+        if self.all_checked() {
+            return Ok(true);
+        }
         let tables = self.tables(file)?;
-        let mine = || {
-            tables
-                .iter()
-                .enumerate()
-                .filter(|(t, _)| t % parts.max(1) == part)
-        };
-        let dirs = mine().map(|(t, table)| (t, table, table.dir_chunks(0).start));
-        let all = mine().map(|(t, table)| (t, table, 0));
-        for (t, table, from) in dirs.chain(all) {
-            let end = table.chunk_count();
-            for piece in (from..end).step_by(STOP_CHUNKS) {
+        let dirs = tables
+            .iter()
+            .enumerate()
+            .map(|(t, table)| (t, table.dir_chunks(0).start..table.chunk_count()));
+        let all = tables
+            .iter()
+            .enumerate()
+            .map(|(t, table)| (t, 0..table.chunk_count()));
+        for (t, range) in dirs.chain(all) {
+            let Some(table) = tables.get(t) else {
+                continue;
+            };
+            for piece in range.step_by(STOP_CHUNKS) {
                 if stop() {
                     return Ok(false);
                 }
-                self.check(t, table, piece..(piece + STOP_CHUNKS).min(end))?;
+                self.check(
+                    t,
+                    table,
+                    piece..(piece + STOP_CHUNKS).min(table.chunk_count()),
+                )?;
             }
         }
+        self.all_checked.store(true, Ordering::Release);
         Ok(true)
     }
 
@@ -356,42 +315,34 @@ mod tests {
         writer.finish().unwrap()
     }
 
-    /// The open's check on two threads (each table on one of them) checks
-    /// every chunk of every table: a byte flipped in any table's keys
-    /// fails it with the error the check on one thread gives, and leaves
-    /// the segment unchecked; a stop on either thread leaves it unchecked
-    /// too, and the check goes on from there.
+    /// The open's check of every chunk: a byte flipped in any table's keys
+    /// fails it at that chunk's offset and leaves the segment unchecked (its
+    /// queries check what they read); a stop leaves it unchecked too, and a
+    /// later check goes on from there to the end.
     #[test]
-    fn the_check_on_two_threads_finds_a_damaged_chunk_in_any_table() {
+    fn the_open_s_check_finds_a_damaged_chunk_in_any_table_and_stops_when_told() {
         let clean = segment(5);
         let reader = SegmentReader::new(&clean[..]).unwrap();
-        let never = || || false;
         for t in 0..5 {
             let mut bytes = clean.clone();
-            bytes[reader.table_offset(t).unwrap() as usize + 1000] ^= 0x10;
+            let base = reader.table_offset(t).unwrap();
+            bytes[base as usize + 5000] ^= 0x10;
             let reader = SegmentReader::new(&bytes[..]).unwrap();
-            let one = FlatTables::open(&reader).unwrap().unwrap();
-            let two = FlatTables::open(&reader).unwrap().unwrap();
-            let alone = one.check_all(&bytes).unwrap_err();
-            let both = two
-                .check_all_on_two_threads_until(&bytes, never)
-                .unwrap_err();
-            assert_eq!(both.offset, alone.offset, "table {t}");
-            assert!(!two.all_checked(), "table {t}");
+            let flat = FlatTables::open(&reader).unwrap().unwrap();
+            let error = flat.check_all_until(&bytes, || false).unwrap_err();
+            assert_eq!(error.offset, base + 4096, "table {t}: its second chunk");
+            assert!(!flat.all_checked(), "table {t}");
         }
 
         let flat = FlatTables::open(&reader).unwrap().unwrap();
-        let on_the_other = || {
-            let other = std::thread::current().name() == Some("simhashdb-open");
-            move || other
+        let mut asked = 0;
+        let after_one = || {
+            asked += 1;
+            asked > 1
         };
-        assert!(
-            !flat
-                .check_all_on_two_threads_until(&clean, on_the_other)
-                .unwrap()
-        );
+        assert!(!flat.check_all_until(&clean, after_one).unwrap());
         assert!(!flat.all_checked());
-        assert!(flat.check_all_on_two_threads_until(&clean, never).unwrap());
+        assert!(flat.check_all_until(&clean, || false).unwrap());
         assert!(flat.all_checked());
     }
 }

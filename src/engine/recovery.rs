@@ -352,29 +352,22 @@ impl Index {
         };
         if !prefault.is_empty() {
             // First, if the index fits in memory (`decode` is empty
-            // otherwise), the flat tables' chunks are checked here (a large
-            // segment's on two threads), which maps their pages while they
-            // come from the page cache: the first queries then neither
-            // check chunks nor take page faults (docs/BENCHMARKS.md, "The
-            // open checks the flat tables": 120-550 ms for a 50 M
-            // segment's 2.9 GB on a loaded 2-core machine). Once a thread
-            // has read more than `OPEN_DISK_READS` from the disk (files not
-            // in the page cache, say after a reboot) the rest is left to
-            // the prefault thread and the queries, as without this: the
-            // open never waits for the disk to read gigabytes.
-            if thread_disk_reads().is_some() {
-                // A stop for each thread that checks, as it counts its own
-                // reads.
-                let new_stop = || {
-                    let before = thread_disk_reads();
-                    move || {
-                        let now = thread_disk_reads();
-                        now.zip(before)
-                            .is_none_or(|(now, before)| now - before.min(now) > OPEN_DISK_READS)
-                    }
+            // otherwise), the flat tables' chunks are checked here, which
+            // maps their pages while they come from the page cache: the
+            // first queries then neither check chunks nor take page faults
+            // (120-160 ms for a 50 M segment's 2.9 GB on a loaded 2-core
+            // machine; docs/BENCHMARKS.md, "The open checks the flat
+            // tables"). Once this thread has read more than
+            // `OPEN_DISK_READS` from the disk (files not in the page cache,
+            // say after a reboot) the rest is left to the prefault thread
+            // and the queries, as without this: the open never waits for
+            // the disk to read gigabytes.
+            if let Some(before) = thread_disk_reads() {
+                let read_from_disk = || {
+                    thread_disk_reads().is_none_or(|now| now - before.min(now) > OPEN_DISK_READS)
                 };
                 for segment in &decode {
-                    if !segment.check_at_open(&core, new_stop) {
+                    if !segment.check_at_open(&core, read_from_disk) {
                         break;
                     }
                 }
@@ -535,10 +528,10 @@ pub(super) struct WalTailPos {
     pub(super) last_seq: Option<u64>,
 }
 
-/// The most each thread of an open reads from the disk while it checks
-/// the flat tables of an index that fits in memory: a few pages evicted
-/// since they were written are read back; files that are not in the page
-/// cache are left to the prefault thread.
+/// The most an open reads from the disk while it checks the flat tables
+/// of an index that fits in memory: a few pages evicted since they were
+/// written are read back; files that are not in the page cache are left
+/// to the prefault thread.
 const OPEN_DISK_READS: u64 = 16 << 20;
 
 /// Opens the segments `manifest` names, newest first; a segment of

@@ -90,11 +90,6 @@ const SHORT_BLOCK_LEN: u32 = 32;
 /// The largest segment (in keys per table) written with short blocks.
 const SHORT_BLOCKS_UP_TO: u64 = 16 << 20;
 
-/// The tables files larger than this that the open checks on two threads
-/// ([`Segment::check_at_open`]): a thread's start costs more than the
-/// checks of smaller ones.
-const OPEN_CHECK_SPLIT: usize = 32 << 20;
-
 /// A live segment: its tables and doc map, mapped.
 #[derive(Debug)]
 pub(super) struct Segment {
@@ -569,18 +564,12 @@ impl Segment {
     /// On the thread that opens the index, when the index fits in memory
     /// (`Index::open`): checks the chunks of the segment's flat tables
     /// ([`FlatTables::check_all_until`]), which maps their pages, so that
-    /// the first queries neither check nor fault; a segment of more than
-    /// [`OPEN_CHECK_SPLIT`] bytes on two threads. Each thread asks a
-    /// `stop` of its own, made by `new_stop` on it, every 4 MiB. Returns
-    /// false if one stopped (the rest is left to the prefault thread and
-    /// the queries). A damaged chunk is left to the queries, which report
-    /// it, as [`decode_tables`](Self::decode_tables) does. Nothing for a
-    /// segment without flat tables.
-    pub(super) fn check_at_open<S: FnMut() -> bool>(
-        &self,
-        core: &Core,
-        new_stop: impl Fn() -> S + Sync,
-    ) -> bool {
+    /// the first queries neither check nor fault; `stop` is asked every
+    /// 4 MiB. Returns false if it stopped (the rest is left to the prefault
+    /// thread and the queries). A damaged chunk is left to the queries,
+    /// which report it, as [`decode_tables`](Self::decode_tables) does.
+    /// Nothing for a segment without flat tables.
+    pub(super) fn check_at_open(&self, core: &Core, stop: impl FnMut() -> bool) -> bool {
         let Some(flat) = &self.flat else {
             return true;
         };
@@ -589,13 +578,8 @@ impl Segment {
             return true;
         }
         core.hooks.pause(Point::DecodeStarted);
-        let file = self.tables.as_bytes();
-        let checked = if file.len() > OPEN_CHECK_SPLIT {
-            flat.check_all_on_two_threads_until(file, new_stop)
-        } else {
-            flat.check_all_until(file, new_stop())
-        };
-        checked.unwrap_or(true)
+        flat.check_all_until(self.tables.as_bytes(), stop)
+            .unwrap_or(true)
     }
 
     /// Heap bytes of the decoded tables (0 without them).
