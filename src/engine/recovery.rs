@@ -355,9 +355,9 @@ impl Index {
             // otherwise), the flat tables' chunks are checked here, which
             // maps their pages while they come from the page cache: the
             // first queries then neither check chunks nor take page faults
-            // (120-160 ms for a 50 M segment's 2.9 GB on a loaded 2-core
-            // machine; docs/BENCHMARKS.md, "The open checks the flat
-            // tables"). Once this thread has read more than
+            // (0.1-0.4 s for a 50 M segment's 2.9 GB on a loaded 2-core
+            // machine; docs/BENCHMARKS.md, "Issue 41: 2 MiB folios and the
+            // open's check"). Once this thread has read more than
             // `OPEN_DISK_READS` from the disk (files not in the page cache,
             // say after a reboot) the rest is left to the prefault thread
             // and the queries, as without this: the open never waits for
@@ -372,7 +372,7 @@ impl Index {
                     }
                 }
             }
-            // Then map the rest (the doc maps) in the background, started
+            // Then map the rest (above all the doc maps) in the background, started
             // last so that nothing above waits for the address-space lock it
             // takes: queries soon stop taking a page fault per first touch.
             // `close` and `drop` stop and join it.
