@@ -372,10 +372,10 @@ impl Index {
                     }
                 }
             }
-            // Then map the rest (above all the doc maps) in the background, started
-            // last so that nothing above waits for the address-space lock it
-            // takes: queries soon stop taking a page fault per first touch.
-            // `close` and `drop` stop and join it.
+            // Then map the rest (above all the doc maps) in the background,
+            // started last so that nothing above waits for the
+            // address-space lock it takes: queries soon stop taking a page
+            // fault per first touch. `close` and `drop` stop and join it.
             core.start_prefault(prefault, decode);
         }
         Ok(Index {
