@@ -128,3 +128,52 @@ fn segments_over_the_memory_budget_are_rice_coded_and_others_flat() {
         check(&index, &model, &plan, &mut rng, "compacted");
     }
 }
+
+/// The open of an index that fits in its memory budget checks the chunks
+/// of its flat tables itself, reading (and so mapping) them whole, so that
+/// the first queries neither check nor fault; the open of one over the
+/// budget must not: it would read from the disk, at every open, an index
+/// that does not fit, evicting what it had just read (docs/BENCHMARKS.md,
+/// "An index larger than memory"). The same files answer as a brute-force
+/// scan does either way.
+#[test]
+fn the_open_reads_flat_tables_whole_only_within_the_memory_budget() {
+    use common::schedule::Gates;
+    use simhashdb::engine::schedule::Point;
+
+    let plan = Plan::new(5, 3).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng(17);
+    let mut model = Model::new();
+    let index = Index::open(dir.path(), options(&plan, None)).unwrap();
+    for id in 0..3000u64 {
+        let fp = rng.fingerprint();
+        index.insert_batch([(id, fp, None::<String>)]).unwrap();
+        model.insert(id, (fp, None));
+    }
+    index.flush().unwrap();
+    drop(index);
+    assert!(tables_are_flat(dir.path()));
+    for (budget, checked_by_the_open) in [(None, true), (Some(1), false), (None, true)] {
+        // Counts the segments whose checks start on the opening thread.
+        let gates = Gates::new();
+        gates.only_on(Point::DecodeStarted, "opener");
+        let options = options(&plan, budget).schedule(gates.schedule());
+        let path = dir.path().to_path_buf();
+        let index = std::thread::Builder::new()
+            .name("opener".into())
+            .spawn(move || Index::open(&path, options).unwrap())
+            .unwrap()
+            .join()
+            .unwrap();
+        let segments = index.stats().segments;
+        assert!(segments > 0);
+        let expected = if checked_by_the_open { segments } else { 0 };
+        assert_eq!(
+            gates.reached(Point::DecodeStarted),
+            expected,
+            "budget {budget:?}: segments checked by the open, of {segments}"
+        );
+        check(&index, &model, &plan, &mut rng, "reopened");
+    }
+}

@@ -353,14 +353,17 @@ fn close_joins_the_decoding_threads_and_a_new_index_in_the_directory_keeps_its_f
         let prefault = thread == "simhashdb-prefault";
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("index");
-        let index = Index::open(&path, real_options(prefault)).unwrap();
+        // Rice-coded tables, which both threads decode: flat ones the open
+        // checks itself, leaving the threads nothing to hold them at.
+        let options = || real_options(prefault).flat_tables(false);
+        let index = Index::open(&path, options()).unwrap();
         let model = write_segments(&index, 0, 2, 500);
         index.close().unwrap();
 
         let gates = Gates::new();
         gates.only_on(Point::DecodeStarted, thread);
         gates.hold(Point::DecodeStarted);
-        let index = Index::open(&path, real_options(prefault).schedule(gates.schedule())).unwrap();
+        let index = Index::open(&path, options().schedule(gates.schedule())).unwrap();
         if !prefault {
             // The first query starts the decoding thread.
             let fp = model.values().next().unwrap().0;

@@ -24,6 +24,10 @@ use super::decoded::{TableView, search_tables};
 /// ([`FlatTables::search_many`]).
 const CHECK_GROUP: usize = 8;
 
+/// Chunks [`FlatTables::check_all_until`] checks between two questions
+/// whether to stop (4 MiB).
+const STOP_CHUNKS: usize = 1024;
+
 /// Where a segment's flat tables are, and which of their chunks passed.
 #[derive(Debug)]
 pub(super) struct FlatTables {
@@ -160,19 +164,47 @@ impl FlatTables {
     /// go first: every query reads an entry of each, but only a few
     /// bytes of the keys.
     pub(super) fn check_all(&self, file: &[u8]) -> Result<(), FormatError> {
+        self.check_all_until(file, || false).map(|_| ())
+    }
+
+    /// [`check_all`](Self::check_all), asking `stop` before each
+    /// [`STOP_CHUNKS`] chunks: `Ok(false)` if it stopped there, the rest
+    /// left unchecked (queries check what they read, as before any
+    /// check).
+    pub(super) fn check_all_until(
+        &self,
+        file: &[u8],
+        mut stop: impl FnMut() -> bool,
+    ) -> Result<bool, FormatError> {
         if self.all_checked() {
-            return Ok(());
+            return Ok(true);
         }
         let tables = self.tables(file)?;
-        for (t, table) in tables.iter().enumerate() {
-            let dir = table.dir_chunks(0).start..table.chunk_count();
-            self.check(t, table, dir)?;
-        }
-        for (t, table) in tables.iter().enumerate() {
-            self.check(t, table, 0..table.chunk_count())?;
+        let dirs = tables
+            .iter()
+            .enumerate()
+            .map(|(t, table)| (t, table.dir_chunks(0).start..table.chunk_count()));
+        let all = tables
+            .iter()
+            .enumerate()
+            .map(|(t, table)| (t, 0..table.chunk_count()));
+        for (t, range) in dirs.chain(all) {
+            let Some(table) = tables.get(t) else {
+                continue;
+            };
+            for piece in range.step_by(STOP_CHUNKS) {
+                if stop() {
+                    return Ok(false);
+                }
+                self.check(
+                    t,
+                    table,
+                    piece..(piece + STOP_CHUNKS).min(table.chunk_count()),
+                )?;
+            }
         }
         self.all_checked.store(true, Ordering::Release);
-        Ok(())
+        Ok(true)
     }
 
     /// Records that every chunk of every table passed its check (by
@@ -252,5 +284,65 @@ impl FlatTables {
             .collect();
         search_tables(plan, &views, fps, k, found);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+    use crate::format::{SegmentInfo, SegmentWriter};
+    use crate::plan::Shape;
+
+    /// A segment of `tables` flat tables of the same 20,000 keys.
+    fn segment(tables: u32) -> Vec<u8> {
+        let mut keys: Vec<u64> = (1..=20_000u64)
+            .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+            .collect();
+        keys.sort_unstable();
+        let mut writer = SegmentWriter::new(SegmentInfo {
+            index_id: 0,
+            segment_id: 1,
+            shape: Shape::Nested { outer: 4, inner: 4 },
+            k: 3,
+            table_count: tables,
+            key_count: keys.len() as u64,
+        })
+        .unwrap();
+        for _ in 0..tables {
+            writer.push_flat_table(keys.iter().copied(), 12).unwrap();
+        }
+        writer.finish().unwrap()
+    }
+
+    /// The open's check of every chunk: a byte flipped in any table's keys
+    /// fails it at that chunk's offset and leaves the segment unchecked (its
+    /// queries check what they read); a stop leaves it unchecked too, and a
+    /// later check goes on from there to the end.
+    #[test]
+    fn the_open_s_check_finds_a_damaged_chunk_in_any_table_and_stops_when_told() {
+        let clean = segment(5);
+        let reader = SegmentReader::new(&clean[..]).unwrap();
+        for t in 0..5 {
+            let mut bytes = clean.clone();
+            let base = reader.table_offset(t).unwrap();
+            bytes[base as usize + 5000] ^= 0x10;
+            let reader = SegmentReader::new(&bytes[..]).unwrap();
+            let flat = FlatTables::open(&reader).unwrap().unwrap();
+            let error = flat.check_all_until(&bytes, || false).unwrap_err();
+            assert_eq!(error.offset, base + 4096, "table {t}: its second chunk");
+            assert!(!flat.all_checked(), "table {t}");
+        }
+
+        let flat = FlatTables::open(&reader).unwrap().unwrap();
+        let mut asked = 0;
+        let after_one = || {
+            asked += 1;
+            asked > 1
+        };
+        assert!(!flat.check_all_until(&clean, after_one).unwrap());
+        assert!(!flat.all_checked());
+        assert!(flat.check_all_until(&clean, || false).unwrap());
+        assert!(flat.all_checked());
     }
 }

@@ -472,6 +472,16 @@ pub(super) fn memory_limit() -> Option<u64> {
     limits.chain(mem_total()).min()
 }
 
+/// The bytes the calling thread has had read from the disk so far
+/// (`read_bytes` of `/proc/thread-self/io`: its reads, page faults and
+/// the read-ahead they start), or `None` where that cannot be read (not
+/// Linux, or a kernel without I/O accounting).
+pub(super) fn thread_disk_reads() -> Option<u64> {
+    let io = std::fs::read_to_string("/proc/thread-self/io").ok()?;
+    let line = io.lines().find(|l| l.starts_with("read_bytes:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// The machine's memory in bytes (`MemTotal` of `/proc/meminfo`).
 fn mem_total() -> Option<u64> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
@@ -488,5 +498,16 @@ mod memory_tests {
         let total = super::mem_total().expect("/proc/meminfo has MemTotal");
         let limit = super::memory_limit().expect("MemTotal is readable, so a limit is known");
         assert!(limit <= total && limit > 0, "{limit} of {total}");
+    }
+
+    /// The open stops checking a segment's pages once it has read too
+    /// many from the disk, which it learns from this count.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_thread_s_disk_reads_are_counted() {
+        let before = super::thread_disk_reads().expect("/proc/thread-self/io has read_bytes");
+        let on_another = std::thread::spawn(super::thread_disk_reads).join().unwrap();
+        assert!(on_another.is_some());
+        assert!(super::thread_disk_reads().unwrap() >= before);
     }
 }

@@ -81,7 +81,16 @@ pub struct Options {
     /// (Linux), so that queries soon stop paying a page fault for each page
     /// they touch first: every table's and doc map's block index, then, if
     /// the index fits in [`memory_budget`](Options::memory_budget), the
-    /// whole files. The pages stay evictable page cache.
+    /// whole files. The pages stay evictable page cache. Before that, if
+    /// the index fits, the open itself checks the 4 KiB chunks of its flat
+    /// tables (which maps them) while they come from the page cache, so
+    /// that queries neither check nor fault from the first: 0.1–0.4 s for
+    /// 50 M fingerprints (2.9 GB of tables) on a loaded 2-core machine,
+    /// against 10 ms without (docs/BENCHMARKS.md, "Issue 41: 2 MiB folios
+    /// and the open's check"). Once it has read 16 MiB from
+    /// the disk (files not in the page cache) the open stops checking and
+    /// leaves the rest to the background thread and the queries. `false`
+    /// turns both off.
     pub prefault: bool,
     /// Bytes of memory the index's files may expect to keep in the page
     /// cache. An index whose files take at most half of it is prefaulted

@@ -67,7 +67,9 @@ pub enum Point {
     /// A thread is about to decode a segment's tables (its decoded copy,
     /// `Options::decoded_tables_up_to`), holding the segment's claim to
     /// decode them: the prefault thread, the thread the first query
-    /// starts, or a flush or merge writing the segment.
+    /// starts, or a flush or merge writing the segment; or, for a segment
+    /// of flat tables, to check their chunks: the same threads, or the
+    /// thread opening an index that fits in memory.
     DecodeStarted,
     /// The open's prefault thread has finished (or been told to stop) and
     /// is returning.

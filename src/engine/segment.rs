@@ -561,6 +561,27 @@ impl Segment {
         Ok(())
     }
 
+    /// On the thread that opens the index, when the index fits in memory
+    /// (`Index::open`): checks the chunks of the segment's flat tables
+    /// ([`FlatTables::check_all_until`]), which maps their pages, so that
+    /// the first queries neither check nor fault; `stop` is asked every
+    /// 4 MiB. Returns false if it stopped (the rest is left to the prefault
+    /// thread and the queries). A damaged chunk is left to the queries,
+    /// which report it, as [`decode_tables`](Self::decode_tables) does.
+    /// Nothing for a segment without flat tables.
+    pub(super) fn check_at_open(&self, core: &Core, stop: impl FnMut() -> bool) -> bool {
+        let Some(flat) = &self.flat else {
+            return true;
+        };
+        let _claim = lock(&self.decoding);
+        if flat.all_checked() {
+            return true;
+        }
+        core.hooks.pause(Point::DecodeStarted);
+        flat.check_all_until(self.tables.as_bytes(), stop)
+            .unwrap_or(true)
+    }
+
     /// Heap bytes of the decoded tables (0 without them).
     pub(super) fn decoded_bytes(&self) -> usize {
         self.decoded.get().map_or(0, DecodedTables::bytes)
