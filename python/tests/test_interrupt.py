@@ -106,9 +106,22 @@ def interrupt(case: str, path) -> list:
     return out.split("\n")
 
 
+def interrupt_during(case: str, path, attempts: int = 3) -> list:
+    """``interrupt``, again in a fresh directory while the child finished its
+    call before the signal was sent (on a loaded machine the test process may
+    be scheduled only after the child's whole call): such a run proves
+    nothing either way. A call that never honours the signal finishes every
+    time, and the test fails on the last attempt's lines."""
+    for attempt in range(attempts):
+        lines = interrupt(case, path / f"attempt{attempt}")
+        if lines[0] != "finished":
+            break
+    return lines
+
+
 @pytest.mark.parametrize("case", ["insert_many", "insert_many_names", "insert_if_new_many", "add_many"])
 def test_ctrl_c_during_a_batch_write_raises_keyboard_interrupt_and_writes_nothing(index_dir, case):
-    lines = interrupt(case, index_dir)
+    lines = interrupt_during(case, index_dir)
     assert lines[0] == "interrupted", lines
     # Nothing of the batch: only the insert made afterwards.
     assert lines[1] == "written 0", lines
@@ -117,7 +130,7 @@ def test_ctrl_c_during_a_batch_write_raises_keyboard_interrupt_and_writes_nothin
 
 @pytest.mark.parametrize("case", ["fingerprint_many", "query_many", "find_all"])
 def test_ctrl_c_during_a_long_read_raises_keyboard_interrupt_and_the_index_goes_on(index_dir, case):
-    lines = interrupt(case, index_dir)
+    lines = interrupt_during(case, index_dir)
     assert lines[0] == "interrupted", lines
     assert lines[1] == "written 0", lines
 
