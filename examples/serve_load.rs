@@ -60,6 +60,21 @@ fn doc(phase: u64, worker: u64, i: u64) -> (u64, u64) {
     (id, splitmix64(id ^ 0x5eed))
 }
 
+/// Writes into `body` (cleared first) the `POST /v1/check` request of
+/// `batch` documents of `worker`, its `i`-th and those after it.
+fn check_body(body: &mut Vec<u8>, phase: u64, worker: u64, i: u64, batch: u64) {
+    body.clear();
+    body.extend_from_slice(b"{\"documents\":[");
+    for j in 0..batch {
+        let (id, fp) = doc(phase, worker, i + j);
+        if j > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(format!("{{\"id\":{id},\"fingerprint\":{fp}}}").as_bytes());
+    }
+    body.extend_from_slice(b"]}");
+}
+
 /// The index's options: the default ones with the run's merge fan-in.
 fn options() -> Options {
     Options::default().merge_policy(Some(std::sync::Arc::new(TieredMergePolicy {
@@ -222,16 +237,7 @@ fn over_http(addr: SocketAddr, phase: u64, threads: u64, batch: u64, seconds: f6
         let mut requests = 0;
         let mut errors = 0;
         while !stop.load(Ordering::Relaxed) {
-            body.clear();
-            body.extend_from_slice(b"{\"documents\":[");
-            for j in 0..batch {
-                let (id, fp) = doc(phase, t, i + j);
-                if j > 0 {
-                    body.push(b',');
-                }
-                body.extend_from_slice(format!("{{\"id\":{id},\"fingerprint\":{fp}}}").as_bytes());
-            }
-            body.extend_from_slice(b"]}");
+            check_body(&mut body, phase, t, i, batch);
             let start = Instant::now();
             let reply = client.post("/v1/check", &body).expect("request");
             lat.push(start.elapsed().as_nanos().min(u32::MAX as u128) as u32);
@@ -321,16 +327,7 @@ async fn connection_loop(
     let mut request = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
     while !stop.load(Ordering::Relaxed) {
-        body.clear();
-        body.extend_from_slice(b"{\"documents\":[");
-        for j in 0..batch {
-            let (id, fp) = doc(phase, worker, i + j);
-            if j > 0 {
-                body.push(b',');
-            }
-            body.extend_from_slice(format!("{{\"id\":{id},\"fingerprint\":{fp}}}").as_bytes());
-        }
-        body.extend_from_slice(b"]}");
+        check_body(&mut body, phase, worker, i, batch);
         request.clear();
         request.extend_from_slice(
             format!(

@@ -78,16 +78,7 @@ pub(crate) fn sort_by_top_bits_with<T: Copy + Default, K: Ord>(
 /// range of keys present is stretched over the 64 bits before the radix
 /// pass of [`sort_by_top_bits`], so that keys packed in a narrow range
 /// (sequential ids: all in one top-16-bit bucket as they are) fill its
-/// buckets evenly too.
-pub(crate) fn sort_by_key_range<T: Copy + Default, K: Ord>(
-    items: &mut Vec<T>,
-    key: impl Fn(&T) -> u64,
-    full: impl Fn(&T) -> K,
-) {
-    sort_by_key_range_with(items, &mut Vec::new(), key, full);
-}
-
-/// [`sort_by_key_range`] with the pass's output buffer supplied (as in
+/// buckets evenly too. `scratch` is the pass's output buffer (as in
 /// [`sort_by_top_bits_with`]).
 pub(crate) fn sort_by_key_range_with<T: Copy + Default, K: Ord>(
     items: &mut Vec<T>,
@@ -195,7 +186,7 @@ mod tests {
             let mut want = pairs.clone();
             want.sort_unstable();
             let mut again = pairs.clone();
-            sort_by_key_range(&mut pairs, |p| p.0, |&p| p);
+            sort_by_key_range_with(&mut pairs, &mut Vec::new(), |p| p.0, |&p| p);
             assert_eq!(pairs, want, "case {c}");
             sort_by_key_range_with(&mut again, &mut scratch, |p| p.0, |&p| p);
             assert_eq!(again, want, "case {c}, reused scratch");

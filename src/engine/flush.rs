@@ -7,7 +7,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use crate::error::{Error, Result};
-use crate::format::{DocEntry, FileKind, SortedDocMapWriter, Tombstone};
+use crate::format::{DocEntry, FileKind, SortedDocMapWriter, Tombstone, id_index_order};
 
 use super::compaction::{MergeShared, wake_merge};
 use super::core::{Core, lock, read_lock};
@@ -338,14 +338,7 @@ impl Core {
         // By (fingerprint, id): an id has one version here, so the order
         // is total.
         crate::radix::sort_by_top_bits_with(order, order_scratch, |e| e.0, |e| (e.0, e.1));
-        by_id.clear();
-        by_id.extend(
-            order
-                .iter()
-                .zip(0u32..)
-                .map(|(e, position)| (e.1, position)),
-        );
-        crate::radix::sort_by_key_range_with(by_id, by_id_scratch, |p| p.0, |&p| p);
+        id_index_order(order.iter().map(|e| e.1), by_id, by_id_scratch);
         tombstones.sort_unstable();
         let ids_path = self.dir.join(FileKind::DocMap.file_name(segment_id));
         let mut docs = SortedDocMapWriter::new(

@@ -74,7 +74,7 @@ pub use docmap::{
     ByFingerprint, DocEntry, DocMapReader, DocMapWriter, Entries, Tombstone, Tombstones,
 };
 #[doc(hidden)]
-pub use docmap::{Ranges, SortedDocMapWriter};
+pub use docmap::{Ranges, SortedDocMapWriter, id_index_order};
 pub use manifest::{Manifest, SegmentMeta};
 pub use segment::{SegmentInfo, SegmentReader, SegmentWriter, TableKeys};
 #[doc(hidden)]

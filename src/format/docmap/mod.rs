@@ -198,17 +198,12 @@ impl DocMapWriter {
             |e| e.fingerprint,
             |e| (e.fingerprint, e.id),
         );
-        // (id, position) pairs sorted directly: sorting positions by a key
-        // looked up in `entries` would miss the cache on every comparison.
-        let mut by_id: Vec<(u64, u32)> = self
-            .entries
-            .iter()
-            .zip(0u32..)
-            .map(|(e, position)| (e.id, position))
-            .collect();
-        // Radix-sorted over the ids' range (positions are distinct, so
-        // the order is that of the comparison sort before it).
-        crate::radix::sort_by_key_range(&mut by_id, |p| p.0, |&p| p);
+        let mut by_id = Vec::new();
+        id_index_order(
+            self.entries.iter().map(|e| e.id),
+            &mut by_id,
+            &mut Vec::new(),
+        );
         self.tombstones.sort_unstable();
         let mut w = SortedDocMapWriter::new(
             out,
@@ -236,6 +231,23 @@ impl DocMapWriter {
         }
         w.finish()
     }
+}
+
+/// The id index's records of a doc map whose entries, in file order, have
+/// the ids `ids`: (id, position) pairs sorted by id, written into `by_id`
+/// (cleared first), `scratch` being the sort's buffer (both reusable). The
+/// pairs are sorted directly: sorting positions by a key looked up in the
+/// entries would miss the cache on every comparison. Radix-sorted over the
+/// ids' range (positions are distinct, so the order is that of a comparison
+/// sort).
+pub fn id_index_order(
+    ids: impl Iterator<Item = u64>,
+    by_id: &mut Vec<(u64, u32)>,
+    scratch: &mut Vec<(u64, u32)>,
+) {
+    by_id.clear();
+    by_id.extend(ids.zip(0u32..));
+    crate::radix::sort_by_key_range_with(by_id, scratch, |p| p.0, |&p| p);
 }
 
 /// A 64-bit hash of an (id, position) pair: the sum over the entries equals

@@ -253,21 +253,26 @@ mod tests {
     use super::super::{Hosts, Limits};
     use super::*;
 
+    /// A server with `limits` over a new index in a temporary directory
+    /// (kept while the directory lives), writes buffered.
+    fn server_of(limits: Limits) -> (tempfile::TempDir, Arc<Server>) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let index = Index::open(dir.path(), Options::new()).expect("open");
+        let server =
+            Server::new(index, Durability::Buffered, limits, Hosts::any(), None).expect("server");
+        (dir, Arc::new(server))
+    }
+
     /// Checks queued while another is being answered are answered together,
     /// a library call per run of one distance, exactly as the checks one by
     /// one in queue order: against a brute-force model of that order.
     #[test]
     fn queued_checks_are_answered_as_one_by_one_in_queue_order() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let index = Index::open(dir.path(), Options::new()).expect("open");
-        let limits = Limits {
+        let (_dir, server) = server_of(Limits {
             max_body_bytes: 1 << 20,
             max_documents: 100,
             ..Limits::default()
-        };
-        let server = Arc::new(
-            Server::new(index, Durability::Buffered, limits, Hosts::any(), None).expect("server"),
-        );
+        });
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -372,18 +377,7 @@ mod tests {
         use std::future::Future;
         use std::task::Poll;
 
-        let dir = tempfile::tempdir().expect("tempdir");
-        let index = Index::open(dir.path(), Options::new()).expect("open");
-        let server = Arc::new(
-            Server::new(
-                index,
-                Durability::Buffered,
-                Limits::default(),
-                Hosts::any(),
-                None,
-            )
-            .expect("server"),
-        );
+        let (_dir, server) = server_of(Limits::default());
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -432,18 +426,7 @@ mod tests {
         use std::future::Future;
         use std::task::Poll;
 
-        let dir = tempfile::tempdir().expect("tempdir");
-        let index = Index::open(dir.path(), Options::new()).expect("open");
-        let server = Arc::new(
-            Server::new(
-                index,
-                Durability::Buffered,
-                Limits::default(),
-                Hosts::any(),
-                None,
-            )
-            .expect("server"),
-        );
+        let (_dir, server) = server_of(Limits::default());
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -503,18 +486,7 @@ mod tests {
     fn requests_queued_together_past_a_wal_frame_are_each_answered() {
         use simhashdb::format::MAX_NAME_LEN;
 
-        let dir = tempfile::tempdir().expect("tempdir");
-        let index = Index::open(dir.path(), Options::new()).expect("open");
-        let server = Arc::new(
-            Server::new(
-                index,
-                Durability::Buffered,
-                Limits::default(),
-                Hosts::any(),
-                None,
-            )
-            .expect("server"),
-        );
+        let (_dir, server) = server_of(Limits::default());
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
