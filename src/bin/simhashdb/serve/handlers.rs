@@ -4,9 +4,10 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
+use axum::body::HttpBody;
 use axum::extract::{FromRequest, Path, Request, State};
 use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
-use axum::http::{HeaderValue, StatusCode, Uri};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -28,8 +29,8 @@ type Shared = State<Arc<Server>>;
 /// Whether the request says its body is JSON: a type a browser cannot
 /// send across origins without asking first (a preflight this server never
 /// answers).
-fn is_json(req: &Request) -> bool {
-    req.headers()
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(';').next())
@@ -52,14 +53,64 @@ fn body_too_large(limit: usize) -> ApiError {
     )
 }
 
+/// Why a body could not be read whole.
+enum Unread {
+    /// Past the limit.
+    TooLarge,
+    /// The connection failed, or the body was malformed.
+    Failed(String),
+}
+
+/// A body's bytes, whole, at most `limit` of them. A body of one piece
+/// (the usual request, read with its head) is that piece itself, not a
+/// copy.
+async fn collect<B>(mut body: B, limit: usize) -> Result<Bytes, Unread>
+where
+    B: HttpBody<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    let mut first = None::<Bytes>;
+    let mut joined = Vec::new();
+    let mut len = 0usize;
+    while let Some(frame) =
+        std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await
+    {
+        let frame = frame.map_err(|e| Unread::Failed(e.to_string()))?;
+        // Trailers are not part of the body.
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        len = len.saturating_add(data.len());
+        if len > limit {
+            return Err(Unread::TooLarge);
+        }
+        match first.take() {
+            None if joined.is_empty() => first = Some(data),
+            taken => {
+                if let Some(taken) = taken {
+                    joined.extend_from_slice(&taken);
+                }
+                joined.extend_from_slice(&data);
+            }
+        }
+    }
+    Ok(match first {
+        Some(first) => first,
+        None => Bytes::from(joined),
+    })
+}
+
 /// A request's body, whole. A `Content-Length` over the limit is refused
 /// before a byte is read (a client waiting for `100 Continue` gets the 413
 /// instead); a body that has not arrived within `--body-timeout` is
 /// refused with 408. Either closes the connection.
-async fn read_body(req: Request, state: &Arc<Server>) -> Result<Bytes, ApiError> {
+async fn read_body<B>(headers: &HeaderMap, body: B, state: &Server) -> Result<Bytes, ApiError>
+where
+    B: HttpBody<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
     let limit = state.limits.max_body_bytes;
-    let declared = req
-        .headers()
+    let declared = headers
         .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
@@ -67,14 +118,11 @@ async fn read_body(req: Request, state: &Arc<Server>) -> Result<Bytes, ApiError>
         return Err(body_too_large(limit).closing());
     }
     let timeout = state.limits.body_timeout;
-    match tokio::time::timeout(timeout, Bytes::from_request(req, state)).await {
+    match tokio::time::timeout(timeout, collect(body, limit)).await {
         Ok(Ok(bytes)) => Ok(bytes),
-        Ok(Err(rejection)) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            Err(body_too_large(limit).closing())
-        }
-        Ok(Err(rejection)) => Err(ApiError::invalid(format!(
-            "cannot read the body: {}",
-            rejection.body_text()
+        Ok(Err(Unread::TooLarge)) => Err(body_too_large(limit).closing()),
+        Ok(Err(Unread::Failed(e))) => Err(ApiError::invalid(format!(
+            "cannot read the body: Failed to buffer the request body: {e}"
         ))
         .closing()),
         Err(_) => Err(ApiError::new(
@@ -99,37 +147,46 @@ impl<T: DeserializeOwned> FromRequest<Arc<Server>> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &Arc<Server>) -> Result<Self, ApiError> {
-        let is_json = is_json(&req);
-        // Read the body even to refuse it, so the connection stays usable.
-        let bytes = read_body(req, state).await?;
-        if !is_json {
-            return Err(not_json());
-        }
-        let max = state.limits.max_documents;
-        parse_bounded(&bytes, max)
-            .map(JsonBody)
-            .map_err(|(e, over)| {
-                use serde_json::error::Category;
-                if over {
-                    return ApiError::new(
-                        StatusCode::PAYLOAD_TOO_LARGE,
-                        "too_many_documents",
-                        format!(
-                            "more than {max} documents or queries in one request, the server's \
-                         limit (--max-documents); split the request"
-                        ),
-                    );
-                }
-                match e.classify() {
-                    Category::Syntax | Category::Eof | Category::Io => ApiError::new(
-                        StatusCode::BAD_REQUEST,
-                        "malformed_json",
-                        format!("the body is not valid JSON: {e}"),
-                    ),
-                    Category::Data => ApiError::invalid(format!("the request is not valid: {e}")),
-                }
-            })
+        let (parts, body) = req.into_parts();
+        json_body(&parts.headers, body, state).await.map(JsonBody)
     }
+}
+
+/// The body of a request as [`JsonBody`] takes it.
+async fn json_body<T, B>(headers: &HeaderMap, body: B, state: &Server) -> Result<T, ApiError>
+where
+    T: DeserializeOwned,
+    B: HttpBody<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    let is_json = is_json(headers);
+    // Read the body even to refuse it, so the connection stays usable.
+    let bytes = read_body(headers, body, state).await?;
+    if !is_json {
+        return Err(not_json());
+    }
+    let max = state.limits.max_documents;
+    parse_bounded(&bytes, max).map_err(|(e, over)| {
+        use serde_json::error::Category;
+        if over {
+            return ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too_many_documents",
+                format!(
+                    "more than {max} documents or queries in one request, the server's \
+                     limit (--max-documents); split the request"
+                ),
+            );
+        }
+        match e.classify() {
+            Category::Syntax | Category::Eof | Category::Io => ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "malformed_json",
+                format!("the body is not valid JSON: {e}"),
+            ),
+            Category::Data => ApiError::invalid(format!("the request is not valid: {e}")),
+        }
+    })
 }
 
 /// The body of a request that takes no arguments: none, or `{}`, sent as
@@ -140,8 +197,9 @@ impl FromRequest<Arc<Server>> for NoArguments {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &Arc<Server>) -> Result<Self, ApiError> {
-        let is_json = is_json(&req);
-        let body = read_body(req, state).await?;
+        let (parts, body) = req.into_parts();
+        let is_json = is_json(&parts.headers);
+        let body = read_body(&parts.headers, body, state).await?;
         if !is_json {
             return Err(not_json());
         }
@@ -244,18 +302,9 @@ impl Server {
         Ok(())
     }
 
-    /// Every document resolved, or the first bad one's error: a request is
-    /// checked whole before anything is written.
-    fn resolve(&self, docs: Vec<DocumentIn>) -> Result<Vec<Resolved>, ApiError> {
-        self.check_count("documents", docs.len())?;
-        docs.into_iter()
-            .enumerate()
-            .map(|(i, d)| d.resolve(i, &self.hasher))
-            .collect()
-    }
-
-    /// Like [`Server::resolve`], refusing blank texts (an insert cannot
-    /// skip a document it was asked to store).
+    /// Every document resolved, or the first bad one's error (a request
+    /// is checked whole before anything is written), refusing blank texts
+    /// (an insert cannot skip a document it was asked to store).
     fn resolve_non_blank(&self, docs: Vec<DocumentIn>) -> Result<Vec<Document>, ApiError> {
         self.check_count("documents", docs.len())?;
         docs.into_iter()
@@ -286,11 +335,11 @@ fn resolve_checks(
     let threshold = threshold
         .map(|t| check_threshold("the request", t))
         .transpose()?;
-    let docs = s.resolve(documents)?;
-    let mut checked: Checked = Vec::with_capacity(docs.len());
-    let mut batch = Vec::with_capacity(docs.len());
-    for doc in docs {
-        match doc {
+    s.check_count("documents", documents.len())?;
+    let mut checked: Checked = Vec::with_capacity(documents.len());
+    let mut batch = Vec::with_capacity(documents.len());
+    for (i, doc) in documents.into_iter().enumerate() {
+        match doc.resolve(i, &s.hasher)? {
             Resolved::Document(mut doc) => {
                 if let (Some(values), Some(t)) = (&mut doc.values, threshold) {
                     values.threshold = t;
@@ -333,7 +382,8 @@ fn check_answer(
     answers: &group::Answers,
 ) -> Result<Vec<u8>, ApiError> {
     let mut answers = answers.iter();
-    let mut out = Vec::with_capacity(checked.len() * 64 + 16);
+    // A new document's result takes at most 78 bytes.
+    let mut out = Vec::with_capacity(checked.len() * 96 + 16);
     out.extend_from_slice(b"{\"results\":[");
     let (mut new, mut duplicate, mut blank) = (0, 0, 0);
     for (i, (id, fingerprint)) in checked.into_iter().enumerate() {
@@ -377,33 +427,51 @@ fn check_answer(
 }
 
 /// `POST /v1/check`: for each document in order, the atomic check-and-insert.
-/// A check that need not sync is answered together with the others queued
-/// at the same time ([`group`]); one that syncs runs on the blocking pool.
-pub async fn check(
-    State(server): Shared,
-    JsonBody(req): JsonBody<CheckRequest>,
-) -> Result<Response, ApiError> {
+/// The server answers it before its router ([`check_request`]); this is
+/// the same for the router alone.
+pub async fn check(State(server): Shared, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    check_request(&server, &parts.headers, body)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
+}
+
+/// `POST /v1/check` once the request is let in (its host, its token and
+/// a turn among `--max-concurrent-requests`): its body read and parsed as
+/// [`JsonBody`] does. A check that need not sync is answered together with
+/// the others queued at the same time ([`group`]); one that syncs runs on
+/// the blocking pool.
+pub async fn check_request<B>(
+    server: &Arc<Server>,
+    headers: &HeaderMap,
+    body: B,
+) -> Result<Response, ApiError>
+where
+    B: HttpBody<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    let req: CheckRequest = json_body(headers, body, server).await?;
     let k = req.distance.unwrap_or(server.index.plan().k());
     server.check_distance(k)?;
     let sync = req.sync;
     let threshold = req.threshold;
     let documents = req.documents.0;
     let body = if sync || server.durability == simhashdb::Durability::Sync {
-        write(&server, sync, move |s| {
+        write(server, sync, move |s| {
             check_documents(s, documents, k, threshold, sync)
         })
         .await?
     } else {
-        let (checked, batch) = resolve_checks(&server, documents, threshold)?;
+        let (checked, batch) = resolve_checks(server, documents, threshold)?;
         let _no_compaction = server.compaction.read().await;
-        let answers = group::check(&server, k, batch).await?;
-        check_answer(&server, checked, &answers)?
+        let answers = group::check(server, k, batch).await?;
+        check_answer(server, checked, &answers)?
     };
-    Ok((
-        [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
-        body,
-    )
-        .into_response())
+    let mut response = Response::new(axum::body::Body::from(body));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Ok(response)
 }
 
 /// `POST /v1/documents`: insert or replace, as one write.

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::header::{AUTHORIZATION, HOST, WWW_AUTHENTICATE};
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -191,13 +191,15 @@ impl Hosts {
             },
             None => host.rsplit_once(':').map_or(host, |(name, _)| name),
         };
-        let name = name.to_ascii_lowercase();
+        // Compared without regard to ASCII case, with nothing allocated
+        // (the names allowed are kept in lower case).
         let ip = self.bound.ip();
         match name.parse::<std::net::IpAddr>() {
             Ok(given) => ip.is_unspecified() || given == ip,
             Err(_) => {
-                (name == "localhost" && (ip.is_loopback() || ip.is_unspecified()))
-                    || self.names.contains(&name)
+                (name.eq_ignore_ascii_case("localhost")
+                    && (ip.is_loopback() || ip.is_unspecified()))
+                    || self.names.iter().any(|n| n.eq_ignore_ascii_case(name))
             }
         }
     }
@@ -275,11 +277,11 @@ fn bearer(value: &[u8]) -> Option<&[u8]> {
     rest.get(start..)
 }
 
-fn authorized(server: &Server, req: &Request) -> bool {
+fn authorized(server: &Server, headers: &HeaderMap) -> bool {
     let Some(token) = &server.token else {
         return true;
     };
-    req.headers()
+    headers
         .get(AUTHORIZATION)
         .and_then(|v| bearer(v.as_bytes()))
         .is_some_and(|given| same_secret(given, token.as_bytes()))
@@ -290,7 +292,44 @@ fn is_public(route: Option<&str>) -> bool {
     matches!(route, Some("/healthz" | "/readyz" | "/" | "/openapi.json"))
 }
 
-/// Around every request: the token, the request's log line and metrics.
+/// The answer to a request refused before its route runs: its `Host` not
+/// allowed (403), or the token missing or wrong (401); `None`: let in.
+fn refusal(server: &Server, headers: &HeaderMap, route: Option<&str>) -> Option<Response> {
+    let host = headers.get(HOST).map(HeaderValue::as_bytes);
+    if !server.hosts.allows(host) {
+        return Some(
+            ApiError::new(
+                StatusCode::FORBIDDEN,
+                "host_not_allowed",
+                format!(
+                    "this server does not answer requests for host {:?} (a web page reaching it \
+                     through another name?); allow a name with --allow-host",
+                    String::from_utf8_lossy(host.unwrap_or_default())
+                ),
+            )
+            .into_response(),
+        );
+    }
+    if is_public(route)
+        || (server.metrics_public && route == Some("/metrics"))
+        || authorized(server, headers)
+    {
+        return None;
+    }
+    let mut response = ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        "this server requires `Authorization: Bearer TOKEN` (see --token-file)",
+    )
+    .into_response();
+    response
+        .headers_mut()
+        .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    Some(response)
+}
+
+/// Around every request the router answers: the host, the token, the
+/// request's log line and metrics.
 async fn observe(State(server): State<Arc<Server>>, req: Request, next: Next) -> Response {
     let start = Instant::now();
     let route = req
@@ -299,34 +338,9 @@ async fn observe(State(server): State<Arc<Server>>, req: Request, next: Next) ->
         .map(MatchedPath::as_str);
     let endpoint = metrics::endpoint(req.method().as_str(), route);
     tracing::debug!(method = %req.method(), uri = %req.uri(), "request started");
-    let host = req.headers().get(HOST).map(HeaderValue::as_bytes);
-    let response = if !server.hosts.allows(host) {
-        ApiError::new(
-            StatusCode::FORBIDDEN,
-            "host_not_allowed",
-            format!(
-                "this server does not answer requests for host {:?} (a web page reaching it \
-                 through another name?); allow a name with --allow-host",
-                String::from_utf8_lossy(host.unwrap_or_default())
-            ),
-        )
-        .into_response()
-    } else if is_public(route)
-        || (server.metrics_public && route == Some("/metrics"))
-        || authorized(&server, &req)
-    {
-        next.run(req).await
-    } else {
-        let mut response = ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "this server requires `Authorization: Bearer TOKEN` (see --token-file)",
-        )
-        .into_response();
-        response
-            .headers_mut()
-            .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        response
+    let response = match refusal(&server, req.headers(), route) {
+        Some(refused) => refused,
+        None => next.run(req).await,
     };
     server
         .metrics
@@ -334,7 +348,96 @@ async fn observe(State(server): State<Arc<Server>>, req: Request, next: Next) ->
     response
 }
 
+/// What a connection's requests are answered with: `POST /v1/check`, the
+/// request a client sends most, in one step ([`Connections::check`]), every
+/// other request by the router.
+struct Routes {
+    server: Arc<Server>,
+    router: Router,
+    /// The turns of `--max-concurrent-requests`, shared with the router's
+    /// limit.
+    turns: Arc<tokio::sync::Semaphore>,
+    /// The metrics' label of `POST /v1/check`.
+    check: usize,
+}
+
+/// The service of every connection.
+#[derive(Clone)]
+struct Connections(Arc<Routes>);
+
+type Answer = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Response, std::convert::Infallible>> + Send>,
+>;
+
+impl Connections {
+    fn new(server: Arc<Server>, max_concurrent: usize) -> Connections {
+        let turns = Arc::new(tokio::sync::Semaphore::new(max_concurrent));
+        let router = router_with(Arc::clone(&server), Arc::clone(&turns));
+        Connections(Arc::new(Routes {
+            server,
+            router,
+            turns,
+            check: metrics::endpoint("POST", Some("/v1/check")),
+        }))
+    }
+
+    /// `POST /v1/check` as the router answers it, with what its layers do
+    /// done here, once, in the same order: the request's log line, the
+    /// host, the token, a turn among `--max-concurrent-requests`, then the
+    /// handler's work ([`handlers::check_request`]), and the metrics. The
+    /// router's boxed layers and services cost about as much as the rest
+    /// of a single document's check (docs/BENCHMARKS.md, "`POST /v1/check`
+    /// before the router").
+    async fn check(self, req: hyper::Request<hyper::body::Incoming>) -> Response {
+        let routes = &*self.0;
+        let server = &routes.server;
+        let start = Instant::now();
+        tracing::debug!(method = %req.method(), uri = %req.uri(), "request started");
+        let (parts, body) = req.into_parts();
+        let response = match refusal(server, &parts.headers, Some("/v1/check")) {
+            Some(refused) => refused,
+            None => {
+                // The semaphore is never closed.
+                let _turn = routes.turns.acquire().await.ok();
+                handlers::check_request(server, &parts.headers, body)
+                    .await
+                    .unwrap_or_else(IntoResponse::into_response)
+            }
+        };
+        server
+            .metrics
+            .record(routes.check, response.status().as_u16(), start.elapsed());
+        response
+    }
+}
+
+impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Connections {
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = Answer;
+
+    fn call(&self, req: hyper::Request<hyper::body::Incoming>) -> Answer {
+        if req.method() == axum::http::Method::POST && req.uri().path() == "/v1/check" {
+            let this = self.clone();
+            Box::pin(async move { Ok(this.check(req).await) })
+        } else {
+            // The router is always ready.
+            let mut router = self.0.router.clone();
+            Box::pin(tower::Service::call(&mut router, req))
+        }
+    }
+}
+
+#[cfg(test)]
 fn router(server: Arc<Server>, max_concurrent: usize) -> Router {
+    router_with(
+        server,
+        Arc::new(tokio::sync::Semaphore::new(max_concurrent)),
+    )
+}
+
+/// Every route, `turns` the turns of `--max-concurrent-requests`.
+fn router_with(server: Arc<Server>, turns: Arc<tokio::sync::Semaphore>) -> Router {
     use handlers as h;
     let body_limit = server.limits.max_body_bytes;
     // The probes answer without waiting for a turn: requests that hold
@@ -363,7 +466,7 @@ fn router(server: Arc<Server>, max_concurrent: usize) -> Router {
         .route("/v1/sync", post(h::sync))
         .route("/v1/backup", post(h::backup))
         .route("/metrics", get(h::metrics))
-        .route_layer(GlobalConcurrencyLimitLayer::new(max_concurrent))
+        .route_layer(GlobalConcurrencyLimitLayer::with_semaphore(turns))
         .merge(probes)
         .fallback(h::no_route)
         .method_not_allowed_fallback(h::wrong_method)
@@ -527,7 +630,6 @@ async fn serve(
     listener: std::net::TcpListener,
 ) -> Result<(), CliError> {
     use hyper_util::rt::{TokioIo, TokioTimer};
-    use hyper_util::service::TowerToHyperService;
 
     let listener = tokio::net::TcpListener::from_std(listener)
         .map_err(|e| CliError::Failure(format!("cannot listen on {}: {e}", args.listen)))?;
@@ -548,7 +650,7 @@ async fn serve(
     tracing::info!(%addr, db = %args.db.db.display(), "serving");
     let max_connections = connection_limit(args.max_connections, open_file_limit());
     let max_concurrent = usize::try_from(args.max_concurrent_requests).unwrap_or(usize::MAX);
-    let app = router(Arc::clone(&server), max_concurrent);
+    let app = Connections::new(Arc::clone(&server), max_concurrent);
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(Duration::from_secs(args.header_timeout));
@@ -592,8 +694,7 @@ async fn serve(
             stall: Duration::from_secs(args.body_timeout),
             waiting: None,
         };
-        let connection =
-            http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
+        let connection = http.serve_connection(TokioIo::new(stream), app.clone());
         let mut stopping = stopping.clone();
         let open = open.subscribe();
         tokio::spawn(async move {
