@@ -11,8 +11,13 @@
 //! k = 3, one thread: half a stored fingerprint with one bit flipped, half
 //! random. For each pass it prints p50, p99 and mean latency and, per query,
 //! the bytes this process read from storage (`/proc/self/io` `read_bytes`)
-//! and its major page faults (`/proc/self/stat`). The first queries of the
-//! first pass are checked against a brute-force scan of the N fingerprints.
+//! and its major page faults (`/proc/self/stat`), then the p99 of each
+//! quarter of the pass (in the order the queries ran), and, from the query
+//! thread's `/proc/thread-self/schedstat`, p50 and p99 of the latency less
+//! the time the thread waited for a CPU (on a loaded machine, the part the
+//! disk and the code set) and how often it was switched in per query. The first queries
+//! of the first pass are checked against a brute-force scan of the N
+//! fingerprints.
 //!
 //! The memory the index may use is the machine's or, run in a control group
 //! with a memory limit, the group's (its page cache counts against it):
@@ -55,6 +60,34 @@ fn major_faults() -> u64 {
             rest.split_whitespace().nth(9)?.parse().ok()
         })
         .unwrap_or(0)
+}
+
+/// The calling thread's scheduler counters (`/proc/thread-self/schedstat`):
+/// nanoseconds spent waiting for a CPU while runnable, and the number of
+/// times it was switched in (after each sleep, as for a disk read, or
+/// preemption). Zeros where the file is not there.
+struct SchedStat(Option<std::fs::File>);
+
+impl SchedStat {
+    fn open() -> SchedStat {
+        SchedStat(std::fs::File::open("/proc/thread-self/schedstat").ok())
+    }
+
+    fn read(&mut self) -> (u64, u64) {
+        use std::io::{Read, Seek};
+        let Some(file) = self.0.as_mut() else {
+            return (0, 0);
+        };
+        let mut text = String::new();
+        if file.rewind().is_err() || file.read_to_string(&mut text).is_err() {
+            return (0, 0);
+        }
+        let mut fields = text
+            .split_whitespace()
+            .skip(1)
+            .map(|f| f.parse().unwrap_or(0));
+        (fields.next().unwrap_or(0), fields.next().unwrap_or(0))
+    }
 }
 
 /// CPU seconds (user + system) of each of this process's threads, by name.
@@ -144,13 +177,31 @@ fn query(n: u64, dir: &std::path::Path, q: usize) -> Result<(), Box<dyn std::err
             .collect();
         let (bytes, faults) = (read_bytes(), major_faults());
         let mut times = Vec::with_capacity(q);
+        // Each query's time less its waits for a CPU, and its switches.
+        let (mut sched, mut off_queue, mut switches) = (SchedStat::open(), Vec::new(), 0u64);
         let mut found = 0usize;
         for &fp in &queries {
+            let (delay, count) = sched.read();
             let t = Instant::now();
             found += index.query(fp, 3)?.len();
-            times.push(t.elapsed().as_secs_f64() * 1e6);
+            let time = t.elapsed().as_secs_f64() * 1e6;
+            let (delay_after, count_after) = sched.read();
+            times.push(time);
+            off_queue.push(time - delay_after.saturating_sub(delay) as f64 / 1e3);
+            switches += count_after.saturating_sub(count);
         }
         let (bytes, faults) = (read_bytes() - bytes, major_faults() - faults);
+        off_queue.sort_by(f64::total_cmp);
+        // The tail by quarter of the pass, in the order the queries ran:
+        // whether it is the first queries' (the open's reads still going on).
+        let quarters: Vec<String> = times
+            .chunks(q.div_ceil(4).max(1))
+            .map(|quarter| {
+                let mut quarter = quarter.to_vec();
+                quarter.sort_by(f64::total_cmp);
+                format!("{:.1}", percentile(&quarter, 0.99))
+            })
+            .collect();
         let mean = times.iter().sum::<f64>() / q as f64;
         times.sort_by(f64::total_cmp);
         println!(
@@ -160,6 +211,13 @@ fn query(n: u64, dir: &std::path::Path, q: usize) -> Result<(), Box<dyn std::err
             times[q - 1] / 1e3,
             bytes as f64 / q as f64 / 1024.0,
             faults as f64 / q as f64
+        );
+        println!("  p99 by quarter of the pass: {} µs", quarters.join(" / "));
+        println!(
+            "  less the waits for a CPU: p50 {:.1} µs, p99 {:.1} µs; the query thread switched in {:.2} times per query (after each sleep, as for a disk read, or a preemption)",
+            percentile(&off_queue, 0.5),
+            percentile(&off_queue, 0.99),
+            switches as f64 / q as f64
         );
         if pass == 1 {
             // Exactness: the first queries against a scan of every fingerprint.

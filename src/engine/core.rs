@@ -409,17 +409,30 @@ impl Core {
     /// Starts the open's prefault thread: it maps `ranges` of the segments'
     /// files, in order, then decodes the tables of `decode`
     /// ([`Segment::decode_tables`]), stopping early when told to. Without
-    /// the thread, pages fault in as queries touch them.
+    /// the thread, pages fault in as queries touch them. With `read_ahead`
+    /// (the mappings are advised to be read at random: segments over the
+    /// memory budget, whose block indexes alone are prefaulted), each range
+    /// is asked for ahead of the mapping ([`Mapped::read_range_until`]),
+    /// so that it comes from the disk in large reads rather than a page per
+    /// fault, competing with the first queries for a fraction of a second
+    /// rather than for seconds.
+    ///
+    /// [`Mapped::read_range_until`]: super::fs::Mapped::read_range_until
     pub(super) fn start_prefault(
         self: &Arc<Core>,
         ranges: Vec<(super::fs::Mapped, std::ops::Range<usize>)>,
+        read_ahead: bool,
         decode: Vec<Arc<Segment>>,
     ) {
         self.spawn("simhashdb-prefault", move |core| {
             let stop = &core.threads.stop;
             let stopped = || stop.load(Ordering::Relaxed);
             for (map, range) in &ranges {
-                map.prefault_range_until(range.clone(), stopped);
+                if read_ahead {
+                    map.read_range_until(range.clone(), stopped);
+                } else {
+                    map.prefault_range_until(range.clone(), stopped);
+                }
             }
             drop(ranges);
             for segment in decode {

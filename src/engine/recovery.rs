@@ -378,7 +378,7 @@ impl Index {
             // started last so that nothing above waits for the
             // address-space lock it takes: queries soon stop taking a page
             // fault per first touch. `close` and `drop` stop and join it.
-            core.start_prefault(prefault, decode);
+            core.start_prefault(prefault, !fits, decode);
         }
         Ok(Index {
             core,

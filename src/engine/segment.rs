@@ -221,7 +221,7 @@ impl Core {
         } else {
             segment.set_out_of_memory();
             for (map, range) in segment.index_ranges() {
-                map.prefault_range_until(range, || false);
+                map.read_range_until(range, || false);
             }
         }
         Ok(segment)
@@ -590,21 +590,45 @@ impl Segment {
     /// Distinct fingerprints of this segment within `k` of `fp`, each once
     /// (the search of [`search::probe`] over this segment's tables, or of
     /// their decoded copy).
+    ///
+    /// In a segment out of memory, the doc map's entry block of each
+    /// fingerprint found is asked for as soon as it is found
+    /// ([`ask_for_docs`](Self::ask_for_docs)).
     pub(super) fn matching_fingerprints(&self, fp: u64, k: u32) -> Result<Vec<u64>> {
         let mut out = Vec::new();
+        let out_of_memory = !self.in_memory.load(Ordering::Relaxed);
+        let mut found = |fingerprint: u64| {
+            if out_of_memory {
+                self.ask_for_docs(fingerprint);
+            }
+            out.push(fingerprint);
+        };
         if let Some(flat) = &self.flat {
             flat.search_many(self.tables.as_bytes(), &self.plan, &[fp], k, |_, hit| {
-                out.push(hit.fingerprint);
+                found(hit.fingerprint);
             })
             .map_err(|e| corrupted(&self.seg_path, &e))?;
             return Ok(out);
         }
         if let Some(decoded) = self.decoded.get() {
-            decoded.search_many(&[fp], k, |_, hit| out.push(hit.fingerprint));
+            decoded.search_many(&[fp], k, |_, hit| found(hit.fingerprint));
             return Ok(out);
         }
-        search::probe(&self.plan, self, fp, k, |hit| out.push(hit.fingerprint))?;
+        search::probe(&self.plan, self, fp, k, |hit| found(hit.fingerprint))?;
         Ok(out)
+    }
+
+    /// Asks the kernel to read the doc map's entry block that a lookup of
+    /// `fp` reads first ([`DocMapReader::fingerprint_block_span`]), without
+    /// waiting: for a segment out of memory, whose query would otherwise
+    /// learn the block's place only after the table search, then fault its
+    /// pages in one after another. The search of the other tables goes on
+    /// while it is read. The lookup reads the block through its checksum as
+    /// ever.
+    fn ask_for_docs(&self, fp: u64) {
+        if let Some(span) = self.docs.fingerprint_block_span(fp) {
+            self.docs_map.will_need(span);
+        }
     }
 
     /// [`matching_fingerprints`](Self::matching_fingerprints) for each of
@@ -616,6 +640,13 @@ impl Segment {
         k: u32,
         mut found: impl FnMut(usize, u64),
     ) -> Result<()> {
+        let out_of_memory = !self.in_memory.load(Ordering::Relaxed);
+        let mut found = |i: usize, fingerprint: u64| {
+            if out_of_memory {
+                self.ask_for_docs(fingerprint);
+            }
+            found(i, fingerprint);
+        };
         if let Some(flat) = &self.flat {
             return flat
                 .search_many(self.tables.as_bytes(), &self.plan, fps, k, |i, hit| {
