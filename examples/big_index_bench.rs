@@ -15,7 +15,8 @@
 //! quarter of the pass (in the order the queries ran), and, from the query
 //! thread's `/proc/thread-self/schedstat`, p50 and p99 of the latency less
 //! the time the thread waited for a CPU (on a loaded machine, the part the
-//! disk and the code set) and how often it was switched in per query. The first queries
+//! disk and the code set), its CPU time and how often it was switched in
+//! per query. The first queries
 //! of the first pass are checked against a brute-force scan of the N
 //! fingerprints.
 //!
@@ -63,9 +64,9 @@ fn major_faults() -> u64 {
 }
 
 /// The calling thread's scheduler counters (`/proc/thread-self/schedstat`):
-/// nanoseconds spent waiting for a CPU while runnable, and the number of
-/// times it was switched in (after each sleep, as for a disk read, or
-/// preemption). Zeros where the file is not there.
+/// nanoseconds on a CPU, nanoseconds spent waiting for a CPU while
+/// runnable, and the number of times it was switched in (after each sleep,
+/// as for a disk read, or preemption). Zeros where the file is not there.
 struct SchedStat(Option<std::fs::File>);
 
 impl SchedStat {
@@ -73,20 +74,20 @@ impl SchedStat {
         SchedStat(std::fs::File::open("/proc/thread-self/schedstat").ok())
     }
 
-    fn read(&mut self) -> (u64, u64) {
+    fn read(&mut self) -> [u64; 3] {
         use std::io::{Read, Seek};
+        let mut counters = [0; 3];
         let Some(file) = self.0.as_mut() else {
-            return (0, 0);
+            return counters;
         };
         let mut text = String::new();
         if file.rewind().is_err() || file.read_to_string(&mut text).is_err() {
-            return (0, 0);
+            return counters;
         }
-        let mut fields = text
-            .split_whitespace()
-            .skip(1)
-            .map(|f| f.parse().unwrap_or(0));
-        (fields.next().unwrap_or(0), fields.next().unwrap_or(0))
+        for (counter, field) in counters.iter_mut().zip(text.split_whitespace()) {
+            *counter = field.parse().unwrap_or(0);
+        }
+        counters
     }
 }
 
@@ -177,17 +178,20 @@ fn query(n: u64, dir: &std::path::Path, q: usize) -> Result<(), Box<dyn std::err
             .collect();
         let (bytes, faults) = (read_bytes(), major_faults());
         let mut times = Vec::with_capacity(q);
-        // Each query's time less its waits for a CPU, and its switches.
-        let (mut sched, mut off_queue, mut switches) = (SchedStat::open(), Vec::new(), 0u64);
+        // Each query's time less its waits for a CPU, its CPU time and its
+        // switches.
+        let mut sched = SchedStat::open();
+        let (mut off_queue, mut cpu, mut switches) = (Vec::new(), 0u64, 0u64);
         let mut found = 0usize;
         for &fp in &queries {
-            let (delay, count) = sched.read();
+            let [run, delay, count] = sched.read();
             let t = Instant::now();
             found += index.query(fp, 3)?.len();
             let time = t.elapsed().as_secs_f64() * 1e6;
-            let (delay_after, count_after) = sched.read();
+            let [run_after, delay_after, count_after] = sched.read();
             times.push(time);
             off_queue.push(time - delay_after.saturating_sub(delay) as f64 / 1e3);
+            cpu += run_after.saturating_sub(run);
             switches += count_after.saturating_sub(count);
         }
         let (bytes, faults) = (read_bytes() - bytes, major_faults() - faults);
@@ -214,9 +218,10 @@ fn query(n: u64, dir: &std::path::Path, q: usize) -> Result<(), Box<dyn std::err
         );
         println!("  p99 by quarter of the pass: {} µs", quarters.join(" / "));
         println!(
-            "  less the waits for a CPU: p50 {:.1} µs, p99 {:.1} µs; the query thread switched in {:.2} times per query (after each sleep, as for a disk read, or a preemption)",
+            "  less the waits for a CPU: p50 {:.1} µs, p99 {:.1} µs; per query {:.1} µs on a CPU, switched in {:.2} times (after each sleep, as for a disk read, or a preemption)",
             percentile(&off_queue, 0.5),
             percentile(&off_queue, 0.99),
+            cpu as f64 / q as f64 / 1e3,
             switches as f64 / q as f64
         );
         if pass == 1 {

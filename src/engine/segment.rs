@@ -133,6 +133,12 @@ pub(super) struct Segment {
     /// every block it needs, so that they come from the disk together
     /// ([`SortedTables::warm_keys`]).
     pub(super) in_memory: AtomicBool,
+    /// For a segment out of memory, whether its block indexes have been
+    /// read whole (by the open's prefault thread, or when it was written):
+    /// a query then loads a table's block index entry as in memory rather
+    /// than asking the kernel for its page first, a system call per table
+    /// that would find it there ([`mark_indexes_read`](Self::mark_indexes_read)).
+    indexes_read: AtomicBool,
     /// Whether its contents are known to be sound: it was written by this
     /// process (from a memtable, or merged from sound segments), or
     /// [`Segment::verify`] passed. A merge verifies an input that is not,
@@ -223,6 +229,7 @@ impl Core {
             for (map, range) in segment.index_ranges() {
                 map.read_range_until(range, || false);
             }
+            segment.mark_indexes_read();
         }
         Ok(segment)
     }
@@ -290,6 +297,15 @@ impl Segment {
         self.in_memory.store(false, Ordering::Relaxed);
         self.tables_map.advise_reads(true);
         self.docs_map.advise_reads(true);
+    }
+
+    /// Notes that its block indexes ([`index_ranges`](Self::index_ranges))
+    /// have been read whole: a query of a segment out of memory stops
+    /// asking the kernel for a table's block index entry before loading it
+    /// ([`SortedTables::warm_index`]). A page of them evicted since is read
+    /// by the page fault of the search that loads it.
+    pub(super) fn mark_indexes_read(&self) {
+        self.indexes_read.store(true, Ordering::Relaxed);
     }
 
     /// For the guard's life, a merge reads the segments of `run` from start
@@ -405,6 +421,7 @@ impl Segment {
             decoding: Mutex::new(()),
             layouts,
             in_memory: AtomicBool::new(true),
+            indexes_read: AtomicBool::new(false),
             tables_map,
             docs,
             docs_map,
@@ -798,14 +815,15 @@ impl SortedTables for Segment {
         }
     }
 
-    /// In memory, loads the block index entry; otherwise asks the kernel to
-    /// read it, without waiting (the stage's reads then go to the disk
-    /// together: an out-of-memory segment's block indexes are prefaulted
-    /// at the open, but the first queries run before that is done, and a
-    /// page of them may be evicted since).
+    /// In memory, or once an out-of-memory segment's block indexes have
+    /// been read ([`Segment::mark_indexes_read`]), loads the block index
+    /// entry; otherwise asks the kernel to read it, without waiting (the
+    /// stage's reads then go to the disk together: the first queries after
+    /// an open run before its prefault thread has read the block indexes).
     #[inline]
     fn warm_index((reader, segment): &Self::Table<'_>, lo: u64) {
-        if segment.in_memory.load(Ordering::Relaxed) {
+        if segment.in_memory.load(Ordering::Relaxed) || segment.indexes_read.load(Ordering::Relaxed)
+        {
             reader.warm_index(lo);
         } else if let Some(span) = reader.index_entry_span(lo) {
             segment.tables_map.will_need(file_range(span));
