@@ -16,7 +16,7 @@
 //! thread's `/proc/thread-self/schedstat`, p50 and p99 of the latency less
 //! the time the thread waited for a CPU (on a loaded machine, the part the
 //! disk and the code set), its CPU time and how often it was switched in
-//! per query. The first queries
+//! per query, and by which query the open's prefault thread had ended. The first queries
 //! of the first pass are checked against a brute-force scan of the N
 //! fingerprints.
 //!
@@ -89,6 +89,17 @@ impl SchedStat {
         }
         counters
     }
+}
+
+/// Whether the index's prefault thread (`simhashdb-prefault`, which the
+/// kernel names by its first 15 bytes) is running.
+fn prefault_running() -> bool {
+    std::fs::read_dir("/proc/self/task").is_ok_and(|tasks| {
+        tasks.flatten().any(|task| {
+            std::fs::read_to_string(task.path().join("comm"))
+                .is_ok_and(|name| "simhashdb-prefault".starts_with(name.trim_end()))
+        })
+    })
 }
 
 /// CPU seconds (user + system) of each of this process's threads, by name.
@@ -183,7 +194,13 @@ fn query(n: u64, dir: &std::path::Path, q: usize) -> Result<(), Box<dyn std::err
         let mut sched = SchedStat::open();
         let (mut off_queue, mut cpu, mut switches) = (Vec::new(), 0u64, 0u64);
         let mut found = 0usize;
-        for &fp in &queries {
+        // The first query (a multiple of 500) that found the open's
+        // prefault thread gone.
+        let mut prefault_gone = None;
+        for (i, &fp) in queries.iter().enumerate() {
+            if prefault_gone.is_none() && i % 500 == 0 && !prefault_running() {
+                prefault_gone = Some(i);
+            }
             let [run, delay, count] = sched.read();
             let t = Instant::now();
             found += index.query(fp, 3)?.len();
@@ -195,17 +212,22 @@ fn query(n: u64, dir: &std::path::Path, q: usize) -> Result<(), Box<dyn std::err
             switches += count_after.saturating_sub(count);
         }
         let (bytes, faults) = (read_bytes() - bytes, major_faults() - faults);
-        off_queue.sort_by(f64::total_cmp);
         // The tail by quarter of the pass, in the order the queries ran:
         // whether it is the first queries' (the open's reads still going on).
-        let quarters: Vec<String> = times
-            .chunks(q.div_ceil(4).max(1))
-            .map(|quarter| {
-                let mut quarter = quarter.to_vec();
-                quarter.sort_by(f64::total_cmp);
-                format!("{:.1}", percentile(&quarter, 0.99))
-            })
-            .collect();
+        let by_quarter = |times: &[f64]| -> String {
+            times
+                .chunks(q.div_ceil(4).max(1))
+                .map(|quarter| {
+                    let mut quarter = quarter.to_vec();
+                    quarter.sort_by(f64::total_cmp);
+                    format!("{:.1}", percentile(&quarter, 0.99))
+                })
+                .collect::<Vec<_>>()
+                .join(" / ")
+        };
+        let quarters = by_quarter(&times);
+        let off_queue_quarters = by_quarter(&off_queue);
+        off_queue.sort_by(f64::total_cmp);
         let mean = times.iter().sum::<f64>() / q as f64;
         times.sort_by(f64::total_cmp);
         println!(
@@ -216,14 +238,19 @@ fn query(n: u64, dir: &std::path::Path, q: usize) -> Result<(), Box<dyn std::err
             bytes as f64 / q as f64 / 1024.0,
             faults as f64 / q as f64
         );
-        println!("  p99 by quarter of the pass: {} µs", quarters.join(" / "));
+        println!("  p99 by quarter of the pass: {quarters} µs");
         println!(
-            "  less the waits for a CPU: p50 {:.1} µs, p99 {:.1} µs; per query {:.1} µs on a CPU, switched in {:.2} times (after each sleep, as for a disk read, or a preemption)",
+            "  less the waits for a CPU: p50 {:.1} µs, p99 {:.1} µs (by quarter: {off_queue_quarters}); per query {:.1} µs on a CPU, switched in {:.2} times (after each sleep, as for a disk read, or a preemption)",
             percentile(&off_queue, 0.5),
             percentile(&off_queue, 0.99),
             cpu as f64 / q as f64 / 1e3,
             switches as f64 / q as f64
         );
+        match prefault_gone {
+            _ if pass > 1 => {}
+            Some(i) => println!("  the open's prefault thread had ended by query {i}"),
+            None => println!("  the open's prefault thread still ran after the last query"),
+        }
         if pass == 1 {
             // Exactness: the first queries against a scan of every fingerprint.
             for &fp in queries.iter().take(4) {
