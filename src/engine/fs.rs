@@ -209,8 +209,8 @@ impl Mapped {
     /// range page by page would wait for one disk read per 4 KiB: each
     /// 16 MiB piece is asked for (`MADV_WILLNEED`, in reads of up to
     /// [`READ_AHEAD_PIECE`] bytes that the disk serves together) while the
-    /// piece before it is mapped. docs/BENCHMARKS.md, "Issue 41: the block
-    /// indexes read ahead at the open".
+    /// piece before it is mapped (docs/BENCHMARKS.md, "Issue 41: one wait
+    /// for the disk per query out of memory").
     pub fn read_range_until(&self, range: std::ops::Range<usize>, stop: impl Fn() -> bool) {
         self.populate_until(range, true, stop);
     }

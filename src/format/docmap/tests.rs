@@ -711,23 +711,20 @@ fn the_span_asked_ahead_for_a_fingerprint_holds_the_blocks_its_lookup_reads() {
     let bytes = build_owned(&docs, &[]);
     let r = DocMapReader::new(&bytes[..]).unwrap();
     let index = r.index_ranges()[0].clone();
-    let record = |i: usize| {
-        let at = index.start + 16 * i;
-        let key = crate::format::bytes::u64_at(&bytes, at).unwrap();
-        let offset = crate::format::bytes::u64_at(&bytes, at + 8).unwrap() as usize;
-        (key, offset)
-    };
+    // Where block `i` starts in the entry blocks, from its index record.
+    let block_offset =
+        |i: usize| crate::format::bytes::u64_at(&bytes, index.start + 16 * i + 8).unwrap() as usize;
     let blocks = index.len() / 16;
     let sorted: Vec<DocEntry<'_>> = r.entries().map(Result::unwrap).collect();
     // The entry blocks start where the span of the lowest fingerprint does.
     let blocks_at = r.fingerprint_block_span(0).unwrap().start;
-    let block_starts: Vec<usize> = (0..blocks).map(|i| blocks_at + record(i).1).collect();
+    let block_starts: Vec<usize> = (0..blocks).map(|i| blocks_at + block_offset(i)).collect();
     for (position, entry) in sorted.iter().enumerate() {
         if position > 0 && sorted[position - 1].fingerprint == entry.fingerprint {
             continue;
         }
         let span = r.fingerprint_block_span(entry.fingerprint).unwrap();
-        let holding = blocks_at + record(position / super::block::BLOCK_LEN).1;
+        let holding = blocks_at + block_offset(position / super::block::BLOCK_LEN);
         assert!(block_starts.contains(&span.start), "{position}: {span:?}");
         assert!(
             span.start <= holding && holding < span.end,
