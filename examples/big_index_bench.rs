@@ -11,8 +11,15 @@
 //! k = 3, one thread: half a stored fingerprint with one bit flipped, half
 //! random. For each pass it prints p50, p99 and mean latency and, per query,
 //! the bytes this process read from storage (`/proc/self/io` `read_bytes`)
-//! and its major page faults (`/proc/self/stat`). The first queries of the
-//! first pass are checked against a brute-force scan of the N fingerprints.
+//! and its major page faults (`/proc/self/stat`), then the p99 of each
+//! quarter of the pass (in the order the queries ran), and, from the query
+//! thread's `/proc/thread-self/schedstat`, p50 and p99 of the latency less
+//! the time the thread waited for a CPU (on a loaded machine, the part the
+//! disk and the code set), its CPU time and how often it was switched in
+//! per query, and by which query the open's prefault thread had ended
+//! (looked for every 100 queries). The first queries
+//! of the first pass are checked against a brute-force scan of the N
+//! fingerprints.
 //!
 //! The memory the index may use is the machine's or, run in a control group
 //! with a memory limit, the group's (its page cache counts against it):
@@ -55,6 +62,45 @@ fn major_faults() -> u64 {
             rest.split_whitespace().nth(9)?.parse().ok()
         })
         .unwrap_or(0)
+}
+
+/// The calling thread's scheduler counters (`/proc/thread-self/schedstat`):
+/// nanoseconds on a CPU, nanoseconds spent waiting for a CPU while
+/// runnable, and the number of times it was switched in (after each sleep,
+/// as for a disk read, or preemption). Zeros where the file is not there.
+struct SchedStat(Option<std::fs::File>);
+
+impl SchedStat {
+    fn open() -> SchedStat {
+        SchedStat(std::fs::File::open("/proc/thread-self/schedstat").ok())
+    }
+
+    fn read(&mut self) -> [u64; 3] {
+        use std::io::{Read, Seek};
+        let mut counters = [0; 3];
+        let Some(file) = self.0.as_mut() else {
+            return counters;
+        };
+        let mut text = String::new();
+        if file.rewind().is_err() || file.read_to_string(&mut text).is_err() {
+            return counters;
+        }
+        for (counter, field) in counters.iter_mut().zip(text.split_whitespace()) {
+            *counter = field.parse().unwrap_or(0);
+        }
+        counters
+    }
+}
+
+/// Whether the index's prefault thread (`simhashdb-prefault`, which the
+/// kernel names by its first 15 bytes) is running.
+fn prefault_running() -> bool {
+    std::fs::read_dir("/proc/self/task").is_ok_and(|tasks| {
+        tasks.flatten().any(|task| {
+            std::fs::read_to_string(task.path().join("comm"))
+                .is_ok_and(|name| "simhashdb-prefault".starts_with(name.trim_end()))
+        })
+    })
 }
 
 /// CPU seconds (user + system) of each of this process's threads, by name.
@@ -144,13 +190,50 @@ fn query(n: u64, dir: &std::path::Path, q: usize) -> Result<(), Box<dyn std::err
             .collect();
         let (bytes, faults) = (read_bytes(), major_faults());
         let mut times = Vec::with_capacity(q);
+        // Each query's time less its waits for a CPU, its CPU time and its
+        // switches.
+        let mut sched = SchedStat::open();
+        let (mut off_queue, mut cpu, mut switches) = (Vec::new(), 0u64, 0u64);
         let mut found = 0usize;
-        for &fp in &queries {
+        // The first query (a multiple of 100) that found the open's
+        // prefault thread gone, once it had been seen (a thread takes its
+        // name once it runs).
+        let (mut prefault_seen, mut prefault_gone) = (false, None);
+        for (i, &fp) in queries.iter().enumerate() {
+            if prefault_gone.is_none() && i % 100 == 0 {
+                if prefault_running() {
+                    prefault_seen = true;
+                } else if prefault_seen {
+                    prefault_gone = Some(i);
+                }
+            }
+            let [run, delay, count] = sched.read();
             let t = Instant::now();
             found += index.query(fp, 3)?.len();
-            times.push(t.elapsed().as_secs_f64() * 1e6);
+            let time = t.elapsed().as_secs_f64() * 1e6;
+            let [run_after, delay_after, count_after] = sched.read();
+            times.push(time);
+            off_queue.push(time - delay_after.saturating_sub(delay) as f64 / 1e3);
+            cpu += run_after.saturating_sub(run);
+            switches += count_after.saturating_sub(count);
         }
         let (bytes, faults) = (read_bytes() - bytes, major_faults() - faults);
+        // The tail by quarter of the pass, in the order the queries ran:
+        // whether it is the first queries' (the open's reads still going on).
+        let by_quarter = |times: &[f64]| -> String {
+            times
+                .chunks(q.div_ceil(4).max(1))
+                .map(|quarter| {
+                    let mut quarter = quarter.to_vec();
+                    quarter.sort_by(f64::total_cmp);
+                    format!("{:.1}", percentile(&quarter, 0.99))
+                })
+                .collect::<Vec<_>>()
+                .join(" / ")
+        };
+        let quarters = by_quarter(&times);
+        let off_queue_quarters = by_quarter(&off_queue);
+        off_queue.sort_by(f64::total_cmp);
         let mean = times.iter().sum::<f64>() / q as f64;
         times.sort_by(f64::total_cmp);
         println!(
@@ -161,6 +244,20 @@ fn query(n: u64, dir: &std::path::Path, q: usize) -> Result<(), Box<dyn std::err
             bytes as f64 / q as f64 / 1024.0,
             faults as f64 / q as f64
         );
+        println!("  p99 by quarter of the pass: {quarters} µs");
+        println!(
+            "  less the waits for a CPU: p50 {:.1} µs, p99 {:.1} µs (by quarter: {off_queue_quarters}); per query {:.1} µs on a CPU, switched in {:.2} times (after each sleep, as for a disk read, or a preemption)",
+            percentile(&off_queue, 0.5),
+            percentile(&off_queue, 0.99),
+            cpu as f64 / q as f64 / 1e3,
+            switches as f64 / q as f64
+        );
+        match (prefault_seen, prefault_gone) {
+            _ if pass > 1 => {}
+            (_, Some(i)) => println!("  the open's prefault thread had ended by query {i}"),
+            (true, None) => println!("  the open's prefault thread still ran after the last query"),
+            (false, _) => println!("  the open's prefault thread was not seen running"),
+        }
         if pass == 1 {
             // Exactness: the first queries against a scan of every fingerprint.
             for &fp in queries.iter().take(4) {

@@ -177,3 +177,103 @@ fn the_open_reads_flat_tables_whole_only_within_the_memory_budget() {
         check(&index, &model, &plan, &mut rng, "reopened");
     }
 }
+
+/// An index over its budget opened with the prefault thread: the thread
+/// reads the segments' block indexes ahead (in large reads, not a page per
+/// fault), then tells the segments, whose queries stop asking the kernel
+/// for a table's index entry before reading it; each matching query asks
+/// for its doc map block as soon as its tables find the fingerprint. One
+/// query at a time and batches answer as a brute-force scan does once the
+/// thread has stopped, and without the thread (entries asked for).
+#[test]
+fn an_index_over_its_budget_answers_as_brute_force_does_once_its_block_indexes_are_read() {
+    use common::schedule::Gates;
+    use simhashdb::engine::schedule::Point;
+
+    let plan = Plan::new(5, 3).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng(23);
+    let mut model = Model::new();
+    let index = Index::open(dir.path(), options(&plan, Some(1))).unwrap();
+    for id in 0..6000u64 {
+        let fp = rng.fingerprint();
+        let name = (id % 5 == 0).then(|| format!("doc-{id}"));
+        index.insert_batch([(id, fp, name.clone())]).unwrap();
+        model.insert(id, (fp, name));
+    }
+    index.compact().unwrap();
+    assert_eq!(index.stats().segments, 1);
+    drop(index);
+    assert!(!tables_are_flat(dir.path()));
+    for prefault in [true, false] {
+        let gates = Gates::new();
+        let options = options(&plan, Some(1))
+            .prefault(prefault)
+            .schedule(gates.schedule());
+        let index = Index::open(dir.path(), options).unwrap();
+        if prefault {
+            gates.wait_reached(Point::PrefaultThreadStopped, 1);
+        }
+        let what = format!("prefault {prefault}");
+        check(&index, &model, &plan, &mut rng, &what);
+        let near: Vec<u64> = model.values().map(|&(fp, _)| fp ^ 1).take(500).collect();
+        for (fp, got) in near.iter().zip(index.query_batch(&near, 3).unwrap()) {
+            assert_eq!(got, brute_force(&model, *fp, 3), "{what}: batch, {fp:#x}");
+        }
+    }
+}
+
+/// A byte flipped in a doc map entry block of a segment over the budget
+/// (whose queries ask for a block as soon as their tables find its
+/// fingerprint): a query that reads the block fails with `Corrupted`
+/// naming the doc map file and an offset inside it, never with a wrong
+/// answer; the other queries answer as a brute-force scan does; `verify`
+/// reports it.
+#[test]
+fn a_damaged_doc_map_block_of_a_segment_over_the_budget_is_reported_not_answered() {
+    let plan = Plan::new(5, 3).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng(29);
+    let mut model = Model::new();
+    let index = Index::open(dir.path(), options(&plan, Some(1))).unwrap();
+    for id in 0..3000u64 {
+        let fp = rng.fingerprint();
+        index.insert_batch([(id, fp, None::<String>)]).unwrap();
+        model.insert(id, (fp, None));
+    }
+    index.compact().unwrap();
+    drop(index);
+    let ids = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "ids"))
+        .unwrap();
+    let mut bytes = std::fs::read(&ids).unwrap();
+    let entries_index = simhashdb::format::DocMapReader::new(&bytes[..])
+        .unwrap()
+        .index_ranges()[0]
+        .clone();
+    // Inside the entry blocks, which come before their index.
+    let at = entries_index.start / 2;
+    bytes[at] ^= 0x10;
+    std::fs::write(&ids, &bytes).unwrap();
+
+    let index = Index::open(dir.path(), options(&plan, Some(1))).unwrap();
+    let mut reported = 0;
+    for &(fp, _) in model.values() {
+        match index.query(fp, 1) {
+            Ok(got) => assert_eq!(got, brute_force(&model, fp, 1), "{fp:#x}"),
+            Err(simhashdb::Error::Corrupted { path, offset, .. }) => {
+                assert_eq!(path, ids, "{fp:#x}");
+                assert!(offset < bytes.len() as u64, "{fp:#x}: offset {offset}");
+                reported += 1;
+            }
+            Err(other) => panic!("{fp:#x}: {other:?}"),
+        }
+    }
+    assert!(reported > 0, "no query read the damaged block");
+    match index.verify() {
+        Err(simhashdb::Error::Corrupted { path, .. }) => assert_eq!(path, ids),
+        other => panic!("verify: {other:?}"),
+    }
+}

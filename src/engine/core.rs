@@ -410,17 +410,38 @@ impl Core {
     /// files, in order, then decodes the tables of `decode`
     /// ([`Segment::decode_tables`]), stopping early when told to. Without
     /// the thread, pages fault in as queries touch them.
+    ///
+    /// With `out_of_memory` set (the segments over the memory budget, whose
+    /// mappings are advised to be read at random, and `ranges` their block
+    /// indexes only), each range is asked for ahead of the mapping
+    /// ([`Mapped::read_range_until`]), so that it comes from the disk in
+    /// large reads rather than a page per fault, competing with the first
+    /// queries for a fraction of a second rather than for seconds; once all
+    /// are read, the segments are told ([`Segment::mark_indexes_read`]).
+    ///
+    /// [`Mapped::read_range_until`]: super::fs::Mapped::read_range_until
     pub(super) fn start_prefault(
         self: &Arc<Core>,
         ranges: Vec<(super::fs::Mapped, std::ops::Range<usize>)>,
+        out_of_memory: Vec<Arc<Segment>>,
         decode: Vec<Arc<Segment>>,
     ) {
         self.spawn("simhashdb-prefault", move |core| {
             let stop = &core.threads.stop;
             let stopped = || stop.load(Ordering::Relaxed);
             for (map, range) in &ranges {
-                map.prefault_range_until(range.clone(), stopped);
+                if out_of_memory.is_empty() {
+                    map.prefault_range_until(range.clone(), stopped);
+                } else {
+                    map.read_range_until(range.clone(), stopped);
+                }
             }
+            if !stopped() {
+                for segment in &out_of_memory {
+                    segment.mark_indexes_read();
+                }
+            }
+            drop(out_of_memory);
             drop(ranges);
             for segment in decode {
                 if stopped() {

@@ -155,6 +155,16 @@ pub trait WritableFile: Send + fmt::Debug {
     }
 }
 
+/// The most bytes [`Mapped::read_range_until`] asks the kernel for in one
+/// `MADV_WILLNEED`: the kernel reads at most the device's read-ahead
+/// window or its largest request per call (128 KiB and 1.25 MiB on many
+/// disks), the rest of a longer range being dropped.
+const READ_AHEAD_PIECE: usize = 512 << 10;
+
+/// The bytes [`Mapped::read_range_until`] asks for ahead of those it maps
+/// (so at most twice as many are being read at once).
+const READ_AHEAD_WINDOW: usize = 4 << 20;
+
 /// A read-only view of a whole file, cheap to clone; the bytes stay valid for
 /// as long as any clone is alive, even after the file is removed.
 #[derive(Clone)]
@@ -194,16 +204,56 @@ impl Mapped {
     /// [`prefault_until`](Self::prefault_until) for the bytes in `range`
     /// only (clamped to the mapping; whole pages around it are mapped).
     pub fn prefault_range_until(&self, range: std::ops::Range<usize>, stop: impl Fn() -> bool) {
+        self.populate_until(range, false, stop);
+    }
+
+    /// [`prefault_range_until`](Self::prefault_range_until) for a mapping
+    /// advised to be read at random ([`advise_reads`](Self::advise_reads)),
+    /// where a page fault reads its own page only, so that mapping the
+    /// range page by page would wait for one disk read per 4 KiB: each
+    /// piece of [`READ_AHEAD_WINDOW`] bytes is asked for (`MADV_WILLNEED`,
+    /// in reads of up to [`READ_AHEAD_PIECE`] bytes that the disk serves
+    /// together) while the piece before it is mapped (docs/BENCHMARKS.md, "Issue 41: one wait
+    /// for the disk per query out of memory").
+    pub fn read_range_until(&self, range: std::ops::Range<usize>, stop: impl Fn() -> bool) {
+        self.populate_until(range, true, stop);
+    }
+
+    fn populate_until(
+        &self,
+        range: std::ops::Range<usize>,
+        ask_ahead: bool,
+        stop: impl Fn() -> bool,
+    ) {
         #[cfg(target_os = "linux")]
         if let MapInner::Mmap(map) = &*self.0 {
-            const PIECE: usize = 16 << 20;
+            // Asked ahead, a piece is read while the one before is mapped:
+            // a smaller one keeps fewer large reads queued ahead of the
+            // first queries' own.
+            let piece: usize = if ask_ahead {
+                READ_AHEAD_WINDOW
+            } else {
+                16 << 20
+            };
             // memmap2 widens each piece to whole pages.
             let (start, end) = (range.start.min(map.len()), range.end.min(map.len()));
-            for offset in (start..end).step_by(PIECE) {
+            let ask = |from: usize| {
+                let to = from.saturating_add(piece).min(end);
+                for at in (from..to).step_by(READ_AHEAD_PIECE) {
+                    self.will_need(at..at.saturating_add(READ_AHEAD_PIECE).min(to));
+                }
+            };
+            if ask_ahead {
+                ask(start);
+            }
+            for offset in (start..end).step_by(piece) {
                 if stop() {
                     break;
                 }
-                let len = PIECE.min(end - offset);
+                if ask_ahead {
+                    ask(offset.saturating_add(piece));
+                }
+                let len = piece.min(end - offset);
                 // An old kernel refuses the advice (EINVAL); queries then
                 // fault pages in as they touch them, as without it.
                 if map
@@ -215,7 +265,7 @@ impl Mapped {
             }
         }
         #[cfg(not(target_os = "linux"))]
-        let _ = (range, stop);
+        let _ = (range, ask_ahead, stop);
     }
 
     /// Asks the kernel to start reading the pages of `range` from the file

@@ -194,6 +194,8 @@ impl Index {
             } else {
                 Vec::new()
             };
+        // Segments out of memory are told once their block indexes are read.
+        let out_of_memory: Vec<Arc<Segment>> = if fits { Vec::new() } else { segments.clone() };
         // Then, on the same thread, the decoded copies of the small
         // segments' tables (`Segment::decode_tables`), if they fit too.
         let decode: Vec<Arc<Segment>> = if fits && !prefault.is_empty() {
@@ -378,7 +380,7 @@ impl Index {
             // started last so that nothing above waits for the
             // address-space lock it takes: queries soon stop taking a page
             // fault per first touch. `close` and `drop` stop and join it.
-            core.start_prefault(prefault, decode);
+            core.start_prefault(prefault, out_of_memory, decode);
         }
         Ok(Index {
             core,

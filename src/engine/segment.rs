@@ -133,6 +133,12 @@ pub(super) struct Segment {
     /// every block it needs, so that they come from the disk together
     /// ([`SortedTables::warm_keys`]).
     pub(super) in_memory: AtomicBool,
+    /// For a segment out of memory, whether its block indexes have been
+    /// read whole (by the open's prefault thread, or when it was written):
+    /// a query then loads a table's block index entry as in memory rather
+    /// than asking the kernel for its page first, a system call per table
+    /// that would find it there ([`mark_indexes_read`](Self::mark_indexes_read)).
+    indexes_read: AtomicBool,
     /// Whether its contents are known to be sound: it was written by this
     /// process (from a memtable, or merged from sound segments), or
     /// [`Segment::verify`] passed. A merge verifies an input that is not,
@@ -221,8 +227,9 @@ impl Core {
         } else {
             segment.set_out_of_memory();
             for (map, range) in segment.index_ranges() {
-                map.prefault_range_until(range, || false);
+                map.read_range_until(range, || false);
             }
+            segment.mark_indexes_read();
         }
         Ok(segment)
     }
@@ -290,6 +297,15 @@ impl Segment {
         self.in_memory.store(false, Ordering::Relaxed);
         self.tables_map.advise_reads(true);
         self.docs_map.advise_reads(true);
+    }
+
+    /// Notes that its block indexes ([`index_ranges`](Self::index_ranges))
+    /// have been read whole: a query of a segment out of memory stops
+    /// asking the kernel for a table's block index entry before loading it
+    /// ([`SortedTables::warm_index`]). A page of them evicted since is read
+    /// by the page fault of the search that loads it.
+    pub(super) fn mark_indexes_read(&self) {
+        self.indexes_read.store(true, Ordering::Relaxed);
     }
 
     /// For the guard's life, a merge reads the segments of `run` from start
@@ -405,6 +421,7 @@ impl Segment {
             decoding: Mutex::new(()),
             layouts,
             in_memory: AtomicBool::new(true),
+            indexes_read: AtomicBool::new(false),
             tables_map,
             docs,
             docs_map,
@@ -590,21 +607,45 @@ impl Segment {
     /// Distinct fingerprints of this segment within `k` of `fp`, each once
     /// (the search of [`search::probe`] over this segment's tables, or of
     /// their decoded copy).
+    ///
+    /// In a segment out of memory, the doc map's entry block of each
+    /// fingerprint found is asked for as soon as it is found
+    /// ([`ask_for_docs`](Self::ask_for_docs)).
     pub(super) fn matching_fingerprints(&self, fp: u64, k: u32) -> Result<Vec<u64>> {
         let mut out = Vec::new();
+        let out_of_memory = !self.in_memory.load(Ordering::Relaxed);
+        let mut found = |fingerprint: u64| {
+            if out_of_memory {
+                self.ask_for_docs(fingerprint);
+            }
+            out.push(fingerprint);
+        };
         if let Some(flat) = &self.flat {
             flat.search_many(self.tables.as_bytes(), &self.plan, &[fp], k, |_, hit| {
-                out.push(hit.fingerprint);
+                found(hit.fingerprint);
             })
             .map_err(|e| corrupted(&self.seg_path, &e))?;
             return Ok(out);
         }
         if let Some(decoded) = self.decoded.get() {
-            decoded.search_many(&[fp], k, |_, hit| out.push(hit.fingerprint));
+            decoded.search_many(&[fp], k, |_, hit| found(hit.fingerprint));
             return Ok(out);
         }
-        search::probe(&self.plan, self, fp, k, |hit| out.push(hit.fingerprint))?;
+        search::probe(&self.plan, self, fp, k, |hit| found(hit.fingerprint))?;
         Ok(out)
+    }
+
+    /// Asks the kernel to read the doc map's entry block that a lookup of
+    /// `fp` reads first ([`DocMapReader::fingerprint_block_span`]), without
+    /// waiting: for a segment out of memory, whose query would otherwise
+    /// learn the block's place only after the table search, then fault its
+    /// pages in one after another. The search of the other tables goes on
+    /// while it is read. The lookup reads the block through its checksum as
+    /// ever.
+    fn ask_for_docs(&self, fp: u64) {
+        if let Some(span) = self.docs.fingerprint_block_span(fp) {
+            self.docs_map.will_need(span);
+        }
     }
 
     /// [`matching_fingerprints`](Self::matching_fingerprints) for each of
@@ -616,6 +657,13 @@ impl Segment {
         k: u32,
         mut found: impl FnMut(usize, u64),
     ) -> Result<()> {
+        let out_of_memory = !self.in_memory.load(Ordering::Relaxed);
+        let mut found = |i: usize, fingerprint: u64| {
+            if out_of_memory {
+                self.ask_for_docs(fingerprint);
+            }
+            found(i, fingerprint);
+        };
         if let Some(flat) = &self.flat {
             return flat
                 .search_many(self.tables.as_bytes(), &self.plan, fps, k, |i, hit| {
@@ -767,14 +815,15 @@ impl SortedTables for Segment {
         }
     }
 
-    /// In memory, loads the block index entry; otherwise asks the kernel to
-    /// read it, without waiting (the stage's reads then go to the disk
-    /// together: an out-of-memory segment's block indexes are prefaulted
-    /// at the open, but the first queries run before that is done, and a
-    /// page of them may be evicted since).
+    /// In memory, or once an out-of-memory segment's block indexes have
+    /// been read ([`Segment::mark_indexes_read`]), loads the block index
+    /// entry; otherwise asks the kernel to read it, without waiting (the
+    /// stage's reads then go to the disk together: the first queries after
+    /// an open run before its prefault thread has read the block indexes).
     #[inline]
     fn warm_index((reader, segment): &Self::Table<'_>, lo: u64) {
-        if segment.in_memory.load(Ordering::Relaxed) {
+        if segment.in_memory.load(Ordering::Relaxed) || segment.indexes_read.load(Ordering::Relaxed)
+        {
             reader.warm_index(lo);
         } else if let Some(span) = reader.index_entry_span(lo) {
             segment.tables_map.will_need(file_range(span));

@@ -592,6 +592,29 @@ impl<D: AsRef<[u8]>> DocMapReader<D> {
         }
     }
 
+    /// Where, in the file, the entry block lies that
+    /// [`by_fingerprint`](Self::by_fingerprint) of `fp` reads first, and
+    /// the next one too when its indexed first key is `fp` (the lookup goes
+    /// on into it): for asking the kernel to read them ahead. Reads the
+    /// block index only (no block, no checksum); `None` for an empty doc
+    /// map or a damaged index record (the lookup then reports it).
+    pub fn fingerprint_block_span(&self, fp: u64) -> Option<Range<usize>> {
+        let entries = self.lookup_view().entries;
+        if entries.records == 0 {
+            return None;
+        }
+        let first = entries.search(fp, true);
+        let (bytes, at, _) = entries.block(first).ok()?;
+        let start = to_usize(at)?;
+        let mut end = start.checked_add(bytes.len())?;
+        if entries.key(first + 1) == Some(fp)
+            && let Ok((next, next_at, _)) = entries.block(first + 1)
+        {
+            end = to_usize(next_at)?.checked_add(next.len())?;
+        }
+        Some(start..end)
+    }
+
     /// The document with id `id`, if this segment holds it.
     pub fn by_id(&self, id: u64) -> Result<Option<DocEntry<'_>>, FormatError> {
         self.lookup_view().by_id(id)

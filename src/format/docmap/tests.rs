@@ -687,3 +687,74 @@ fn lookups_check_each_block_once_and_verify_checks_every_time() {
     let fresh = DocMapReader::new(std::fs::read(&path).unwrap()).unwrap();
     assert!(fresh.by_fingerprint(5000).next().unwrap().is_err());
 }
+
+/// The bytes a lookup of a fingerprint is asked ahead for
+/// ([`DocMapReader::fingerprint_block_span`]) are the entry blocks the
+/// lookup reads: they start at a block and hold the first entry of the
+/// fingerprint (for a fingerprint that is the first key of its block, the
+/// block before, where the lookup starts, and that one), inside the entry
+/// blocks; there are none in an empty doc map; and damage never makes the
+/// span point outside the file.
+#[test]
+fn the_span_asked_ahead_for_a_fingerprint_holds_the_blocks_its_lookup_reads() {
+    assert_eq!(
+        DocMapReader::new(&build_owned(&[], &[])[..])
+            .unwrap()
+            .fingerprint_block_span(7),
+        None
+    );
+    let mut docs = ingest_like(1000);
+    // A fingerprint stored 200 times: its run spans two or three blocks.
+    for d in docs.iter_mut().step_by(5) {
+        d.0 = docs_fp_shared();
+    }
+    let bytes = build_owned(&docs, &[]);
+    let r = DocMapReader::new(&bytes[..]).unwrap();
+    let index = r.index_ranges()[0].clone();
+    // Where block `i` starts in the entry blocks, from its index record.
+    let block_offset =
+        |i: usize| crate::format::bytes::u64_at(&bytes, index.start + 16 * i + 8).unwrap() as usize;
+    let blocks = index.len() / 16;
+    let sorted: Vec<DocEntry<'_>> = r.entries().map(Result::unwrap).collect();
+    // The entry blocks start where the span of the lowest fingerprint does.
+    let blocks_at = r.fingerprint_block_span(0).unwrap().start;
+    let block_starts: Vec<usize> = (0..blocks).map(|i| blocks_at + block_offset(i)).collect();
+    for (position, entry) in sorted.iter().enumerate() {
+        if position > 0 && sorted[position - 1].fingerprint == entry.fingerprint {
+            continue;
+        }
+        let span = r.fingerprint_block_span(entry.fingerprint).unwrap();
+        let holding = blocks_at + block_offset(position / super::block::BLOCK_LEN);
+        assert!(block_starts.contains(&span.start), "{position}: {span:?}");
+        assert!(
+            span.start <= holding && holding < span.end,
+            "{position}: {span:?}"
+        );
+        assert!(span.end <= index.start, "{position}: {span:?}");
+        let lookup: Vec<u64> = r
+            .by_fingerprint(entry.fingerprint)
+            .map(|e| e.unwrap().id)
+            .collect();
+        assert!(!lookup.is_empty());
+    }
+    for fp in [0, 1, u64::MAX, docs_fp_shared() + 1] {
+        let span = r.fingerprint_block_span(fp).unwrap();
+        assert!(block_starts.contains(&span.start) && span.end <= index.start);
+    }
+    for at in 0..bytes.len() {
+        let mut bad = bytes.clone();
+        bad[at] ^= 0xff;
+        let Ok(damaged) = DocMapReader::new(&bad[..]) else {
+            continue;
+        };
+        for fp in [
+            sorted[0].fingerprint,
+            docs_fp_shared(),
+            sorted[999].fingerprint,
+        ] {
+            if let Some(span) = damaged.fingerprint_block_span(fp) {
+                assert!(span.start < span.end && span.end <= bad.len(), "byte {at}");
+            }
+        }
+    }
+}
