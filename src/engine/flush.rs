@@ -341,7 +341,7 @@ impl Core {
             std::thread::scope(|scope| {
                 let doc_map = std::thread::Builder::new()
                     .name("simhashdb-flush-docs".into())
-                    .spawn_scoped(scope, &write_doc_map);
+                    .spawn_scoped(scope, write_doc_map);
                 let tables = write_tables();
                 let ranges = match doc_map {
                     Ok(doc_map) => doc_map
