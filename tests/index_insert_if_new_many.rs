@@ -271,6 +271,10 @@ fn a_batch_survives_a_crash_whole_or_not_at_all() {
     }
 }
 
+/// A document of a batch built with its answer known: (id, fingerprint,
+/// the (id, fingerprint) it was made a near-duplicate of).
+type Built = (u64, u64, Option<(u64, u64)>);
+
 /// Batches large enough that the memtables they fill are flushed with the
 /// doc map and the tables written at once (from 16,384 versions, on two
 /// threads): every answer is what the documents were built to get (a
@@ -296,7 +300,7 @@ fn batches_over_large_flushes_answer_as_brute_force() {
     for round in 0..150u64 {
         let mut fresh: Vec<(u64, u64)> = Vec::new();
         // Each document with the one it was made a near-duplicate of.
-        let docs: Vec<(u64, u64, Option<(u64, u64)>)> = (0..1000u64)
+        let docs: Vec<Built> = (0..1000u64)
             .map(|j| {
                 let id = round * 1000 + j;
                 let source = match rng.below(10) {
