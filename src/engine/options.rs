@@ -52,9 +52,7 @@ pub struct Options {
     /// After its first flush an index keeps the flushed memtable's memory,
     /// emptied, for the next one, and its flush's sort buffers (about 80
     /// bytes per document): up to about three times this much in all,
-    /// whether or not writes go on. Besides these, each memtable's buckets
-    /// take 64 bytes each, 2^16 per block of the memtable's `k + 1` (16
-    /// MiB at k = 3, not counted here), as the documents fill them.
+    /// whether or not writes go on.
     pub memtable_bytes: usize,
     /// The file system under the engine (tests swap in a fault-injecting one);
     /// `None` is the real one. Only the real one takes the directory lock.
