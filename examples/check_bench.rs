@@ -16,7 +16,8 @@
 //! the index grows, flushes and merges (with a tiered policy of fan-in
 //! `--fan-in`, the server's default) while it is searched. Prints the
 //! checks per second, the process's CPU seconds per check, the duplicates
-//! found (expected: about 0), the segments before and after, and the heap
+//! found (expected: about 0), the segments before and after and on average
+//! after each batch (each check searches every segment), and the heap
 //! bytes of the small segments' decoded tables (`Stats::decoded_table_bytes`).
 
 mod common;
@@ -68,6 +69,7 @@ fn main() {
     let segments_before = index.stats().segments;
     let (start, cpu) = (Instant::now(), common::cpu_seconds());
     let mut duplicates = 0;
+    let (mut segments_seen, mut batches) = (0, 0);
     let first = 1u64 << 40;
     for from in (first..first + checks).step_by(batch as usize) {
         let docs: Vec<(u64, u64, Option<String>)> = (from..(from + batch).min(first + checks))
@@ -77,16 +79,19 @@ fn main() {
             .insert_if_new_many(docs, k)
             .expect("insert_if_new_many");
         duplicates += results.iter().filter(|r| r.is_err()).count();
+        segments_seen += index.stats().segments;
+        batches += 1;
     }
     let seconds = start.elapsed().as_secs_f64();
     let cpu = common::cpu_seconds() - cpu;
     let stats = index.stats();
     println!(
-        "check_bench: {preload} preloaded{}, {checks} checked in batches of {batch}, fan-in {fan_in}, memtable {memtable_mib} MiB: {:.0} checks/s, {:.2} CPU µs per check, {duplicates} duplicates, segments {segments_before} -> {}, decoded tables {:.1} MiB",
+        "check_bench: {preload} preloaded{}, {checks} checked in batches of {batch}, fan-in {fan_in}, memtable {memtable_mib} MiB: {:.0} checks/s, {:.2} CPU µs per check, {duplicates} duplicates, segments {segments_before} -> {} ({:.2} on average), decoded tables {:.1} MiB",
         if compact { " (compacted)" } else { "" },
         checks as f64 / seconds,
         cpu * 1e6 / checks as f64,
         stats.segments,
+        segments_seen as f64 / batches.max(1) as f64,
         stats.decoded_table_bytes as f64 / (1 << 20) as f64,
     );
 }

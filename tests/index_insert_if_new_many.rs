@@ -270,3 +270,143 @@ fn a_batch_survives_a_crash_whole_or_not_at_all() {
         assert_eq!(index.get(i).expect("get"), None, "{i}");
     }
 }
+
+/// A document of a batch built with its answer known: (id, fingerprint,
+/// the (id, fingerprint) it was made a near-duplicate of).
+type Built = (u64, u64, Option<(u64, u64)>);
+
+/// Batches large enough that the memtables they fill are flushed with the
+/// doc map and the tables written at once (from 16,384 versions, on two
+/// threads): every answer is what the documents were built to get (a
+/// fresh fingerprint is new; one within 2 bits of a live document, of an
+/// earlier batch or earlier in its own, is its duplicate, found in the
+/// memtable, the batch or a segment), one in 64 is also checked against
+/// brute force, and the index holds the same documents after a reopen.
+#[test]
+fn batches_over_large_flushes_answer_as_brute_force() {
+    let fs = FaultFs::new();
+    let options = |fs: &FaultFs| {
+        let mut o = options(fs, Durability::Buffered);
+        // About 25,000 documents a memtable.
+        o.memtable_bytes = 3 << 20;
+        o
+    };
+    let index = Index::open(dir(), options(&fs)).expect("open");
+    let mut model = Model::new();
+    // The documents inserted, and the fresh ones of the batch being built.
+    let mut live: Vec<(u64, u64)> = Vec::new();
+    let mut rng = Rng(41);
+    let (mut new, mut duplicates, mut within, mut checked) = (0, 0, 0, 0);
+    for round in 0..150u64 {
+        let mut fresh: Vec<(u64, u64)> = Vec::new();
+        // Each document with the one it was made a near-duplicate of.
+        let docs: Vec<Built> = (0..1000u64)
+            .map(|j| {
+                let id = round * 1000 + j;
+                let source = match rng.below(10) {
+                    0 | 1 if !live.is_empty() => Some(live[rng.index(live.len())]),
+                    2 if !fresh.is_empty() => Some(fresh[rng.index(fresh.len())]),
+                    _ => None,
+                };
+                match source {
+                    Some((of, fp)) => (
+                        id,
+                        fp ^ (1 << rng.below(64)) ^ (1 << rng.below(64)),
+                        Some((of, fp)),
+                    ),
+                    None => {
+                        let fp = spread(id ^ 0x5eed);
+                        fresh.push((id, fp));
+                        (id, fp, None)
+                    }
+                }
+            })
+            .collect();
+        let batch = docs.iter().map(|&(id, fp, _)| (id, fp, None::<String>));
+        let answers = index.insert_if_new_many(batch, 3).expect("batch");
+        for (&(id, fp, source), answer) in docs.iter().zip(&answers) {
+            if id % 64 == 0 {
+                assert_eq!(
+                    answer.clone().err().unwrap_or_default(),
+                    brute_force(&model, fp, 3),
+                    "document {id}"
+                );
+                checked += 1;
+            }
+            let found: Option<Vec<(u64, u64, u32)>> = answer.as_ref().err().map(|found| {
+                found
+                    .iter()
+                    .map(|m| (m.id, m.fingerprint, m.distance))
+                    .collect()
+            });
+            match source {
+                None => {
+                    assert_eq!(found, None, "document {id}");
+                    model.insert(id, (fp, None));
+                    live.push((id, fp));
+                    new += 1;
+                }
+                Some((of, of_fp)) => {
+                    let distance = (of_fp ^ fp).count_ones();
+                    assert_eq!(found, Some(vec![(of, of_fp, distance)]), "document {id}");
+                    duplicates += 1;
+                    if of >= round * 1000 {
+                        within += 1;
+                    }
+                }
+            }
+        }
+    }
+    let stats = index.stats();
+    assert!(stats.flushes >= 3, "{} flushes", stats.flushes);
+    assert!(
+        new > 100_000 && duplicates > 20_000 && within > 2_000,
+        "{new} {duplicates} {within}"
+    );
+    assert!(checked > 1_000, "{checked} checked");
+    assert_eq!(live_docs(&index), model);
+    index.verify().expect("verify");
+    drop(index);
+    let index = Index::open(dir(), options(&fs)).expect("reopen");
+    assert_eq!(live_docs(&index), model);
+}
+
+/// A flush of a memtable large enough to write its two files at once that
+/// fails (a sync of either file): the write that started it has happened,
+/// the index is poisoned, and after the process is killed every document
+/// is recovered from the WAL.
+#[test]
+fn a_large_flush_that_fails_loses_nothing() {
+    for skip in 0..2 {
+        let fs = FaultFs::new();
+        let options = |fs: &FaultFs| {
+            let mut o = options(fs, Durability::Buffered);
+            o.memtable_bytes = 64 << 20;
+            o
+        };
+        let index = Index::open(dir(), options(&fs)).expect("open");
+        let docs = (0..40_000u64).map(|i| (i, spread(i), None::<String>));
+        let answers = index.insert_if_new_many(docs, 3).expect("batch");
+        assert!(answers.iter().all(Result::is_ok));
+        fs.inject(Fault::new(FaultKind::Eio).on(&[Op::Sync]).after(skip));
+        assert!(index.flush().is_err(), "skip {skip}");
+        assert!(
+            index.insert(1 << 20, 1).is_err(),
+            "a failed flush poisons the index"
+        );
+        fs.clear_faults();
+        fs.crash(CrashMode::ProcessKill);
+        drop(index);
+        let index = Index::open(dir(), options(&fs)).expect("reopen");
+        for i in (0..40_000u64).step_by(97).chain([39_999]) {
+            assert_eq!(
+                index.get(i).expect("get"),
+                Some(spread(i)),
+                "skip {skip}, {i}"
+            );
+        }
+        assert_eq!(live_docs(&index).len(), 40_000);
+        index.flush().expect("flush after the reopen");
+        index.verify().expect("verify");
+    }
+}

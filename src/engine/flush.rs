@@ -7,7 +7,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use crate::error::{Error, Result};
-use crate::format::{DocEntry, FileKind, SortedDocMapWriter, Tombstone, id_index_order};
+use crate::format::{DocEntry, FileKind, Ranges, SortedDocMapWriter, Tombstone, id_index_order};
 
 use super::compaction::{MergeShared, wake_merge};
 use super::core::{Core, lock, read_lock};
@@ -318,6 +318,57 @@ impl Core {
         segment_id: u64,
         buffers: &mut FlushBuffers,
     ) -> Result<Segment> {
+        // The plan is chosen by the live documents, which bound the distinct
+        // fingerprints the tables count exactly.
+        let plan = self.segment_plan(m.live_docs() as u64);
+        let write_tables = || {
+            let (key_count, mut tables) = m.sorted_tables(&plan);
+            let fill = |_, keys: &mut Vec<u64>| {
+                // Too few tables fail the segment writer's count check.
+                *keys = tables.next().unwrap_or_default();
+                Ok(())
+            };
+            self.write_table_file(segment_id, &plan, key_count, fill)
+        };
+        let ranges = if m.slots() >= PARALLEL_FLUSH {
+            // The two files need nothing of each other: the doc map is
+            // written on a thread of its own while this one sorts and
+            // writes the tables (the second core is otherwise idle while
+            // a writer flushes; docs/ARCHITECTURE.md, "A flush writes its
+            // two files at once").
+            let buffers = Mutex::new(buffers);
+            let write_doc_map = || self.write_doc_map(m, segment_id, &mut lock(&buffers));
+            std::thread::scope(|scope| {
+                let doc_map = std::thread::Builder::new()
+                    .name("simhashdb-flush-docs".into())
+                    .spawn_scoped(scope, write_doc_map);
+                let tables = write_tables();
+                let ranges = match doc_map {
+                    Ok(doc_map) => doc_map
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                    // No thread to be had: this one writes it too.
+                    Err(_) => write_doc_map(),
+                };
+                tables.and(ranges)
+            })?
+        } else {
+            let ranges = self.write_doc_map(m, segment_id, buffers)?;
+            write_tables()?;
+            ranges
+        };
+        self.open_written(segment_id, 0, ranges)
+    }
+
+    /// Writes and syncs the doc map file of memtable `m` as segment
+    /// `segment_id`'s; returns the range of its records' sequence numbers
+    /// and timestamps.
+    fn write_doc_map(
+        &self,
+        m: &Memtable,
+        segment_id: u64,
+        buffers: &mut FlushBuffers,
+    ) -> Result<Option<Ranges>> {
         let FlushBuffers {
             order,
             order_scratch,
@@ -378,18 +429,16 @@ impl Core {
         let ranges = docs.ranges();
         let ids_file = docs.finish().map_err(encode_error(&ids_path))?;
         sync_buffered(ids_file, &ids_path)?;
-        // The plan is chosen by the live documents, which bound the distinct
-        // fingerprints the tables count exactly.
-        let plan = self.segment_plan(m.live_docs() as u64);
-        let (key_count, mut tables) = m.sorted_tables(&plan);
-        let fill = |_, keys: &mut Vec<u64>| {
-            // Too few tables fail the segment writer's count check.
-            *keys = tables.next().unwrap_or_default();
-            Ok(())
-        };
-        self.write_segment(segment_id, 0, &plan, key_count, fill, ranges)
+        Ok(ranges)
     }
 }
+
+/// Versions from which a flush writes its doc map on a thread of its own
+/// beside the tables ([`Core::write_memtable`]): a thread costs tens of
+/// microseconds, a flush of this many versions several milliseconds.
+/// Below it (the small memtables of most tests among them), one thread
+/// writes both files, the doc map first.
+pub(super) const PARALLEL_FLUSH: usize = 16_384;
 
 /// Documents a flush looks ahead when it reads the memtable's slots in
 /// fingerprint order.

@@ -159,11 +159,25 @@ impl Core {
         level: u32,
         plan: &Plan,
         key_count: u64,
-        mut fill: impl FnMut(usize, &mut Vec<u64>) -> Result<()>,
+        fill: impl FnMut(usize, &mut Vec<u64>) -> Result<()>,
         ranges: Option<Ranges>,
     ) -> Result<Segment> {
+        self.write_table_file(segment_id, plan, key_count, fill)?;
+        self.open_written(segment_id, level, ranges)
+    }
+
+    /// The first half of [`write_segment`](Self::write_segment): writes
+    /// and syncs the table file of segment `segment_id` in `plan`, which
+    /// needs nothing of its doc map (a flush writes the two files at once,
+    /// [`Core::write_memtable`]).
+    pub(super) fn write_table_file(
+        &self,
+        segment_id: u64,
+        plan: &Plan,
+        key_count: u64,
+        mut fill: impl FnMut(usize, &mut Vec<u64>) -> Result<()>,
+    ) -> Result<()> {
         let seg_path = self.dir.join(FileKind::Segment.file_name(segment_id));
-        let ids_path = self.dir.join(FileKind::DocMap.file_name(segment_id));
         let mut seg = SegmentWriter::with_writer(
             create_buffered(self.fs.as_ref(), &seg_path)?,
             SegmentInfo {
@@ -190,8 +204,20 @@ impl Core {
         }
         drop(keys);
         let seg_file = seg.finish().map_err(encode_error(&seg_path))?;
-        sync_buffered(seg_file, &seg_path)?;
+        sync_buffered(seg_file, &seg_path)
+    }
 
+    /// The second half of [`write_segment`](Self::write_segment): maps and
+    /// opens segment `segment_id`, whose table file and doc map file are
+    /// written and synced, at `level`.
+    pub(super) fn open_written(
+        &self,
+        segment_id: u64,
+        level: u32,
+        ranges: Option<Ranges>,
+    ) -> Result<Segment> {
+        let seg_path = self.dir.join(FileKind::Segment.file_name(segment_id));
+        let ids_path = self.dir.join(FileKind::DocMap.file_name(segment_id));
         let map = |path: &Path| self.fs.map(path).map_err(io_error(path, "map"));
         let tables = SegmentReader::new(map(&seg_path)?).map_err(|e| corrupted(&seg_path, &e))?;
         let docs = DocMapReader::new(map(&ids_path)?).map_err(|e| corrupted(&ids_path, &e))?;
