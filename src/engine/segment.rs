@@ -588,14 +588,14 @@ impl Segment {
     /// first queries that find a document take no page fault in it
     /// (docs/BENCHMARKS.md, "The open maps the doc maps too"); `stop` is
     /// asked every 16 MiB. Returns false if it stopped or the kernel
-    /// refused (the rest is left to the prefault thread and the queries).
+    /// failed (the rest is left to the prefault thread and the queries).
     /// Nothing is checked: a lookup checks each block's CRC on its first
     /// read, as before.
     pub(super) fn map_doc_map_at_open(&self, stop: impl Fn() -> bool + Copy) -> bool {
         let indexes = self.docs.index_ranges();
         indexes
             .into_iter()
-            .chain([0..self.docs_map.len()])
+            .chain(std::iter::once(0..self.docs_map.len()))
             .all(|range| self.docs_map.prefault_range_until(range, stop))
     }
 
@@ -612,7 +612,7 @@ impl Segment {
             .index_ranges()
             .into_iter()
             .map(|r| (map.clone(), file_range(r)))
-            .chain([(map.clone(), 0..map.len())])
+            .chain(std::iter::once((map.clone(), 0..map.len())))
             .collect()
     }
 
