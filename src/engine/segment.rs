@@ -601,10 +601,11 @@ impl Segment {
 
     /// What is left for the prefault thread to map once the open has
     /// checked the flat tables and mapped the doc map: nothing of a
-    /// segment of flat tables (the check read them whole), the block
-    /// indexes and then the whole file of Rice-coded tables.
+    /// segment of flat tables whose every chunk passed (the check read
+    /// them whole), otherwise (Rice-coded tables, or a damaged chunk that
+    /// stopped the check) the block indexes and then the whole file.
     pub(super) fn tables_left_after_open(&self) -> Vec<(Mapped, std::ops::Range<usize>)> {
-        if self.flat.is_some() {
+        if self.flat.as_ref().is_some_and(FlatTables::all_checked) {
             return Vec::new();
         }
         let map = &self.tables_map;
