@@ -277,3 +277,93 @@ fn a_damaged_doc_map_block_of_a_segment_over_the_budget_is_reported_not_answered
         other => panic!("verify: {other:?}"),
     }
 }
+
+/// Bytes of the pages of files in `dir` with extension `ext` that this
+/// process has mapped now (`Rss` of their mappings in `/proc/self/smaps`),
+/// and the bytes of those files' pages.
+#[cfg(target_os = "linux")]
+fn mapped_and_whole(dir: &std::path::Path, ext: &str) -> (u64, u64) {
+    let dir = dir.canonicalize().unwrap();
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let (mut mapped, mut ours) = (0u64, false);
+    for line in smaps.lines() {
+        let mut words = line.split_whitespace();
+        let first = words.next().unwrap_or("");
+        if !first.ends_with(':') {
+            // A mapping's first line: address range, permissions, offset,
+            // device, inode, then the path if a file is mapped.
+            let path = words.nth(4).map(std::path::Path::new);
+            ours = path
+                .is_some_and(|p| p.starts_with(&dir) && p.extension().is_some_and(|e| e == ext));
+        } else if ours && first == "Rss:" {
+            mapped += words.next().unwrap().parse::<u64>().unwrap() * 1024;
+        }
+    }
+    let mut whole = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == ext) {
+            whole += std::fs::metadata(&path).unwrap().len().div_ceil(4096) * 4096;
+        }
+    }
+    (mapped, whole)
+}
+
+/// The open of an index that fits in its memory budget maps its doc maps
+/// whole before it returns (a query that finds a document reads a block
+/// of one, which would otherwise take a page fault until the prefault
+/// thread came to it, after the tables); the open of one over the budget
+/// maps none of them whole, and its prefault thread only their block
+/// indexes. Held at its start here, the prefault thread maps nothing
+/// before the pages are counted. The same files answer as a brute-force
+/// scan does either way.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_open_maps_the_doc_maps_whole_only_within_the_memory_budget() {
+    use common::schedule::Gates;
+    use simhashdb::engine::schedule::Point;
+
+    let plan = Plan::new(5, 3).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng(23);
+    let mut model = Model::new();
+    let index = Index::open(dir.path(), Options::new().plan(plan.clone())).unwrap();
+    // One segment whose doc map takes some hundred pages; some documents
+    // near the centres the checks query.
+    let docs: Vec<(u64, u64, Option<String>)> = (0..40_000u64)
+        .map(|id| {
+            let fp = if id < 1000 {
+                rng.fingerprint()
+            } else {
+                rng.next()
+            };
+            (id, fp, None)
+        })
+        .collect();
+    for &(id, fp, _) in &docs {
+        model.insert(id, (fp, None));
+    }
+    index.insert_batch(docs).unwrap();
+    index.flush().unwrap();
+    drop(index);
+    let (_, whole) = mapped_and_whole(dir.path(), "ids");
+    assert!(whole >= 64 * 4096, "the doc maps take {whole} bytes");
+    for (budget, mapped_by_the_open) in [(Some(1), false), (None, true)] {
+        let gates = Gates::new();
+        gates.hold(Point::PrefaultThreadStarted);
+        let options = options(&plan, budget).schedule(gates.schedule());
+        let index = Index::open(dir.path(), options).unwrap();
+        gates.wait_for(Point::PrefaultThreadStarted);
+        let (mapped, whole) = mapped_and_whole(dir.path(), "ids");
+        // Released before asserting: a failed assertion then drops the
+        // index without waiting for a held thread.
+        gates.release(Point::PrefaultThreadStarted);
+        let what = format!("budget {budget:?}: {mapped} bytes of the doc maps mapped, of {whole}");
+        if mapped_by_the_open {
+            assert!(mapped >= whole, "{what}");
+        } else {
+            assert!(mapped < whole, "{what}");
+        }
+        check(&index, &model, &plan, &mut rng, "reopened");
+    }
+}

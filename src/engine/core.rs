@@ -427,6 +427,7 @@ impl Core {
         decode: Vec<Arc<Segment>>,
     ) {
         self.spawn("simhashdb-prefault", move |core| {
+            core.hooks.pause(Point::PrefaultThreadStarted);
             let stop = &core.threads.stop;
             let stopped = || stop.load(Ordering::Relaxed);
             for (map, range) in &ranges {

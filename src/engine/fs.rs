@@ -203,8 +203,18 @@ impl Mapped {
 
     /// [`prefault_until`](Self::prefault_until) for the bytes in `range`
     /// only (clamped to the mapping; whole pages around it are mapped).
-    pub fn prefault_range_until(&self, range: std::ops::Range<usize>, stop: impl Fn() -> bool) {
-        self.populate_until(range, false, stop);
+    /// Returns true if it went through the whole range, false if `stop`
+    /// stopped it or the kernel failed (an I/O error, say).
+    ///
+    /// A kernel that refuses the advice (`EINVAL`: Linux before 5.14)
+    /// gets the pages touched instead, a byte of each 4 KiB read, which
+    /// maps them too. Elsewhere nothing happens (and it returns true).
+    pub fn prefault_range_until(
+        &self,
+        range: std::ops::Range<usize>,
+        stop: impl Fn() -> bool,
+    ) -> bool {
+        self.populate_until(range, false, stop)
     }
 
     /// [`prefault_range_until`](Self::prefault_range_until) for a mapping
@@ -213,10 +223,10 @@ impl Mapped {
     /// range page by page would wait for one disk read per 4 KiB: each
     /// piece of [`READ_AHEAD_WINDOW`] bytes is asked for (`MADV_WILLNEED`,
     /// in reads of up to [`READ_AHEAD_PIECE`] bytes that the disk serves
-    /// together) while the piece before it is mapped (docs/BENCHMARKS.md, "Issue 41: one wait
-    /// for the disk per query out of memory").
-    pub fn read_range_until(&self, range: std::ops::Range<usize>, stop: impl Fn() -> bool) {
-        self.populate_until(range, true, stop);
+    /// together) while the piece before it is mapped (docs/BENCHMARKS.md,
+    /// "Issue 41: one wait for the disk per query out of memory").
+    pub fn read_range_until(&self, range: std::ops::Range<usize>, stop: impl Fn() -> bool) -> bool {
+        self.populate_until(range, true, stop)
     }
 
     fn populate_until(
@@ -224,9 +234,11 @@ impl Mapped {
         range: std::ops::Range<usize>,
         ask_ahead: bool,
         stop: impl Fn() -> bool,
-    ) {
+    ) -> bool {
         #[cfg(target_os = "linux")]
         if let MapInner::Mmap(map) = &*self.0 {
+            const EINVAL: i32 = 22;
+            let mut refused = false;
             // Asked ahead, a piece is read while the one before is mapped:
             // a smaller one keeps fewer large reads queued ahead of the
             // first queries' own.
@@ -248,24 +260,30 @@ impl Mapped {
             }
             for offset in (start..end).step_by(piece) {
                 if stop() {
-                    break;
+                    return false;
                 }
                 if ask_ahead {
                     ask(offset.saturating_add(piece));
                 }
                 let len = piece.min(end - offset);
-                // An old kernel refuses the advice (EINVAL); queries then
-                // fault pages in as they touch them, as without it.
-                if map
-                    .advise_range(memmap2::Advice::PopulateRead, offset, len)
-                    .is_err()
-                {
-                    break;
+                if !refused {
+                    match map.advise_range(memmap2::Advice::PopulateRead, offset, len) {
+                        Ok(()) => continue,
+                        Err(e) if e.raw_os_error() == Some(EINVAL) => refused = true,
+                        Err(_) => return false,
+                    }
                 }
+                let bytes = map.get(offset..offset + len).unwrap_or_default();
+                let mut sum = 0u8;
+                for page in bytes.chunks(4096) {
+                    sum ^= page.first().copied().unwrap_or(0);
+                }
+                std::hint::black_box(sum);
             }
         }
         #[cfg(not(target_os = "linux"))]
         let _ = (range, ask_ahead, stop);
+        true
     }
 
     /// Asks the kernel to start reading the pages of `range` from the file

@@ -361,25 +361,43 @@ impl Index {
             // first queries then neither check chunks nor take page faults
             // (0.1-0.4 s for a 50 M segment's 2.9 GB on a loaded 2-core
             // machine; docs/BENCHMARKS.md, "Issue 41: 2 MiB folios and the
-            // open's check"). Once this thread has read more than
-            // `OPEN_DISK_READS` from the disk (files not in the page cache,
-            // say after a reboot) the rest is left to the prefault thread
-            // and the queries, as without this: the open never waits for
-            // the disk to read gigabytes.
+            // open's check"). Then the doc maps are mapped the same way,
+            // their block indexes first: a query that finds a document
+            // reads a block of one, and the prefault thread would come to
+            // them only after the tables, while the first 10,000 queries
+            // ran (docs/BENCHMARKS.md, "The open maps the doc maps too").
+            // Once this thread has read more than `OPEN_DISK_READS` from
+            // the disk (files not in the page cache, say after a reboot)
+            // the rest is left to the prefault thread and the queries, as
+            // without this: the open never waits for the disk to read
+            // gigabytes.
+            let mut mapped = false;
             if let Some(before) = thread_disk_reads() {
                 let read_from_disk = || {
                     thread_disk_reads().is_none_or(|now| now - before.min(now) > OPEN_DISK_READS)
                 };
-                for segment in &decode {
-                    if !segment.check_at_open(&core, read_from_disk) {
-                        break;
-                    }
-                }
+                mapped = !decode.is_empty()
+                    && decode
+                        .iter()
+                        .all(|segment| segment.check_at_open(&core, read_from_disk))
+                    && decode
+                        .iter()
+                        .all(|segment| segment.map_doc_map_at_open(read_from_disk));
             }
             // Then map the rest (above all the doc maps) in the background,
             // started last so that nothing above waits for the
             // address-space lock it takes: queries soon stop taking a page
-            // fault per first touch. `close` and `drop` stop and join it.
+            // fault per first touch. If the open mapped it all, only
+            // Rice-coded tables are left (which the thread then decodes).
+            // `close` and `drop` stop and join it.
+            let prefault = if mapped {
+                decode
+                    .iter()
+                    .flat_map(|s| s.tables_left_after_open())
+                    .collect()
+            } else {
+                prefault
+            };
             core.start_prefault(prefault, out_of_memory, decode);
         }
         Ok(Index {

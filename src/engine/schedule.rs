@@ -71,6 +71,9 @@ pub enum Point {
     /// of flat tables, to check their chunks: the same threads, or the
     /// thread opening an index that fits in memory.
     DecodeStarted,
+    /// The open's prefault thread has started and not yet mapped anything
+    /// (`open` has returned, or is about to).
+    PrefaultThreadStarted,
     /// The open's prefault thread has finished (or been told to stop) and
     /// is returning.
     PrefaultThreadStopped,

@@ -625,6 +625,41 @@ impl Segment {
             .unwrap_or(true)
     }
 
+    /// On the thread that opens an index that fits in memory, once the
+    /// flat tables are checked ([`check_at_open`](Self::check_at_open)):
+    /// maps the doc map's pages, its block indexes first, so that the
+    /// first queries that find a document take no page fault in it
+    /// (docs/BENCHMARKS.md, "The open maps the doc maps too"); `stop` is
+    /// asked every 16 MiB. Returns false if it stopped or the kernel
+    /// failed (the rest is left to the prefault thread and the queries).
+    /// Nothing is checked: a lookup checks each block's CRC on its first
+    /// read, as before.
+    pub(super) fn map_doc_map_at_open(&self, stop: impl Fn() -> bool + Copy) -> bool {
+        let indexes = self.docs.index_ranges();
+        indexes
+            .into_iter()
+            .chain(std::iter::once(0..self.docs_map.len()))
+            .all(|range| self.docs_map.prefault_range_until(range, stop))
+    }
+
+    /// What is left for the prefault thread to map once the open has
+    /// checked the flat tables and mapped the doc map: nothing of a
+    /// segment of flat tables whose every chunk passed (the check read
+    /// them whole), otherwise (Rice-coded tables, or a damaged chunk that
+    /// stopped the check) the block indexes and then the whole file.
+    pub(super) fn tables_left_after_open(&self) -> Vec<(Mapped, std::ops::Range<usize>)> {
+        if self.flat.as_ref().is_some_and(FlatTables::all_checked) {
+            return Vec::new();
+        }
+        let map = &self.tables_map;
+        self.tables
+            .index_ranges()
+            .into_iter()
+            .map(|r| (map.clone(), file_range(r)))
+            .chain(std::iter::once((map.clone(), 0..map.len())))
+            .collect()
+    }
+
     /// Heap bytes of the decoded tables (0 without them).
     pub(super) fn decoded_bytes(&self) -> usize {
         self.decoded.get().map_or(0, DecodedTables::bytes)
