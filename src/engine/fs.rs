@@ -221,10 +221,11 @@ impl Mapped {
     /// advised to be read at random ([`advise_reads`](Self::advise_reads)),
     /// where a page fault reads its own page only, so that mapping the
     /// range page by page would wait for one disk read per 4 KiB: each
-    /// piece of [`READ_AHEAD_WINDOW`] bytes is asked for (`MADV_WILLNEED`,
-    /// in reads of up to [`READ_AHEAD_PIECE`] bytes that the disk serves
-    /// together) while the piece before it is mapped (docs/BENCHMARKS.md,
-    /// "Issue 41: one wait for the disk per query out of memory").
+    /// piece of `READ_AHEAD_WINDOW` bytes (4 MiB) is asked for
+    /// (`MADV_WILLNEED`, in reads of up to `READ_AHEAD_PIECE` bytes, 512
+    /// KiB, that the disk serves together) while the piece before it is
+    /// mapped (docs/BENCHMARKS.md, "Issue 41: one wait for the disk per
+    /// query out of memory").
     pub fn read_range_until(&self, range: std::ops::Range<usize>, stop: impl Fn() -> bool) -> bool {
         self.populate_until(range, true, stop)
     }
