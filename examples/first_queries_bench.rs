@@ -23,14 +23,10 @@ use std::time::Instant;
 
 use simhashdb::{Index, Options};
 
-fn xorshift(mut s: u64) -> impl FnMut() -> u64 {
-    move || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        s
-    }
-}
+mod common;
+use common::{
+    INDEX_BENCH_REOPEN_SEED, index_bench_fingerprints, near_and_random_queries, xorshift,
+};
 
 /// The calling thread's minor and major page faults so far (0 where
 /// unknown).
@@ -88,20 +84,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let queries: Vec<u64> = match args.get(1) {
         // index_bench's fingerprints and its reopened pass's queries.
         Some(n) => {
-            let n: usize = n.parse()?;
-            let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
-            let fps: Vec<u64> = (0..n).map(|_| next()).collect();
-            let mut noise = xorshift(12345);
-            (0..count)
-                .map(|i| {
-                    let r = noise();
-                    if i % 2 == 0 {
-                        fps[(r % fps.len() as u64) as usize] ^ (1 << (r >> 58))
-                    } else {
-                        r
-                    }
-                })
-                .collect()
+            let fps = index_bench_fingerprints(n.parse()?);
+            near_and_random_queries(&fps, INDEX_BENCH_REOPEN_SEED, count)
         }
         None => {
             let mut next = xorshift(0x1234_5678_9abc_def1);

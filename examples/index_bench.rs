@@ -19,14 +19,10 @@ use std::time::Instant;
 
 use simhashdb::{Index, Options, hamming};
 
-fn xorshift(mut s: u64) -> impl FnMut() -> u64 {
-    move || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        s
-    }
-}
+mod common;
+use common::{
+    INDEX_BENCH_REOPEN_SEED, index_bench_fingerprints, near_and_random_queries, xorshift,
+};
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
@@ -59,22 +55,6 @@ fn query_count() -> usize {
         .unwrap_or(10_000)
 }
 
-/// `count` queries from `seed`: even ones a stored fingerprint with one bit
-/// flipped, odd ones random.
-fn make_queries(fps: &[u64], seed: u64, count: usize) -> Vec<u64> {
-    let mut noise = xorshift(seed);
-    (0..count)
-        .map(|i| {
-            let r = noise();
-            if i % 2 == 0 {
-                fps[(r % fps.len() as u64) as usize] ^ (1 << (r >> 58))
-            } else {
-                r
-            }
-        })
-        .collect()
-}
-
 /// Times `queries` at k = 3, one at a time; the times in µs, sorted.
 fn time_queries(index: &Index, queries: &[u64]) -> Result<Vec<f64>, Box<dyn std::error::Error>> {
     let mut times = Vec::with_capacity(queries.len());
@@ -94,8 +74,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = args
         .get(1)
         .map_or_else(|| temp.path().join("index"), std::path::PathBuf::from);
-    let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
-    let fps: Vec<u64> = (0..n).map(|_| next()).collect();
+    let fps = index_bench_fingerprints(n);
 
     // An existing index in DIR (built by an earlier run with the same N) is reused.
     let reuse = dir.join("MANIFEST").exists();
@@ -126,7 +105,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // The first queries on the same handle, right after the build and
         // the compaction (whose output was prefaulted as it was written).
         let count = query_count();
-        let times = time_queries(&index, &make_queries(&fps, 0x5eed_c0de, count))?;
+        let times = time_queries(&index, &near_and_random_queries(&fps, 0x5eed_c0de, count))?;
         println!(
             "first {count} queries after the compaction, same handle: p50 {:.1} µs, p99 {:.1} µs, mean {:.1} µs",
             percentile(&times, 0.5),
@@ -151,7 +130,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         stats.disk_bytes as f64 / (1 << 20) as f64
     );
 
-    let queries = make_queries(&fps, 12345, query_count());
+    let queries = near_and_random_queries(&fps, INDEX_BENCH_REOPEN_SEED, query_count());
     // PAUSE_MS=P waits P ms after the open (the background prefault goes on).
     if let Some(ms) = std::env::var("PAUSE_MS").ok().and_then(|v| v.parse().ok()) {
         std::thread::sleep(std::time::Duration::from_millis(ms));

@@ -108,3 +108,39 @@ pub fn insert_xorshift_timed(
 pub fn with_sketches() -> bool {
     std::env::var("SKETCHES").is_ok_and(|v| v == "1")
 }
+
+/// A xorshift64 stream from `s` (not 0).
+pub fn xorshift(mut s: u64) -> impl FnMut() -> u64 {
+    move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    }
+}
+
+/// `index_bench`'s `n` fingerprints (`examples/first_queries_bench.rs`
+/// replays its queries against the same index).
+pub fn index_bench_fingerprints(n: usize) -> Vec<u64> {
+    let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
+    (0..n).map(|_| next()).collect()
+}
+
+/// `index_bench`'s seed of the queries timed after a reopen.
+pub const INDEX_BENCH_REOPEN_SEED: u64 = 12345;
+
+/// `count` queries from `seed`: even ones a fingerprint of `fps` with one
+/// bit flipped, odd ones random.
+pub fn near_and_random_queries(fps: &[u64], seed: u64, count: usize) -> Vec<u64> {
+    let mut noise = xorshift(seed);
+    (0..count)
+        .map(|i| {
+            let r = noise();
+            if i % 2 == 0 {
+                fps[(r % fps.len() as u64) as usize] ^ (1 << (r >> 58))
+            } else {
+                r
+            }
+        })
+        .collect()
+}
