@@ -4,6 +4,7 @@
 
 mod merge;
 pub mod policy;
+mod runs;
 mod tables;
 
 use std::sync::atomic::Ordering;

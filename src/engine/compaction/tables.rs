@@ -10,6 +10,8 @@ use crate::engine::files::corrupted;
 use crate::engine::keys::{sort_keys, sort_keys_with};
 use crate::engine::segment::Segment;
 
+use super::runs::merge_distinct;
+
 /// The permuted tables of a merge's output in `plan`, as a `fill` for
 /// [`Core::write_segment`]. `live_fingerprints` are the survivors'
 /// fingerprints, sorted and distinct; `dropped` those of the entries that
@@ -19,9 +21,9 @@ use crate::engine::segment::Segment;
 /// An input whose plan is `plan` contributes its table as it is: decoded,
 /// less the dropped keys. The other inputs (small segments have fewer
 /// tables) contribute their fingerprints, read once from their first table,
-/// permuted and radix-sorted per table as one more run. A stable sort of the
-/// concatenated runs merges them, and duplicates go (one fingerprint may
-/// live in several inputs). When no input has `plan`, the tables are built
+/// permuted and radix-sorted per table as one more run. The runs are merged
+/// ([`merge_distinct`]), each key once (one fingerprint may live in several
+/// inputs). When no input has `plan`, the tables are built
 /// from `live_fingerprints` alone.
 pub(in crate::engine) fn merged_tables<'a>(
     run: &'a [Arc<Segment>],
@@ -70,28 +72,50 @@ pub(in crate::engine) fn merged_tables<'a>(
             dead.extend(dropped.iter().map(|&fp| table.permute(fp)));
             dead.sort_unstable();
         }
+        if !others.is_empty() {
+            permuted.clear();
+            permuted.extend(others.iter().map(|&fp| table.permute(fp)));
+            sort_keys_with(&mut permuted, &mut scratch);
+        }
+        // Each input's table, ascending (its reader checks it), less the
+        // dead keys (ascending too: one walk beside it), then the others'
+        // keys: runs merged, each key once.
+        let mut runs: Vec<Box<dyn Iterator<Item = Result<u64>> + '_>> =
+            Vec::with_capacity(same.len() + 1);
         for segment in &same {
             let reader = segment
                 .tables
                 .keys(t)
                 .map_err(|e| corrupted(&segment.seg_path, &e))?;
-            for key in reader {
-                let key = key.map_err(|e| corrupted(&segment.seg_path, &e))?;
-                if dead.is_empty() || dead.binary_search(&key).is_err() {
-                    keys.push(key);
+            let (path, dead) = (&segment.seg_path, &dead);
+            let mut d = 0;
+            runs.push(Box::new(reader.filter_map(move |key| match key {
+                Err(e) => Some(Err(corrupted(path, &e))),
+                Ok(key) => {
+                    while dead.get(d).is_some_and(|&x| x < key) {
+                        d += 1;
+                    }
+                    (dead.get(d) != Some(&key)).then_some(Ok(key))
                 }
-            }
+            })));
         }
         if !others.is_empty() {
-            permuted.clear();
-            permuted.extend(others.iter().map(|&fp| table.permute(fp)));
-            sort_keys_with(&mut permuted, &mut scratch);
-            keys.extend_from_slice(&permuted);
+            runs.push(Box::new(permuted.iter().copied().map(Ok)));
         }
-        if same.len() + usize::from(!others.is_empty()) > 1 {
-            keys.sort();
-        }
-        keys.dedup();
+        keys.reserve(live);
+        merge_distinct(
+            runs,
+            |&k| k,
+            |k| {
+                keys.push(k);
+                Ok(())
+            },
+            |r| Error::Corrupted {
+                path: same.get(r).map(|s| s.seg_path.clone()).unwrap_or_default(),
+                offset: 0,
+                reason: format!("merging table {t}: an input's keys do not increase"),
+            },
+        )?;
         if keys.len() != live {
             return Err(Error::Corrupted {
                 path: run.first().map(|s| s.seg_path.clone()).unwrap_or_default(),
