@@ -10,7 +10,7 @@ use crate::engine::files::corrupted;
 use crate::engine::keys::{sort_keys, sort_keys_with};
 use crate::engine::segment::Segment;
 
-use super::runs::merge_distinct;
+use super::runs::merge_keys;
 
 /// The permuted tables of a merge's output in `plan`, as a `fill` for
 /// [`Core::write_segment`]. `live_fingerprints` are the survivors'
@@ -22,7 +22,7 @@ use super::runs::merge_distinct;
 /// less the dropped keys. The other inputs (small segments have fewer
 /// tables) contribute their fingerprints, read once from their first table,
 /// permuted and radix-sorted per table as one more run. The runs are merged
-/// ([`merge_distinct`]), each key once (one fingerprint may live in several
+/// ([`merge_keys`]), each key once (one fingerprint may live in several
 /// inputs). When no input has `plan`, the tables are built
 /// from `live_fingerprints` alone.
 pub(in crate::engine) fn merged_tables<'a>(
@@ -62,6 +62,8 @@ pub(in crate::engine) fn merged_tables<'a>(
     };
     let mut dead: Vec<u64> = Vec::with_capacity(if same.is_empty() { 0 } else { dropped.len() });
     let (mut permuted, mut scratch): (Vec<u64>, Vec<u64>) = (Vec::new(), Vec::new());
+    // The same inputs' tables, decoded, buffers reused from table to table.
+    let mut decoded: Vec<Vec<u64>> = vec![Vec::new(); same.len()];
     Ok(move |t: usize, keys: &mut Vec<u64>| {
         let table = plan
             .tables()
@@ -80,42 +82,26 @@ pub(in crate::engine) fn merged_tables<'a>(
         // Each input's table, ascending (its reader checks it), less the
         // dead keys (ascending too: one walk beside it), then the others'
         // keys: runs merged, each key once.
-        let mut runs: Vec<Box<dyn Iterator<Item = Result<u64>> + '_>> =
-            Vec::with_capacity(same.len() + 1);
-        for segment in &same {
+        for (segment, decoded) in same.iter().zip(decoded.iter_mut()) {
+            decoded.clear();
             let reader = segment
                 .tables
                 .keys(t)
                 .map_err(|e| corrupted(&segment.seg_path, &e))?;
-            let (path, dead) = (&segment.seg_path, &dead);
             let mut d = 0;
-            runs.push(Box::new(reader.filter_map(move |key| match key {
-                Err(e) => Some(Err(corrupted(path, &e))),
-                Ok(key) => {
-                    while dead.get(d).is_some_and(|&x| x < key) {
-                        d += 1;
-                    }
-                    (dead.get(d) != Some(&key)).then_some(Ok(key))
+            for key in reader {
+                let key = key.map_err(|e| corrupted(&segment.seg_path, &e))?;
+                while dead.get(d).is_some_and(|&x| x < key) {
+                    d += 1;
                 }
-            })));
+                if dead.get(d) != Some(&key) {
+                    decoded.push(key);
+                }
+            }
         }
-        if !others.is_empty() {
-            runs.push(Box::new(permuted.iter().copied().map(Ok)));
-        }
-        keys.reserve(live);
-        merge_distinct(
-            runs,
-            |&k| k,
-            |k| {
-                keys.push(k);
-                Ok(())
-            },
-            |r| Error::Corrupted {
-                path: same.get(r).map(|s| s.seg_path.clone()).unwrap_or_default(),
-                offset: 0,
-                reason: format!("merging table {t}: an input's keys do not increase"),
-            },
-        )?;
+        let mut runs: Vec<&[u64]> = decoded.iter().map(Vec::as_slice).collect();
+        runs.push(&permuted);
+        merge_keys(&runs, keys);
         if keys.len() != live {
             return Err(Error::Corrupted {
                 path: run.first().map(|s| s.seg_path.clone()).unwrap_or_default(),
