@@ -11,7 +11,6 @@ use std::sync::atomic::Ordering;
 use crate::error::{Error, Result};
 use crate::format::{DocEntry, FileKind, FormatError, SortedDocMapWriter};
 
-use super::runs::merge_distinct;
 use super::tables::merged_tables;
 use crate::engine::core::{Core, lock, now_ms, read_lock};
 use crate::engine::files::{corrupted, create_buffered, encode_error, sync_buffered};
@@ -79,16 +78,12 @@ impl Core {
             return Ok(false);
         }
         // Which version of each id is the newest: every segment's id index
-        // and its tombstones (each sorted by id), newest segment first,
-        // merged by id, the first of equal ids kept. (A hash set of ids seen
-        // missed the cache on nearly every id; a stable sort of all the
-        // versions copied each several times.) The result is the new id
-        // index, in the order it is written.
+        // and tombstones (each sorted by id), newest segment first, then a
+        // stable sort by id, which keeps that order among equal ids. (A hash
+        // set of ids seen missed the cache on nearly every id.)
         const TOMBSTONE: u64 = 1 << 32;
         let mut versions: Vec<(u64, u64)> =
             Vec::with_capacity(usize::try_from(docs_in_run).unwrap_or(0));
-        let mut sources: Vec<Box<dyn Iterator<Item = Result<(u64, u64)>> + '_>> =
-            Vec::with_capacity(2 * run.len());
         for (s, segment) in (0u64..).zip(&run) {
             // An id with both an entry and a tombstone in one doc map: the
             // newer of the two is its version there, the other is skipped.
@@ -105,33 +100,18 @@ impl Core {
                 }
                 tombstones.push((t.id, s << 33 | TOMBSTONE | i));
             }
-            let path = &segment.ids_path;
-            sources.push(Box::new(segment.docs.ids().filter_map(move |record| {
-                match record {
-                    Err(e) => Some(Err(corrupted(path, &e))),
-                    Ok((id, position)) => (deleted_here.is_empty() || !deleted_here.contains(&id))
-                        .then_some(Ok((id, s << 33 | position as u64))),
+            for record in segment.docs.ids() {
+                let (id, position) = record.map_err(|e| corrupted(&segment.ids_path, &e))?;
+                if deleted_here.is_empty() || !deleted_here.contains(&id) {
+                    versions.push((id, s << 33 | position as u64));
                 }
-            })));
-            sources.push(Box::new(tombstones.into_iter().map(Ok)));
+            }
+            versions.extend(tombstones);
         }
-        merge_distinct(
-            sources,
-            |&(id, _)| id,
-            |version| {
-                versions.push(version);
-                Ok(())
-            },
-            // The id index's reader checks its order: the tombstones.
-            |r| Error::Corrupted {
-                path: run
-                    .get(r / 2)
-                    .map(|s| s.ids_path.clone())
-                    .unwrap_or_default(),
-                offset: 0,
-                reason: "the tombstones are not sorted by id".into(),
-            },
-        )?;
+        versions.sort_by_key(|&(id, _)| id);
+        // Each id's newest version (the first of its equal ids), in id order:
+        // the new id index, in the order it is written.
+        versions.dedup_by_key(|&mut (id, _)| id);
         // Per input entry: NOT_NEWEST, NEWEST, or (once written) its
         // position in the new doc map.
         const NOT_NEWEST: u32 = u32::MAX;

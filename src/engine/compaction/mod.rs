@@ -4,7 +4,6 @@
 
 mod merge;
 pub mod policy;
-mod runs;
 mod tables;
 
 use std::sync::atomic::Ordering;

@@ -10,8 +10,6 @@ use crate::engine::files::corrupted;
 use crate::engine::keys::{sort_keys, sort_keys_with};
 use crate::engine::segment::Segment;
 
-use super::runs::merge_keys;
-
 /// The permuted tables of a merge's output in `plan`, as a `fill` for
 /// [`Core::write_segment`]. `live_fingerprints` are the survivors'
 /// fingerprints, sorted and distinct; `dropped` those of the entries that
@@ -21,9 +19,9 @@ use super::runs::merge_keys;
 /// An input whose plan is `plan` contributes its table as it is: decoded,
 /// less the dropped keys. The other inputs (small segments have fewer
 /// tables) contribute their fingerprints, read once from their first table,
-/// permuted and radix-sorted per table as one more run. The runs are merged
-/// ([`merge_keys`]), each key once (one fingerprint may live in several
-/// inputs). When no input has `plan`, the tables are built
+/// permuted and radix-sorted per table as one more run. A stable sort of the
+/// concatenated runs merges them, and duplicates go (one fingerprint may
+/// live in several inputs). When no input has `plan`, the tables are built
 /// from `live_fingerprints` alone.
 pub(in crate::engine) fn merged_tables<'a>(
     run: &'a [Arc<Segment>],
@@ -62,8 +60,6 @@ pub(in crate::engine) fn merged_tables<'a>(
     };
     let mut dead: Vec<u64> = Vec::with_capacity(if same.is_empty() { 0 } else { dropped.len() });
     let (mut permuted, mut scratch): (Vec<u64>, Vec<u64>) = (Vec::new(), Vec::new());
-    // The same inputs' tables, decoded, buffers reused from table to table.
-    let mut decoded: Vec<Vec<u64>> = vec![Vec::new(); same.len()];
     Ok(move |t: usize, keys: &mut Vec<u64>| {
         let table = plan
             .tables()
@@ -74,34 +70,28 @@ pub(in crate::engine) fn merged_tables<'a>(
             dead.extend(dropped.iter().map(|&fp| table.permute(fp)));
             dead.sort_unstable();
         }
-        if !others.is_empty() {
-            permuted.clear();
-            permuted.extend(others.iter().map(|&fp| table.permute(fp)));
-            sort_keys_with(&mut permuted, &mut scratch);
-        }
-        // Each input's table, ascending (its reader checks it), less the
-        // dead keys (ascending too: one walk beside it), then the others'
-        // keys: runs merged, each key once.
-        for (segment, decoded) in same.iter().zip(decoded.iter_mut()) {
-            decoded.clear();
+        for segment in &same {
             let reader = segment
                 .tables
                 .keys(t)
                 .map_err(|e| corrupted(&segment.seg_path, &e))?;
-            let mut d = 0;
             for key in reader {
                 let key = key.map_err(|e| corrupted(&segment.seg_path, &e))?;
-                while dead.get(d).is_some_and(|&x| x < key) {
-                    d += 1;
-                }
-                if dead.get(d) != Some(&key) {
-                    decoded.push(key);
+                if dead.is_empty() || dead.binary_search(&key).is_err() {
+                    keys.push(key);
                 }
             }
         }
-        let mut runs: Vec<&[u64]> = decoded.iter().map(Vec::as_slice).collect();
-        runs.push(&permuted);
-        merge_keys(&runs, keys);
+        if !others.is_empty() {
+            permuted.clear();
+            permuted.extend(others.iter().map(|&fp| table.permute(fp)));
+            sort_keys_with(&mut permuted, &mut scratch);
+            keys.extend_from_slice(&permuted);
+        }
+        if same.len() + usize::from(!others.is_empty()) > 1 {
+            keys.sort();
+        }
+        keys.dedup();
         if keys.len() != live {
             return Err(Error::Corrupted {
                 path: run.first().map(|s| s.seg_path.clone()).unwrap_or_default(),
