@@ -1,8 +1,9 @@
-//! Merges combine their inputs' id indexes and tables as sorted runs: inputs
-//! that share fingerprints, ids replaced or deleted in a newer input, an
-//! input of tombstones only, an input none of whose documents survive, runs
-//! of 2 and 3 segments and a compaction of more than 8 (the runs' heads
-//! kept in a heap). After every merge, the index answers as a brute-force
+//! Merges combine their inputs' id indexes and tables, each sorted, into one
+//! (docs/ARCHITECTURE.md, "A merge keeps the newest version of each id"):
+//! inputs that share fingerprints, ids replaced or deleted in a newer input,
+//! an input of tombstones only, an input none of whose versions survive,
+//! runs of 3 and 2 segments that leave older ones (tombstones kept) and a
+//! compaction of 9. After every merge, the index answers as a brute-force
 //! scan of the model, lists exactly the model's documents, and does so again
 //! after reopening.
 
