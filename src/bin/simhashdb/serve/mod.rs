@@ -550,7 +550,7 @@ impl Connections {
         let server = &routes.server;
         let start = Instant::now();
         tracing::debug!(method = %req.method(), uri = %req.uri(), "request started");
-        let (parts, body) = req.into_parts();
+        let (mut parts, body) = req.into_parts();
         let response = match refusal(server, &parts.headers, Some("/v1/check")) {
             Some(refused) => refused.map(Reply::Routed),
             None => {
@@ -558,11 +558,17 @@ impl Connections {
                 let _turn = routes.turns.acquire().await.ok();
                 match handlers::check_request(server, &parts.headers, body).await {
                     Ok(answer) => {
-                        let mut response = hyper::Response::new(Reply::Answer(Some(answer)));
-                        response.headers_mut().insert(
+                        // The request's header map, emptied, holds the
+                        // answer's: no allocation (hyper keeps the answer's,
+                        // emptied, for the connection's next request).
+                        let mut headers = std::mem::take(&mut parts.headers);
+                        headers.clear();
+                        headers.insert(
                             axum::http::header::CONTENT_TYPE,
                             HeaderValue::from_static("application/json"),
                         );
+                        let mut response = hyper::Response::new(Reply::Answer(Some(answer)));
+                        *response.headers_mut() = headers;
                         response
                     }
                     Err(e) => e.into_response().map(Reply::Routed),
