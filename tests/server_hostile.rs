@@ -336,6 +336,43 @@ fn a_request_longer_than_the_header_timeout_is_answered() {
     assert_eq!(again["results"][0]["status"], "duplicate", "{again}");
 }
 
+/// Nor does it run while an answer waits for the client to take it: a
+/// client that pauses longer than the header timeout (within the body
+/// timeout) before reading a large answer gets all of it.
+#[test]
+fn an_answer_taken_after_a_pause_longer_than_the_header_timeout_is_sent_whole() {
+    let (_dir, _db, server) = start(&["--header-timeout", "1", "--body-timeout", "30"]);
+    // 400 documents at one fingerprint with names of 60 KB: an answer of
+    // 24 MB, more than the sockets' buffers hold.
+    let mut client = server.client();
+    for part in 0..4u64 {
+        let docs: Vec<Value> = (0..100u64)
+            .map(|i| {
+                let mut name = format!("{part}/{i}/");
+                name.push_str(&"n".repeat(60_000));
+                json!({"id": part * 100 + i, "fingerprint": 42, "name": name})
+            })
+            .collect();
+        ok_json(post(
+            &mut client,
+            "/v1/documents",
+            &json!({ "documents": docs }),
+        ));
+    }
+    let body = json!({"fingerprint": 42, "limit": 400}).to_string();
+    client
+        .send_head("POST", "/v1/query", Some("application/json"), body.len())
+        .expect("head");
+    client.stream().write_all(body.as_bytes()).expect("body");
+    std::thread::sleep(Duration::from_millis(2500));
+    let answer = ok_json(client.read_reply().expect("the whole answer"));
+    // Every document, at distance 0 (the brute force's answer).
+    let mut got = found(&answer);
+    got.sort_unstable();
+    let want: Vec<(u64, u64)> = (0..400).map(|id| (id, 0)).collect();
+    assert_eq!(got, want);
+}
+
 #[test]
 fn a_check_answers_the_nearest_of_thousands_of_copies() {
     let (_dir, _db, server) = start(&[]);
