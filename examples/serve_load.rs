@@ -16,7 +16,7 @@
 //! phases named (`t`: a thread per connection; `b`: 1,000 documents per
 //! request; `e`: one client thread's event loop; the number: connections);
 //! `floor`, which only runs when named, drives the same clients against
-//! two trivial HTTP servers of this harness instead (`--floor-server`):
+//! four trivial HTTP servers of this harness instead (`--floor-server`):
 //! what a request costs the kernel, tokio and hyper before any of
 //! `serve`'s work.
 //!
@@ -487,7 +487,11 @@ const FLOOR_BODY: &[u8] =
 /// [`FLOOR_BODY`], on tokio's multi-threaded runtime as `serve` is. `1`:
 /// the request parsed by hand, the answer one write; `2`: hyper serving an
 /// axum router of one route, configured as `serve` configures them (no
-/// index, no JSON, no middleware).
+/// index, no JSON, no middleware); `3`: hyper serving a function that reads
+/// the body and answers (what `serve`'s `POST /v1/check` stands on: it is
+/// answered before the router), configured as `serve` configures hyper;
+/// `4`: the same without hyper's header-read timeout (`serve`'s
+/// `--header-timeout`), which arms a timer for every request.
 fn floor_server(variant: u64) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -522,6 +526,20 @@ fn floor_server(variant: u64) {
             stream.set_nodelay(true).expect("nodelay");
             if variant == 1 {
                 tokio::spawn(floor_connection(stream));
+            } else if variant >= 3 {
+                tokio::spawn(async move {
+                    let mut http = hyper::server::conn::http1::Builder::new();
+                    if variant == 3 {
+                        http.timer(hyper_util::rt::TokioTimer::new())
+                            .header_read_timeout(Duration::from_secs(30));
+                    }
+                    let _ = http
+                        .serve_connection(
+                            hyper_util::rt::TokioIo::new(stream),
+                            hyper::service::service_fn(floor_answer),
+                        )
+                        .await;
+                });
             } else {
                 let app = app.clone();
                 tokio::spawn(async move {
@@ -538,6 +556,61 @@ fn floor_server(variant: u64) {
             }
         }
     });
+}
+
+/// The answer of the floor servers `3` and `4`: the request's body read
+/// whole, then [`FLOOR_BODY`] (not copied, not boxed).
+async fn floor_answer(
+    req: hyper::Request<hyper::body::Incoming>,
+) -> Result<hyper::Response<FloorBody>, std::convert::Infallible> {
+    use hyper::body::Body;
+    let mut body = req.into_body();
+    let mut read = 0usize;
+    while let Some(frame) =
+        std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await
+    {
+        if let Ok(data) = frame.map(hyper::body::Frame::into_data)
+            && let Ok(data) = data
+        {
+            read += data.len();
+        }
+    }
+    let mut response =
+        hyper::Response::new(FloorBody(Some(axum::body::Bytes::from_static(FLOOR_BODY))));
+    response.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/json"),
+    );
+    std::hint::black_box(read);
+    Ok(response)
+}
+
+/// A body of one piece.
+struct FloorBody(Option<axum::body::Bytes>);
+
+impl hyper::body::Body for FloorBody {
+    type Data = axum::body::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<axum::body::Bytes>, Self::Error>>> {
+        std::task::Poll::Ready(
+            self.get_mut()
+                .0
+                .take()
+                .map(|b| Ok(hyper::body::Frame::data(b))),
+        )
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_none()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        hyper::body::SizeHint::with_exact(self.0.as_ref().map_or(0, |b| b.len() as u64))
+    }
 }
 
 /// A connection of the floor server `1`: each request read whole, parsed
@@ -695,7 +768,12 @@ fn main() {
         println!(
             "-- a trivial HTTP server's floor (this harness as the server; no index, no JSON)"
         );
-        for (variant, what) in [(1, "by hand, one write"), (2, "hyper + axum, one route")] {
+        for (variant, what) in [
+            (1, "by hand, one write"),
+            (2, "hyper + axum, one route"),
+            (3, "hyper, a function"),
+            (4, "hyper, a function, no header timer"),
+        ] {
             let server = start_floor_server(variant);
             let pid = server.child.id();
             SERVERS.lock().expect("servers").push((pid, server.addr));

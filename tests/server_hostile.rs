@@ -269,6 +269,110 @@ fn idle_connections_and_slow_heads_are_closed_by_the_server() {
     healthz_until_answered(&server);
 }
 
+/// A head sent a byte at a time keeps its connection busy but does not
+/// arrive whole within the header timeout: the server closes the
+/// connection before the head is complete, as it closes an idle one.
+#[test]
+fn a_head_sent_a_byte_at_a_time_is_cut_off_at_the_header_timeout() {
+    let (_dir, _db, server) = start(&["--header-timeout", "1"]);
+    let mut slow = connect(&server);
+    // 100 bytes, one every 50 ms: 5 seconds for the whole head.
+    let head = format!(
+        "GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Slow: {}\r\n\r\n",
+        "x".repeat(48)
+    );
+    assert_eq!(head.len(), 100);
+    slow.set_nonblocking(true).expect("nonblocking");
+    let mut sent = 0;
+    let mut closed = false;
+    for byte in head.as_bytes() {
+        let mut buf = [0u8; 64];
+        match slow.read(&mut buf) {
+            Ok(0) => closed = true,
+            Ok(n) => panic!("answered a head not yet sent: {:?}", &buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => closed = true,
+        }
+        if closed || slow.write_all(std::slice::from_ref(byte)).is_err() {
+            closed = true;
+            break;
+        }
+        sent += 1;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(closed, "a head that took 5 s was read whole");
+    assert!(sent < head.len(), "{sent}");
+}
+
+/// The header timeout counts from the previous answer, not from the
+/// request: a request whose body takes longer than the header timeout to
+/// arrive (within the body timeout) is answered, and the connection then
+/// serves another request.
+#[test]
+fn a_request_longer_than_the_header_timeout_is_answered() {
+    let (_dir, _db, server) = start(&["--header-timeout", "1", "--body-timeout", "30"]);
+    let mut client = server.client();
+    let body = json!({"documents": [{"id": 1, "fingerprint": 12345}]}).to_string();
+    client
+        .send_head("POST", "/v1/check", Some("application/json"), body.len())
+        .expect("head");
+    // The body in three pieces over 2.4 s: more than the header timeout.
+    let (a, rest) = body.split_at(5);
+    let (b, c) = rest.split_at(5);
+    for piece in [a, b, c] {
+        client
+            .stream()
+            .write_all(piece.as_bytes())
+            .expect("a piece");
+        std::thread::sleep(Duration::from_millis(800));
+    }
+    let answer = ok_json(client.read_reply().expect("an answer"));
+    assert_eq!(answer["results"][0]["status"], "new", "{answer}");
+    let again = ok_json(post(
+        &mut client,
+        "/v1/check",
+        &json!({"documents": [{"id": 2, "fingerprint": 12345}]}),
+    ));
+    assert_eq!(again["results"][0]["status"], "duplicate", "{again}");
+}
+
+/// Nor does it run while an answer waits for the client to take it: a
+/// client that pauses longer than the header timeout (within the body
+/// timeout) before reading a large answer gets all of it.
+#[test]
+fn an_answer_taken_after_a_pause_longer_than_the_header_timeout_is_sent_whole() {
+    let (_dir, _db, server) = start(&["--header-timeout", "1", "--body-timeout", "30"]);
+    // 400 documents at one fingerprint with names of 60 KB: an answer of
+    // 24 MB, more than the sockets' buffers hold.
+    let mut client = server.client();
+    for part in 0..4u64 {
+        let docs: Vec<Value> = (0..100u64)
+            .map(|i| {
+                let mut name = format!("{part}/{i}/");
+                name.push_str(&"n".repeat(60_000));
+                json!({"id": part * 100 + i, "fingerprint": 42, "name": name})
+            })
+            .collect();
+        ok_json(post(
+            &mut client,
+            "/v1/documents",
+            &json!({ "documents": docs }),
+        ));
+    }
+    let body = json!({"fingerprint": 42, "limit": 400}).to_string();
+    client
+        .send_head("POST", "/v1/query", Some("application/json"), body.len())
+        .expect("head");
+    client.stream().write_all(body.as_bytes()).expect("body");
+    std::thread::sleep(Duration::from_millis(2500));
+    let answer = ok_json(client.read_reply().expect("the whole answer"));
+    // Every document, at distance 0 (the brute force's answer).
+    let mut got = found(&answer);
+    got.sort_unstable();
+    let want: Vec<(u64, u64)> = (0..400).map(|id| (id, 0)).collect();
+    assert_eq!(got, want);
+}
+
 #[test]
 fn a_check_answers_the_nearest_of_thousands_of_copies() {
     let (_dir, _db, server) = start(&[]);

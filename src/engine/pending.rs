@@ -3,13 +3,21 @@
 //! checked against them without comparing it with every one of them. Split
 //! the 64 bits into `k + 1` blocks as the memtable does: a fingerprint
 //! within `k` of another equals it in at least one block, so a search looks
-//! up one bucket per block.
+//! up one bucket per block. A batch's first few documents are compared with
+//! each other instead ([`SCANNED`]).
 
 use super::keys::U64Map;
 use crate::plan::Plan;
 
 /// End of a chain.
 const NONE: u32 = u32::MAX;
+
+/// Members compared one by one, up to this many: the `k + 1` blocks (a
+/// plan, and a map and a list per block: about a dozen allocations) cost
+/// more than a few comparisons, in the rounds of a few single checks the
+/// server answers together (docs/BENCHMARKS.md, "The header timeout
+/// without a timer per request"). Past it the blocks are laid out.
+const SCANNED: usize = 16;
 
 #[derive(Debug)]
 pub(super) struct Pending {
@@ -48,20 +56,39 @@ impl Pending {
         let Ok(member) = u32::try_from(self.members.len()) else {
             unreachable!("a batch of more than u32::MAX documents");
         };
-        let blocks = self.blocks.get_or_insert_with(|| {
-            Plan::new(self.k + 1, self.k)
-                .unwrap_or_else(|e| unreachable!("k + 1 blocks always make a plan: {e}"))
-        });
-        if self.heads.is_empty() {
-            let n = blocks.tables().len();
-            let capacity = self.capacity;
-            self.heads = (0..n)
-                .map(|_| U64Map::with_capacity_and_hasher(capacity, Default::default()))
-                .collect();
-            self.next = (0..n).map(|_| Vec::with_capacity(capacity)).collect();
-            self.members.reserve(capacity);
+        if self.members.is_empty() {
+            self.members.reserve(self.capacity);
         }
         self.members.push((position, fp));
+        if self.blocks.is_some() {
+            self.index(member, fp);
+        } else if self.members.len() > SCANNED {
+            self.lay_out();
+        }
+    }
+
+    /// Lays out the blocks, with every member so far in them.
+    fn lay_out(&mut self) {
+        let blocks = Plan::new(self.k + 1, self.k)
+            .unwrap_or_else(|e| unreachable!("k + 1 blocks always make a plan: {e}"));
+        let n = blocks.tables().len();
+        let capacity = self.capacity.max(self.members.len());
+        self.heads = (0..n)
+            .map(|_| U64Map::with_capacity_and_hasher(capacity, Default::default()))
+            .collect();
+        self.next = (0..n).map(|_| Vec::with_capacity(capacity)).collect();
+        self.blocks = Some(blocks);
+        for member in 0..self.members.len() {
+            let fp = self.members.get(member).map_or(0, |&(_, fp)| fp);
+            self.index(member as u32, fp);
+        }
+    }
+
+    /// Puts member `member`, of fingerprint `fp`, in the blocks.
+    fn index(&mut self, member: u32, fp: u64) {
+        let Some(blocks) = &self.blocks else {
+            return;
+        };
         for ((table, heads), next) in blocks
             .tables()
             .iter()
@@ -78,6 +105,13 @@ impl Pending {
     pub(super) fn matching(&self, fp: u64) -> Vec<usize> {
         let mut out = Vec::new();
         let Some(blocks) = &self.blocks else {
+            // Few members: each compared.
+            out.extend(
+                self.members
+                    .iter()
+                    .filter(|&&(_, other)| crate::hamming(other, fp) <= self.k)
+                    .map(|&(position, _)| position),
+            );
             return out;
         };
         for (t, ((table, heads), next)) in blocks
@@ -116,6 +150,36 @@ mod tests {
         *state
     }
 
+    /// A batch of a few documents, its blocks never laid out: the members
+    /// within k found by comparing with each, against brute force.
+    #[test]
+    fn few_members_are_compared_with_each() {
+        let base = 0x0f0f_3c3c_a5a5_9696_u64;
+        for k in 0..8 {
+            let mut pending = Pending::new(k, 1);
+            let mut members = Vec::new();
+            let mut found = 0;
+            for position in 0..SCANNED {
+                // Two at each distance from the base, farther by one bit
+                // every second.
+                let fp = base ^ ((1u64 << (position / 2)) - 1);
+                let got = pending.matching(fp);
+                let want: Vec<usize> = members
+                    .iter()
+                    .enumerate()
+                    .filter(|&(_, &m): &(usize, &u64)| (m ^ fp).count_ones() <= k)
+                    .map(|(p, _)| p)
+                    .collect();
+                assert_eq!(got, want, "k {k}, position {position}");
+                found += got.len();
+                pending.insert(position, fp);
+                members.push(fp);
+            }
+            assert!(pending.blocks.is_none(), "k {k}");
+            assert!(found > 0, "k {k}: the test never found a match");
+        }
+    }
+
     /// Against brute force: members near each other (bits flipped from a
     /// few seeds, so that buckets hold several and matches abound), every
     /// k from 0 to 7.
@@ -147,6 +211,7 @@ mod tests {
                 pending.insert(position, fp);
                 members.push(fp);
             }
+            assert!(pending.blocks.is_some(), "k {k}: past {SCANNED} members");
             assert!(
                 (0..300).any(|_| !pending.matching(near(&mut state)).is_empty()),
                 "k {k}: the test never found a match"

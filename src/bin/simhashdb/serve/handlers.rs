@@ -431,21 +431,28 @@ fn check_answer(
 /// the same for the router alone.
 pub async fn check(State(server): Shared, req: Request) -> Response {
     let (parts, body) = req.into_parts();
-    check_request(&server, &parts.headers, body)
-        .await
-        .unwrap_or_else(IntoResponse::into_response)
+    match check_request(&server, &parts.headers, body).await {
+        Ok(answer) => {
+            let mut response = Response::new(axum::body::Body::from(answer));
+            response
+                .headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            response
+        }
+        Err(e) => e.into_response(),
+    }
 }
 
 /// `POST /v1/check` once the request is let in (its host, its token and
 /// a turn among `--max-concurrent-requests`): its body read and parsed as
 /// [`JsonBody`] does. A check that need not sync is answered together with
 /// the others queued at the same time ([`group`]); one that syncs runs on
-/// the blocking pool.
+/// the blocking pool. The answer: the JSON of the response's body.
 pub async fn check_request<B>(
     server: &Arc<Server>,
     headers: &HeaderMap,
     body: B,
-) -> Result<Response, ApiError>
+) -> Result<Vec<u8>, ApiError>
 where
     B: HttpBody<Data = Bytes> + Unpin,
     B::Error: std::fmt::Display,
@@ -467,11 +474,7 @@ where
         let answers = group::check(server, k, batch).await?;
         check_answer(server, checked, &answers)?
     };
-    let mut response = Response::new(axum::body::Body::from(body));
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    Ok(response)
+    Ok(body)
 }
 
 /// `POST /v1/documents`: insert or replace, as one write.

@@ -361,24 +361,181 @@ struct Routes {
     check: usize,
 }
 
-/// The service of every connection.
+/// The service of a connection: the routes every connection shares, and
+/// this connection's [`Pace`].
 #[derive(Clone)]
-struct Connections(Arc<Routes>);
+struct Connections(Arc<Routes>, Arc<Pace>);
+
+/// What a connection's header timeout (`--header-timeout`) is judged by:
+/// the connection's requests and writes, noted as they happen, read by its
+/// task's one timer when it fires ([`Pace::head_due`]). hyper's own
+/// header-read timeout arms a timer (allocated, put in the runtime's timer
+/// wheel and taken out again) for every request (docs/BENCHMARKS.md,
+/// "The header timeout without a timer per request").
+struct Pace {
+    /// When the connection was accepted.
+    opened: Instant,
+    /// Requests whose head has arrived and whose answer is not yet handed
+    /// to hyper (their body is read, or their answer made).
+    serving: std::sync::atomic::AtomicU32,
+    /// When the last write to the client returned, in nanoseconds since
+    /// `opened` (0: none yet).
+    written: std::sync::atomic::AtomicU64,
+    /// Whether a write waits for the client to take what it was sent.
+    stalled: std::sync::atomic::AtomicBool,
+}
+
+impl Pace {
+    fn new() -> Pace {
+        Pace {
+            opened: Instant::now(),
+            serving: std::sync::atomic::AtomicU32::new(0),
+            written: std::sync::atomic::AtomicU64::new(0),
+            stalled: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    fn wrote(&self) {
+        let since = u64::try_from(self.opened.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.written
+            .store(since, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// When the connection's next head is due, asked at `now`: a request
+    /// being served or an answer being written has none (asked again
+    /// `timeout` later); otherwise `timeout` after the last write (the
+    /// previous answer) or the connection. `None`: it is overdue, the
+    /// connection is closed.
+    fn head_due(&self, now: Instant, timeout: Duration) -> Option<Instant> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.serving.load(Relaxed) > 0 || self.stalled.load(Relaxed) {
+            return Some(now + timeout);
+        }
+        let due = self.opened + Duration::from_nanos(self.written.load(Relaxed)) + timeout;
+        (due > now).then_some(due)
+    }
+}
+
+/// A request of the connection being served ([`Pace::serving`]), until
+/// its answer is handed to hyper or the request is dropped.
+struct Serving(Arc<Pace>);
+
+impl Serving {
+    fn new(pace: &Arc<Pace>) -> Serving {
+        pace.serving
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Serving(Arc::clone(pace))
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.0
+            .serving
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
 
 type Answer = std::pin::Pin<
-    Box<dyn std::future::Future<Output = Result<Response, std::convert::Infallible>> + Send>,
+    Box<
+        dyn std::future::Future<Output = Result<hyper::Response<Reply>, std::convert::Infallible>>
+            + Send,
+    >,
 >;
+
+/// The body of a response: a check's JSON answer as it was written (not
+/// boxed, not copied into a `Bytes`: two allocations fewer per check), or
+/// the body of the router's response.
+enum Reply {
+    /// Taken when sent.
+    Answer(Option<Vec<u8>>),
+    Routed(axum::body::Body),
+}
+
+/// A piece of a [`Reply`].
+enum Piece {
+    Answer(std::io::Cursor<Vec<u8>>),
+    Routed(axum::body::Bytes),
+}
+
+impl hyper::body::Buf for Piece {
+    fn remaining(&self) -> usize {
+        match self {
+            Piece::Answer(answer) => answer.remaining(),
+            Piece::Routed(bytes) => bytes.remaining(),
+        }
+    }
+
+    fn chunk(&self) -> &[u8] {
+        match self {
+            Piece::Answer(answer) => answer.chunk(),
+            Piece::Routed(bytes) => bytes.chunk(),
+        }
+    }
+
+    fn advance(&mut self, n: usize) {
+        match self {
+            Piece::Answer(answer) => answer.advance(n),
+            Piece::Routed(bytes) => bytes.advance(n),
+        }
+    }
+}
+
+impl hyper::body::Body for Reply {
+    type Data = Piece;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Piece>, axum::Error>>> {
+        match self.get_mut() {
+            Reply::Answer(answer) => std::task::Poll::Ready(answer.take().map(|a| {
+                Ok(hyper::body::Frame::data(Piece::Answer(
+                    std::io::Cursor::new(a),
+                )))
+            })),
+            Reply::Routed(body) => std::pin::Pin::new(body)
+                .poll_frame(cx)
+                .map(|frame| frame.map(|f| f.map(|f| f.map_data(Piece::Routed)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Reply::Answer(answer) => answer.is_none(),
+            Reply::Routed(body) => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        match self {
+            Reply::Answer(answer) => {
+                hyper::body::SizeHint::with_exact(answer.as_ref().map_or(0, |a| a.len() as u64))
+            }
+            Reply::Routed(body) => body.size_hint(),
+        }
+    }
+}
 
 impl Connections {
     fn new(server: Arc<Server>, max_concurrent: usize) -> Connections {
         let turns = Arc::new(tokio::sync::Semaphore::new(max_concurrent));
         let router = router_with(Arc::clone(&server), Arc::clone(&turns));
-        Connections(Arc::new(Routes {
-            server,
-            router,
-            turns,
-            check: metrics::endpoint("POST", Some("/v1/check")),
-        }))
+        Connections(
+            Arc::new(Routes {
+                server,
+                router,
+                turns,
+                check: metrics::endpoint("POST", Some("/v1/check")),
+            }),
+            Arc::new(Pace::new()),
+        )
+    }
+
+    /// The service of a connection accepted now.
+    fn of_connection(&self) -> Connections {
+        Connections(Arc::clone(&self.0), Arc::new(Pace::new()))
     }
 
     /// `POST /v1/check` as the router answers it, with what its layers do
@@ -388,20 +545,34 @@ impl Connections {
     /// router's boxed layers and services cost about as much as the rest
     /// of a single document's check (docs/BENCHMARKS.md, "`POST /v1/check`
     /// before the router").
-    async fn check(self, req: hyper::Request<hyper::body::Incoming>) -> Response {
+    async fn check(self, req: hyper::Request<hyper::body::Incoming>) -> hyper::Response<Reply> {
         let routes = &*self.0;
         let server = &routes.server;
         let start = Instant::now();
         tracing::debug!(method = %req.method(), uri = %req.uri(), "request started");
-        let (parts, body) = req.into_parts();
+        let (mut parts, body) = req.into_parts();
         let response = match refusal(server, &parts.headers, Some("/v1/check")) {
-            Some(refused) => refused,
+            Some(refused) => refused.map(Reply::Routed),
             None => {
                 // The semaphore is never closed.
                 let _turn = routes.turns.acquire().await.ok();
-                handlers::check_request(server, &parts.headers, body)
-                    .await
-                    .unwrap_or_else(IntoResponse::into_response)
+                match handlers::check_request(server, &parts.headers, body).await {
+                    Ok(answer) => {
+                        // The request's header map, emptied, holds the
+                        // answer's: no allocation (hyper keeps the answer's,
+                        // emptied, for the connection's next request).
+                        let mut headers = std::mem::take(&mut parts.headers);
+                        headers.clear();
+                        headers.insert(
+                            axum::http::header::CONTENT_TYPE,
+                            HeaderValue::from_static("application/json"),
+                        );
+                        let mut response = hyper::Response::new(Reply::Answer(Some(answer)));
+                        *response.headers_mut() = headers;
+                        response
+                    }
+                    Err(e) => e.into_response().map(Reply::Routed),
+                }
             }
         };
         server
@@ -412,18 +583,28 @@ impl Connections {
 }
 
 impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Connections {
-    type Response = Response;
+    type Response = hyper::Response<Reply>;
     type Error = std::convert::Infallible;
     type Future = Answer;
 
     fn call(&self, req: hyper::Request<hyper::body::Incoming>) -> Answer {
+        let serving = Serving::new(&self.1);
         if req.method() == axum::http::Method::POST && req.uri().path() == "/v1/check" {
             let this = self.clone();
-            Box::pin(async move { Ok(this.check(req).await) })
+            Box::pin(async move {
+                let answer = this.check(req).await;
+                drop(serving);
+                Ok(answer)
+            })
         } else {
             // The router is always ready.
             let mut router = self.0.router.clone();
-            Box::pin(tower::Service::call(&mut router, req))
+            let routed = tower::Service::call(&mut router, req);
+            Box::pin(async move {
+                let answer = routed.await.map(|r| r.map(Reply::Routed));
+                drop(serving);
+                answer
+            })
         }
     }
 }
@@ -532,6 +713,8 @@ struct Stalling {
     stall: Duration,
     /// Since when writes wait for the client.
     waiting: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    /// The connection's writes, noted for its header timeout.
+    pace: Arc<Pace>,
 }
 
 impl tokio::io::AsyncRead for Stalling {
@@ -554,10 +737,18 @@ impl tokio::io::AsyncWrite for Stalling {
         let this = self.get_mut();
         match std::pin::Pin::new(&mut this.stream).poll_write(cx, buf) {
             Poll::Ready(written) => {
-                this.waiting = None;
+                if this.waiting.take().is_some() {
+                    this.pace
+                        .stalled
+                        .store(false, std::sync::atomic::Ordering::Relaxed);
+                }
+                this.pace.wrote();
                 Poll::Ready(written)
             }
             Poll::Pending => {
+                this.pace
+                    .stalled
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
                 let stall = this.stall;
                 let waiting = this
                     .waiting
@@ -629,7 +820,7 @@ async fn serve(
     args: &Args,
     listener: std::net::TcpListener,
 ) -> Result<(), CliError> {
-    use hyper_util::rt::{TokioIo, TokioTimer};
+    use hyper_util::rt::TokioIo;
 
     let listener = tokio::net::TcpListener::from_std(listener)
         .map_err(|e| CliError::Failure(format!("cannot listen on {}: {e}", args.listen)))?;
@@ -652,8 +843,9 @@ async fn serve(
     let max_concurrent = usize::try_from(args.max_concurrent_requests).unwrap_or(usize::MAX);
     let app = Connections::new(Arc::clone(&server), max_concurrent);
     let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(args.header_timeout));
+    // `--header-timeout` is kept by each connection's task ([`Pace`]).
+    http.header_read_timeout(None);
+    let header_timeout = Duration::from_secs(args.header_timeout);
     let connections = Arc::new(tokio::sync::Semaphore::new(max_connections));
     let refusing = Arc::new(tokio::sync::Semaphore::new(REFUSING));
     // Every connection's task holds a receiver: `open.closed()` resolves
@@ -689,21 +881,39 @@ async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
+        let service = app.of_connection();
+        let pace = Arc::clone(&service.1);
         let stream = Stalling {
             stream,
             stall: Duration::from_secs(args.body_timeout),
             waiting: None,
+            pace: Arc::clone(&pace),
         };
-        let connection = http.serve_connection(TokioIo::new(stream), app.clone());
+        let connection = http.serve_connection(TokioIo::new(stream), service);
         let mut stopping = stopping.clone();
         let open = open.subscribe();
         tokio::spawn(async move {
             let mut connection = std::pin::pin!(connection);
-            tokio::select! {
-                _ = connection.as_mut() => {}
-                () = async { let _ = stopping.wait_for(|&s| s).await; } => {
-                    connection.as_mut().graceful_shutdown();
-                    let _ = connection.await;
+            // One timer for the connection's life: when it fires, the
+            // head it waits for is overdue (the connection is closed) or
+            // it is set again for when it will be.
+            let mut head = std::pin::pin!(tokio::time::sleep(header_timeout));
+            let mut stopped = false;
+            loop {
+                tokio::select! {
+                    _ = connection.as_mut() => break,
+                    () = async { let _ = stopping.wait_for(|&s| s).await; }, if !stopped => {
+                        stopped = true;
+                        connection.as_mut().graceful_shutdown();
+                    }
+                    () = head.as_mut() => {
+                        let now = tokio::time::Instant::now();
+                        match pace.head_due(now.into_std(), header_timeout) {
+                            Some(due) => head.as_mut().reset(due.into()),
+                            // Dropping the connection closes it.
+                            None => break,
+                        }
+                    }
                 }
             }
             drop(permit);
