@@ -1,7 +1,8 @@
 //! Operator mistakes and a full disk at the library level: a directory
 //! without a manifest, a directory that is not an index, `Index::repair`
-//! after a merge's inputs were left behind, and `ENOSPC` while a writer
-//! opens (docs/RELIABILITY.md, "Hostile input and operator mistakes").
+//! after a merge's inputs were left behind, `ENOSPC` while a writer opens,
+//! and the directory removed under a writer (docs/RELIABILITY.md, "Hostile
+//! input and operator mistakes").
 
 mod common;
 
@@ -244,4 +245,30 @@ fn no_space_while_a_writer_opens_leaves_no_file_behind_and_loses_nothing() {
         assert_holds(&index, &model);
     }
     assert!(failed > 0, "no step of the open failed");
+}
+
+/// The index's directory removed under an open writer: a synced write, a
+/// sync and `writable()` each fail naming the WAL that was being written
+/// (its path, built only for the error), and the write is not acknowledged.
+#[test]
+fn writes_into_a_removed_directory_fail_naming_the_wal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("index");
+    let index = Index::open(&dir, options().durability(Durability::Sync)).unwrap();
+    index.insert(1, CENTRES[0]).unwrap();
+    let wal = names(&dir)
+        .into_iter()
+        .find(|n| n.ends_with(".wal"))
+        .expect("a WAL");
+    fs::remove_dir_all(&dir).unwrap();
+    let names_the_wal = |e: &Error, op: &str| match e {
+        Error::Io { path, op: o, .. } => {
+            assert_eq!(path, &dir.join(&wal), "{e}");
+            assert_eq!(*o, op, "{e}");
+            assert!(e.to_string().contains("has been deleted"), "{e}");
+        }
+        other => panic!("expected Error::Io naming {wal}, got {other:?}"),
+    };
+    names_the_wal(&index.writable().unwrap_err(), "stat");
+    names_the_wal(&index.insert(2, CENTRES[1]).unwrap_err(), "sync");
 }

@@ -583,8 +583,7 @@ impl Index {
             let result = frozen_wal.sync().map_err(io_error(&path, "sync"));
             self.core.poison_on_error(result)?;
         }
-        let path = self.wal_path(w);
-        let result = w.sync_wal(&path);
+        let result = w.sync_wal(&self.core.dir);
         self.core.poison_on_error(result)
     }
 

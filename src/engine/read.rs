@@ -352,7 +352,7 @@ impl Index {
             && matches!(w.wal.linked(), Ok(false))
         {
             return Err(crate::Error::Io {
-                path: self.wal_path(w),
+                path: w.path(&self.core.dir),
                 op: "stat",
                 source: std::io::Error::new(
                     std::io::ErrorKind::NotFound,

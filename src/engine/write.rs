@@ -32,16 +32,25 @@ pub(super) struct Writer {
 }
 
 impl Writer {
-    /// Syncs the WAL at `path`; fails if it no longer has a name (the
-    /// index's directory removed under the writer): a write logged there
-    /// would not survive the process, so it must not be acknowledged as
-    /// durable.
-    pub(super) fn sync_wal(&mut self, path: &Path) -> Result<()> {
-        self.wal.sync().map_err(io_error(path, "sync"))?;
+    /// The path of the WAL being written, in the index's directory `dir`:
+    /// made only to name a failure (a `format!` and a `PathBuf` per write
+    /// otherwise).
+    pub(super) fn path(&self, dir: &Path) -> PathBuf {
+        dir.join(FileKind::Wal.file_name(self.wal_id))
+    }
+
+    /// Syncs the WAL being written, in the index's directory `dir`; fails
+    /// if it no longer has a name (the index's directory removed under the
+    /// writer): a write logged there would not survive the process, so it
+    /// must not be acknowledged as durable.
+    pub(super) fn sync_wal(&mut self, dir: &Path) -> Result<()> {
+        if let Err(e) = self.wal.sync() {
+            return Err(io_error(&self.path(dir), "sync")(e));
+        }
         match self.wal.linked() {
             Ok(true) => Ok(()),
             Ok(false) => Err(Error::Io {
-                path: path.to_path_buf(),
+                path: self.path(dir),
                 op: "sync",
                 source: std::io::Error::new(
                     std::io::ErrorKind::NotFound,
@@ -49,27 +58,28 @@ impl Writer {
                      while open?): writes logged in it will not survive the process",
                 ),
             }),
-            Err(e) => Err(io_error(path, "sync")(e)),
+            Err(e) => Err(io_error(&self.path(dir), "sync")(e)),
         }
     }
 
-    /// Appends `frame`, the encoding of `records`, to the WAL at `path` (and
-    /// syncs it with [`Durability::Sync`]); then the next sequence number
-    /// follows the records'. Refuses, writing nothing, a frame whose first
-    /// record does not follow the last one logged.
+    /// Appends `frame`, the encoding of `records`, to the WAL being written
+    /// in the index's directory `dir` (and syncs it with
+    /// [`Durability::Sync`]); then the next sequence number follows the
+    /// records'. Refuses, writing nothing, a frame whose first record does
+    /// not follow the last one logged.
     fn append(
         &mut self,
         frame: &[u8],
         records: &[Record],
         durability: Durability,
-        path: &Path,
+        dir: &Path,
     ) -> Result<()> {
         let first = records.first().map(Record::seq);
         let last = records.last().map(Record::seq);
         let contiguous = records.windows(2).all(|w| w[0].seq() + 1 == w[1].seq());
         if first != Some(self.next_seq) || !contiguous {
             return Err(Error::Io {
-                path: path.to_path_buf(),
+                path: self.path(dir),
                 op: "write",
                 source: std::io::Error::other(format!(
                     "a frame of sequence numbers {first:?}..={last:?} would not continue the \
@@ -78,9 +88,11 @@ impl Writer {
                 )),
             });
         }
-        self.wal.write_all(frame).map_err(io_error(path, "write"))?;
+        if let Err(e) = self.wal.write_all(frame) {
+            return Err(io_error(&self.path(dir), "write")(e));
+        }
         if durability == Durability::Sync {
-            self.sync_wal(path)?;
+            self.sync_wal(dir)?;
         }
         self.next_seq = last.map_or(self.next_seq, |seq| seq + 1);
         Ok(())
@@ -95,10 +107,6 @@ impl Index {
         let guard = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
         self.core.check_poisoned()?;
         Ok(guard)
-    }
-
-    pub(super) fn wal_path(&self, writer: &Writer) -> PathBuf {
-        self.core.dir.join(FileKind::Wal.file_name(writer.wal_id))
     }
 
     /// Logs `records` (assigning their sequence numbers), then applies them.
@@ -127,8 +135,7 @@ impl Index {
             }
         }
         let frame = encode_frame(&records).map_err(|e| Error::InvalidArgument(e.to_string()))?;
-        let path = self.wal_path(w);
-        let logged = w.append(&frame, &records, self.durability, &path);
+        let logged = w.append(&frame, &records, self.durability, &self.core.dir);
         self.core.poison_on_error(logged)?;
         self.core.hooks.pause(Point::WriteLogged);
         let full = {
