@@ -15,6 +15,10 @@
 //! harness's). `PHASES=inproc,t1,t16,t64,b1,b4,e16,e64` runs only the
 //! phases named (`t`: a thread per connection; `b`: 1,000 documents per
 //! request; `e`: one client thread's event loop; the number: connections);
+//! `many`, which only runs when named, runs `Index::insert_if_new_many` of
+//! 1,000 alone on the preloaded index, before any other phase (`inproc`'s
+//! own `insert_if_new_many` phase comes after three phases that insert
+//! too: both print the documents indexed at their start and end);
 //! `floor`, which only runs when named, drives the same clients against
 //! four trivial HTTP servers of this harness instead (`--floor-server`):
 //! what a request costs the kernel, tokio and hyper before any of
@@ -198,11 +202,19 @@ fn in_process(dir: &Path, phase: u64, threads: u64, batch: u64, seconds: f64) ->
     figures
 }
 
+/// The documents `index` holds (fresh ids: no version replaced).
+fn indexed(index: &Index) -> u64 {
+    let stats = index.stats();
+    stats.segment_docs + stats.memtable_docs as u64 + stats.flushing_docs as u64
+}
+
 /// One `Index::insert_if_new_many` call per `batch` documents: what
-/// `POST /v1/check` does per request.
-fn in_process_many(dir: &Path, phase: u64, batch: u64, seconds: f64) -> Figures {
+/// `POST /v1/check` does per request. Also returns the documents indexed
+/// at the phase's start and end (every check inserts).
+fn in_process_many(dir: &Path, phase: u64, batch: u64, seconds: f64) -> (Figures, [u64; 2]) {
     let index = Index::open(dir, options()).expect("open");
     let k = index.plan().k();
+    let start = indexed(&index);
     let figures = run_phase(1, seconds, |t, stop| {
         let mut lat = Vec::new();
         let mut i = 0;
@@ -224,8 +236,9 @@ fn in_process_many(dir: &Path, phase: u64, batch: u64, seconds: f64) -> Figures 
         }
         (i, requests, lat, 0)
     });
+    let end = indexed(&index);
     drop(index);
-    figures
+    (figures, [start, end])
 }
 
 fn over_http(addr: SocketAddr, phase: u64, threads: u64, batch: u64, seconds: f64) -> Figures {
@@ -665,11 +678,12 @@ fn content_length(head: &[u8]) -> usize {
 }
 
 /// Whether phase `name` runs: all of them, or those `PHASES` lists
-/// (comma-separated; `floor`: the floor servers' phases, off by default).
+/// (comma-separated; `floor`, the floor servers' phases, and `many` are off
+/// by default).
 fn runs(name: &str) -> bool {
     match std::env::var("PHASES") {
         Ok(list) => list.split(',').any(|p| p.trim() == name),
-        Err(_) => name != "floor",
+        Err(_) => name != "floor" && name != "many",
     }
 }
 
@@ -709,6 +723,21 @@ fn main() {
         index.flush().expect("flush");
     }
 
+    let print_many = |figures: Figures, [start, end]: [u64; 2], label: &str| {
+        figures.print(label, None);
+        println!("  (documents indexed: {start} at the phase's start, {end} at its end)");
+    };
+    if runs("many") {
+        println!(
+            "-- in process, Index::insert_if_new_many alone, on the preloaded index (before any other phase)"
+        );
+        let (figures, indexed) = in_process_many(&dir, 12, 1000, seconds);
+        print_many(
+            figures,
+            indexed,
+            "in-process, 1 thread, insert_if_new_many of 1,000, alone",
+        );
+    }
     if runs("inproc") {
         println!("-- in process (Index::insert_if_new called directly; the baseline)");
         let base1 = in_process(&dir, 1, 1, 1, seconds);
@@ -717,8 +746,12 @@ fn main() {
         base16.print("in-process, 16 threads, 1 doc per call", None);
         let base_batch = in_process(&dir, 3, 1, 1000, seconds);
         base_batch.print("in-process, 1 thread, loop of 1,000 docs", None);
-        let base_many = in_process_many(&dir, 9, 1000, seconds);
-        base_many.print("in-process, 1 thread, insert_if_new_many of 1,000", None);
+        let (base_many, indexed) = in_process_many(&dir, 9, 1000, seconds);
+        print_many(
+            base_many,
+            indexed,
+            "in-process, 1 thread, insert_if_new_many of 1,000",
+        );
     }
 
     // The phases over HTTP: (name, phase, connections, documents per
