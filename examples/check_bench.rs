@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo run --release --example check_bench -- [--preload 1000000] [--checks 3000000]
-//!     [--batch 1000] [--fan-in 3] [--memtable-mib 32] [--compact] [--flush-thread on|off]
+//!     [--batch 1000] [--fan-in 3] [--memtable-mib M] [--compact] [--flush-thread on|off]
 //! ```
 //!
 //! Preloads `--preload` random fingerprints (splitmix64) into a fresh index
@@ -35,7 +35,11 @@ fn main() {
     let checks = arg("--checks", 3_000_000);
     let batch = arg("--batch", 1000).max(1);
     let fan_in = arg("--fan-in", 3) as usize;
-    let memtable_mib = arg("--memtable-mib", 32) as usize;
+    // The default: `Options::memtable_bytes`'s.
+    let memtable_mib = arg(
+        "--memtable-mib",
+        (Options::default().memtable_bytes >> 20) as u64,
+    ) as usize;
     let compact = std::env::args().any(|a| a == "--compact");
     let flush_thread = std::env::args()
         .skip_while(|a| a != "--flush-thread")

@@ -215,7 +215,7 @@ fn merges_between_plans_keep_every_answer() {
 }
 
 /// The default setting end to end: flushes of 250,000 documents (under the
-/// default memtable budget of about 270,000) get 4
+/// default memtable budget of about 400,000) get 4
 /// tables, and their merge, over a million fingerprints, keeps 4 flat
 /// tables (a probe compares about 16 keys); with Rice-coded tables it gets
 /// the index's 10.

@@ -337,7 +337,7 @@ impl PyIndex {
     /// survives the process being killed; "sync": it also survives power
     /// loss, each write or batch is synced), memtable_bytes (documents
     /// are written to a new segment when the in-memory table holds about
-    /// this many bytes; default 32 MiB) and merge_fan_in (segments of one
+    /// this many bytes; default 48 MiB) and merge_fan_in (segments of one
     /// size merged together at a time, 2 to 64; default 16, which suits
     /// bulk loading: every query, and so every check, searches every
     /// segment, and an index that mostly checks is faster at 3).

@@ -48,7 +48,8 @@ pub struct Options {
     /// compaction). Recorded in the index; `None` keeps everything.
     pub retention: Option<Duration>,
     /// The memtable is flushed to a segment when it holds about this many
-    /// bytes. Default 32 MiB: 250,000 to 280,000 documents without names.
+    /// bytes. Default 48 MiB: 375,000 to 420,000 documents without names
+    /// (docs/ARCHITECTURE.md, "The memtable's default budget: 48 MiB").
     /// After its first flush an index keeps the flushed memtable's memory,
     /// emptied, for the next one, and its flush's sort buffers (about 80
     /// bytes per document): up to about three times this much in all,
@@ -183,7 +184,7 @@ impl Default for Options {
             fingerprint: None,
             durability: Durability::Buffered,
             retention: None,
-            memtable_bytes: 32 << 20,
+            memtable_bytes: 48 << 20,
             file_system: None,
             merge_policy: Some(Arc::new(TieredMergePolicy::default())),
             merge_thread: true,
