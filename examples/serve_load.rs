@@ -210,8 +210,10 @@ fn indexed(index: &Index) -> u64 {
 
 /// One `Index::insert_if_new_many` call per `batch` documents: what
 /// `POST /v1/check` does per request. Also returns the documents indexed
-/// at the phase's start and end (every check inserts).
-fn in_process_many(dir: &Path, phase: u64, batch: u64, seconds: f64) -> (Figures, [u64; 2]) {
+/// at the phase's start and end (every check inserts), and the flushes and
+/// merges the phase's index made (counted from its open, before the close
+/// waits for the last merge).
+fn in_process_many(dir: &Path, phase: u64, batch: u64, seconds: f64) -> (Figures, [u64; 4]) {
     let index = Index::open(dir, options()).expect("open");
     let k = index.plan().k();
     let start = indexed(&index);
@@ -237,8 +239,9 @@ fn in_process_many(dir: &Path, phase: u64, batch: u64, seconds: f64) -> (Figures
         (i, requests, lat, 0)
     });
     let end = indexed(&index);
+    let stats = index.stats();
     drop(index);
-    (figures, [start, end])
+    (figures, [start, end, stats.flushes, stats.merges])
 }
 
 fn over_http(addr: SocketAddr, phase: u64, threads: u64, batch: u64, seconds: f64) -> Figures {
@@ -723,9 +726,11 @@ fn main() {
         index.flush().expect("flush");
     }
 
-    let print_many = |figures: Figures, [start, end]: [u64; 2], label: &str| {
+    let print_many = |figures: Figures, [start, end, flushes, merges]: [u64; 4], label: &str| {
         figures.print(label, None);
-        println!("  (documents indexed: {start} at the phase's start, {end} at its end)");
+        println!(
+            "  (documents indexed: {start} at the phase's start, {end} at its end; {flushes} flushes, {merges} merges done in the phase)"
+        );
     };
     if runs("many") {
         println!(
