@@ -20,6 +20,24 @@ fn options(plan: &Plan, budget: Option<u64>) -> Options {
     }
 }
 
+/// Writes documents `0..n` of random fingerprints into `index` and
+/// `model`, one insert each (the small memtable then flushes often), named
+/// by `name`.
+fn write_one_by_one(
+    index: &Index,
+    model: &mut Model,
+    rng: &mut Rng,
+    n: u64,
+    name: impl Fn(u64) -> Option<String>,
+) {
+    for id in 0..n {
+        let fp = rng.fingerprint();
+        let name = name(id);
+        index.insert_batch([(id, fp, name.clone())]).unwrap();
+        model.insert(id, (fp, name));
+    }
+}
+
 /// Queries near every centre and at random, at every distance the plan
 /// answers, against the model.
 fn check(index: &Index, model: &Model, plan: &Plan, rng: &mut Rng, what: &str) {
@@ -47,12 +65,9 @@ fn an_index_over_its_memory_budget_answers_as_brute_force_does() {
         {
             // One byte: no segment fits, so none is prefaulted whole.
             let index = Index::open(&path, options(&plan, Some(1))).unwrap();
-            for id in 0..4000u64 {
-                let fp = rng.fingerprint();
-                let name = (id % 3 == 0).then(|| format!("doc-{id}"));
-                index.insert_batch([(id, fp, name.clone())]).unwrap();
-                model.insert(id, (fp, name));
-            }
+            write_one_by_one(&index, &mut model, &mut rng, 4000, |id| {
+                (id % 3 == 0).then(|| format!("doc-{id}"))
+            });
             for id in (0..4000u64).step_by(7) {
                 index.delete(id).unwrap();
                 model.remove(&id);
@@ -115,11 +130,7 @@ fn segments_over_the_memory_budget_are_rice_coded_and_others_flat() {
         let mut rng = Rng(9);
         let mut model = Model::new();
         let index = Index::open(dir.path(), options(&plan, budget)).unwrap();
-        for id in 0..3000u64 {
-            let fp = rng.fingerprint();
-            index.insert_batch([(id, fp, None::<String>)]).unwrap();
-            model.insert(id, (fp, None));
-        }
+        write_one_by_one(&index, &mut model, &mut rng, 3000, |_| None);
         index.flush().unwrap();
         assert_eq!(tables_are_flat(dir.path()), flat, "budget {budget:?}");
         check(&index, &model, &plan, &mut rng, "flushed");
@@ -146,11 +157,7 @@ fn the_open_reads_flat_tables_whole_only_within_the_memory_budget() {
     let mut rng = Rng(17);
     let mut model = Model::new();
     let index = Index::open(dir.path(), options(&plan, None)).unwrap();
-    for id in 0..3000u64 {
-        let fp = rng.fingerprint();
-        index.insert_batch([(id, fp, None::<String>)]).unwrap();
-        model.insert(id, (fp, None));
-    }
+    write_one_by_one(&index, &mut model, &mut rng, 3000, |_| None);
     index.flush().unwrap();
     drop(index);
     assert!(tables_are_flat(dir.path()));
@@ -195,12 +202,9 @@ fn an_index_over_its_budget_answers_as_brute_force_does_once_its_block_indexes_a
     let mut rng = Rng(23);
     let mut model = Model::new();
     let index = Index::open(dir.path(), options(&plan, Some(1))).unwrap();
-    for id in 0..6000u64 {
-        let fp = rng.fingerprint();
-        let name = (id % 5 == 0).then(|| format!("doc-{id}"));
-        index.insert_batch([(id, fp, name.clone())]).unwrap();
-        model.insert(id, (fp, name));
-    }
+    write_one_by_one(&index, &mut model, &mut rng, 6000, |id| {
+        (id % 5 == 0).then(|| format!("doc-{id}"))
+    });
     index.compact().unwrap();
     assert_eq!(index.stats().segments, 1);
     drop(index);
@@ -236,11 +240,7 @@ fn a_damaged_doc_map_block_of_a_segment_over_the_budget_is_reported_not_answered
     let mut rng = Rng(29);
     let mut model = Model::new();
     let index = Index::open(dir.path(), options(&plan, Some(1))).unwrap();
-    for id in 0..3000u64 {
-        let fp = rng.fingerprint();
-        index.insert_batch([(id, fp, None::<String>)]).unwrap();
-        model.insert(id, (fp, None));
-    }
+    write_one_by_one(&index, &mut model, &mut rng, 3000, |_| None);
     index.compact().unwrap();
     drop(index);
     let ids = std::fs::read_dir(dir.path())

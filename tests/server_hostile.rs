@@ -44,6 +44,22 @@ fn error_code(reply: &Reply, status: u16) -> String {
     body["error"]["code"].as_str().expect("code").to_string()
 }
 
+/// Writes 400 documents at fingerprint 42 with names of 60 KB: a query of
+/// 42 with a limit of 400 has an answer of 24 MB, more than the sockets'
+/// buffers hold.
+fn write_large_answer(client: &mut Client) {
+    for part in 0..4u64 {
+        let docs: Vec<Value> = (0..100u64)
+            .map(|i| {
+                let mut name = format!("{part}/{i}/");
+                name.push_str(&"n".repeat(60_000));
+                json!({"id": part * 100 + i, "fingerprint": 42, "name": name})
+            })
+            .collect();
+        ok_json(post(client, "/v1/documents", &json!({ "documents": docs })));
+    }
+}
+
 /// A server on a new index in a temporary directory (removed when the
 /// first value is dropped), and the index's path.
 fn start(extra: &[&str]) -> (tempfile::TempDir, std::path::PathBuf, Server) {
@@ -342,23 +358,8 @@ fn a_request_longer_than_the_header_timeout_is_answered() {
 #[test]
 fn an_answer_taken_after_a_pause_longer_than_the_header_timeout_is_sent_whole() {
     let (_dir, _db, server) = start(&["--header-timeout", "1", "--body-timeout", "30"]);
-    // 400 documents at one fingerprint with names of 60 KB: an answer of
-    // 24 MB, more than the sockets' buffers hold.
     let mut client = server.client();
-    for part in 0..4u64 {
-        let docs: Vec<Value> = (0..100u64)
-            .map(|i| {
-                let mut name = format!("{part}/{i}/");
-                name.push_str(&"n".repeat(60_000));
-                json!({"id": part * 100 + i, "fingerprint": 42, "name": name})
-            })
-            .collect();
-        ok_json(post(
-            &mut client,
-            "/v1/documents",
-            &json!({ "documents": docs }),
-        ));
-    }
+    write_large_answer(&mut client);
     let body = json!({"fingerprint": 42, "limit": 400}).to_string();
     client
         .send_head("POST", "/v1/query", Some("application/json"), body.len())
@@ -742,23 +743,8 @@ fn serve_binds_before_it_creates_the_index_directory() {
 #[test]
 fn a_client_that_stops_reading_its_answer_is_let_go() {
     let (_dir, _db, server) = start(&["--max-connections", "2", "--body-timeout", "1"]);
-    // 400 documents at one fingerprint with names of 60 KB: a query's
-    // answer of 24 MB, more than the sockets' buffers hold.
     let mut loader = server.client();
-    for part in 0..4u64 {
-        let docs: Vec<Value> = (0..100u64)
-            .map(|i| {
-                let mut name = format!("{part}/{i}/");
-                name.push_str(&"n".repeat(60_000));
-                json!({"id": part * 100 + i, "fingerprint": 42, "name": name})
-            })
-            .collect();
-        ok_json(post(
-            &mut loader,
-            "/v1/documents",
-            &json!({ "documents": docs }),
-        ));
-    }
+    write_large_answer(&mut loader);
     // A client asks for them all and reads nothing.
     let mut stalled = server.client();
     let body = json!({"fingerprint": 42, "limit": 400}).to_string();

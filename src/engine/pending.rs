@@ -150,6 +150,14 @@ mod tests {
         *state
     }
 
+    /// The positions of `members` within `k` of `fp`, in order: the brute
+    /// force the tests compare with.
+    fn within(members: &[u64], fp: u64, k: u32) -> Vec<usize> {
+        (0..members.len())
+            .filter(|&p| (members[p] ^ fp).count_ones() <= k)
+            .collect()
+    }
+
     /// A batch of a few documents, its blocks never laid out: the members
     /// within k found by comparing with each, against brute force.
     #[test]
@@ -164,12 +172,7 @@ mod tests {
                 // every second.
                 let fp = base ^ ((1u64 << (position / 2)) - 1);
                 let got = pending.matching(fp);
-                let want: Vec<usize> = members
-                    .iter()
-                    .enumerate()
-                    .filter(|&(_, &m): &(usize, &u64)| (m ^ fp).count_ones() <= k)
-                    .map(|(p, _)| p)
-                    .collect();
+                let want = within(&members, fp, k);
                 assert_eq!(got, want, "k {k}, position {position}");
                 found += got.len();
                 pending.insert(position, fp);
@@ -201,12 +204,7 @@ mod tests {
                 let fp = near(&mut state);
                 let mut got = pending.matching(fp);
                 got.sort_unstable();
-                let want: Vec<usize> = members
-                    .iter()
-                    .enumerate()
-                    .filter(|&(_, &m): &(usize, &u64)| (m ^ fp).count_ones() <= k)
-                    .map(|(p, _)| p)
-                    .collect();
+                let want = within(&members, fp, k);
                 assert_eq!(got, want, "k {k}, position {position}");
                 pending.insert(position, fp);
                 members.push(fp);

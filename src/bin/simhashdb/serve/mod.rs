@@ -518,24 +518,23 @@ impl hyper::body::Body for Reply {
     }
 }
 
-impl Connections {
-    fn new(server: Arc<Server>, max_concurrent: usize) -> Connections {
+impl Routes {
+    fn new(server: Arc<Server>, max_concurrent: usize) -> Arc<Routes> {
         let turns = Arc::new(tokio::sync::Semaphore::new(max_concurrent));
         let router = router_with(Arc::clone(&server), Arc::clone(&turns));
-        Connections(
-            Arc::new(Routes {
-                server,
-                router,
-                turns,
-                check: metrics::endpoint("POST", Some("/v1/check")),
-            }),
-            Arc::new(Pace::new()),
-        )
+        Arc::new(Routes {
+            server,
+            router,
+            turns,
+            check: metrics::endpoint("POST", Some("/v1/check")),
+        })
     }
+}
 
+impl Connections {
     /// The service of a connection accepted now.
-    fn of_connection(&self) -> Connections {
-        Connections(Arc::clone(&self.0), Arc::new(Pace::new()))
+    fn of_connection(routes: &Arc<Routes>) -> Connections {
+        Connections(Arc::clone(routes), Arc::new(Pace::new()))
     }
 
     /// `POST /v1/check` as the router answers it, with what its layers do
@@ -841,7 +840,7 @@ async fn serve(
     tracing::info!(%addr, db = %args.db.db.display(), "serving");
     let max_connections = connection_limit(args.max_connections, open_file_limit());
     let max_concurrent = usize::try_from(args.max_concurrent_requests).unwrap_or(usize::MAX);
-    let app = Connections::new(Arc::clone(&server), max_concurrent);
+    let routes = Routes::new(Arc::clone(&server), max_concurrent);
     let mut http = hyper::server::conn::http1::Builder::new();
     // `--header-timeout` is kept by each connection's task ([`Pace`]).
     http.header_read_timeout(None);
@@ -881,7 +880,7 @@ async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let service = app.of_connection();
+        let service = Connections::of_connection(&routes);
         let pace = Arc::clone(&service.1);
         let stream = Stalling {
             stream,
