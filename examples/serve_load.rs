@@ -509,10 +509,14 @@ const FLOOR_BODY: &[u8] =
 /// `4`: the same without hyper's header-read timeout (`serve`'s
 /// `--header-timeout`), which arms a timer for every request.
 fn floor_server(variant: u64) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let runtime = if variant == 5 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    }
+    .enable_all()
+    .build()
+    .expect("runtime");
     runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -811,7 +815,13 @@ fn main() {
             (2, "hyper + axum, one route"),
             (3, "hyper, a function"),
             (4, "hyper, a function, no header timer"),
+            (5, "hyper, a function, no header timer, one thread"),
         ] {
+            if std::env::var("FLOORS")
+                .is_ok_and(|f| !f.split(',').any(|v| v == variant.to_string()))
+            {
+                continue;
+            }
             let server = start_floor_server(variant);
             let pid = server.child.id();
             SERVERS.lock().expect("servers").push((pid, server.addr));

@@ -44,9 +44,21 @@ fn sets() -> Vec<Vec<(u64, u64)>> {
 
 #[test]
 fn concurrent_checks_keep_exactly_one_document_per_near_duplicate_set() {
+    one_document_per_near_duplicate_set(&[]);
+}
+
+/// The same with three threads serving connections (`--threads`; one on a
+/// two-core machine by default): each thread's checks are answered in
+/// rounds of their own, and the library orders the rounds of all three.
+#[test]
+fn concurrent_checks_on_three_threads_keep_exactly_one_document_per_set() {
+    one_document_per_near_duplicate_set(&["--threads", "3"]);
+}
+
+fn one_document_per_near_duplicate_set(extra: &[&str]) {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("index");
-    let mut server = Server::start(&db, &[]);
+    let mut server = Server::start(&db, extra);
     let sets = sets();
     let set_of: BTreeMap<u64, usize> = sets
         .iter()
@@ -173,10 +185,20 @@ fn concurrent_checks_keep_exactly_one_document_per_near_duplicate_set() {
 /// is a duplicate naming it, at its true distance.
 #[test]
 fn concurrent_single_document_checks_answer_as_one_at_a_time() {
+    single_document_checks_answer_as_one_at_a_time(&[]);
+}
+
+/// The same with three threads serving the 16 connections.
+#[test]
+fn concurrent_single_document_checks_on_three_threads_answer_as_one_at_a_time() {
+    single_document_checks_answer_as_one_at_a_time(&["--threads", "3"]);
+}
+
+fn single_document_checks_answer_as_one_at_a_time(extra: &[&str]) {
     const SINGLE_CLIENTS: u64 = 16;
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("index");
-    let mut server = Server::start(&db, &[]);
+    let mut server = Server::start(&db, extra);
     let bases: Vec<u64> = sets().iter().map(|members| members[0].1).collect();
     // Client `c` sends its own member of every set: the base with bit
     // `c % 6` flipped (client 0..5 twice over), ids distinct per client.

@@ -299,3 +299,61 @@ fn the_merge_fan_in_decides_when_segments_merge() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--merge-fan-in"));
     assert!(!dir.path().join("index").exists());
 }
+
+/// `--threads` sets the threads that serve connections: with two, requests
+/// on several connections are answered and the server stops cleanly; none
+/// is refused before anything is opened.
+#[test]
+fn threads_serve_connections_and_zero_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("index");
+    let mut server = Server::start(&db, &["--threads", "2"]);
+    // Far from each other (about 32 bits apart).
+    let fp = |id: u64| id.wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    // Four connections, two per thread, each kept open over its requests.
+    let mut clients: Vec<_> = (0..4).map(|_| server.client()).collect();
+    for round in 0..3u64 {
+        for (c, client) in clients.iter_mut().enumerate() {
+            let id = round * 10 + c as u64;
+            let body = serde_json::json!({"documents": [{"id": id, "fingerprint": fp(id)}]});
+            let reply = client
+                .post("/v1/check", body.to_string().as_bytes())
+                .expect("check");
+            assert_eq!(reply.status, 200, "{}", reply.text());
+            assert_eq!(reply.json()["results"][0]["status"], "new");
+        }
+    }
+    // Every connection sees what the others wrote, and a check of one's
+    // document from another is a duplicate naming it.
+    for (c, client) in clients.iter_mut().enumerate() {
+        for round in 0..3u64 {
+            for other in 0..4u64 {
+                let id = round * 10 + other;
+                let doc = client.get(&format!("/v1/documents/{id}")).expect("get");
+                assert_eq!(doc.status, 200, "{}", doc.text());
+                assert_eq!(doc.json()["fingerprint"], fp(id));
+            }
+        }
+        let other = (c as u64 + 1) % 4;
+        let body = serde_json::json!({"documents": [{"id": 100 + c, "fingerprint": fp(other)}]});
+        let reply = client
+            .post("/v1/check", body.to_string().as_bytes())
+            .expect("check");
+        let result = &reply.json()["results"][0];
+        assert_eq!(result["status"], "duplicate", "{result}");
+        assert_eq!(result["match"]["id"], other, "{result}");
+    }
+    drop(clients);
+    server.signal("TERM");
+    assert_eq!(server.wait().code(), Some(0), "{}", server.stderr());
+
+    let empty = tempfile::tempdir().expect("tempdir");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_simhashdb"))
+        .args(["serve", "--threads", "0", "--db"])
+        .arg(empty.path().join("index"))
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--threads"));
+    assert!(!empty.path().join("index").exists());
+}

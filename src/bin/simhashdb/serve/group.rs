@@ -64,15 +64,43 @@ impl Queue {
     }
 }
 
-/// The checks waiting to be answered.
-#[derive(Default)]
+/// The checks waiting to be answered: a queue per thread that serves
+/// connections, so that a round holds the checks of its own thread's
+/// connections, and answering them wakes no other thread.
 pub struct CheckQueue {
-    queue: Mutex<Queue>,
+    queues: Vec<Mutex<Queue>>,
+}
+
+impl Default for CheckQueue {
+    fn default() -> CheckQueue {
+        CheckQueue::per_thread(1)
+    }
+}
+
+thread_local! {
+    /// The number of the thread serving connections that this thread is
+    /// ([`set_thread`]); 0 on any other.
+    static THREAD: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Notes that this thread serves connections as thread `i`: its checks
+/// queue in queue `i` of a [`CheckQueue`] (modulo their number).
+pub fn set_thread(i: usize) {
+    THREAD.with(|t| t.set(i));
 }
 
 impl CheckQueue {
+    /// A queue for each of `threads` threads serving connections.
+    pub fn per_thread(threads: usize) -> CheckQueue {
+        CheckQueue {
+            queues: (0..threads.max(1)).map(|_| Mutex::default()).collect(),
+        }
+    }
+
+    /// This thread's queue.
     fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
-        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+        let i = THREAD.with(std::cell::Cell::get) % self.queues.len();
+        self.queues[i].lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

@@ -108,6 +108,13 @@ pub struct Args {
     #[arg(long, default_value_t = SERVE_FAN_IN, value_name = "N",
           value_parser = clap::value_parser!(u16).range(2..=64))]
     merge_fan_in: u16,
+    /// Threads that serve connections, each connection's requests on one
+    /// of them from its accept to its close (the library's merges, flushes
+    /// and searches of large batches run on threads of their own). Default:
+    /// half the cores, at least one (docs/SERVER.md, "Threads").
+    #[arg(long, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..=1024))]
+    threads: Option<u16>,
     /// After SIGTERM or SIGINT, wait at most this many seconds for the
     /// requests in flight before closing their connections.
     #[arg(long, default_value_t = 30, value_name = "SECONDS")]
@@ -818,6 +825,7 @@ async fn serve(
     server: Arc<Server>,
     args: &Args,
     listener: std::net::TcpListener,
+    workers: &Workers,
 ) -> Result<(), CliError> {
     use hyper_util::rt::TokioIo;
 
@@ -880,18 +888,36 @@ async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
+        // Out of this thread's reactor, into that of the thread that
+        // serves it.
+        let stream = match stream.into_std() {
+            Ok(stream) => stream,
+            Err(e) => {
+                tracing::warn!("cannot hand a connection to its thread: {e}");
+                continue;
+            }
+        };
         let service = Connections::of_connection(&routes);
         let pace = Arc::clone(&service.1);
-        let stream = Stalling {
-            stream,
-            stall: Duration::from_secs(args.body_timeout),
-            waiting: None,
-            pace: Arc::clone(&pace),
-        };
-        let connection = http.serve_connection(TokioIo::new(stream), service);
+        let stall = Duration::from_secs(args.body_timeout);
+        let http = http.clone();
         let mut stopping = stopping.clone();
         let open = open.subscribe();
-        tokio::spawn(async move {
+        workers.spawn(async move {
+            let stream = match tokio::net::TcpStream::from_std(stream) {
+                Ok(stream) => stream,
+                Err(e) => {
+                    tracing::warn!("cannot serve a connection: {e}");
+                    return;
+                }
+            };
+            let stream = Stalling {
+                stream,
+                stall,
+                waiting: None,
+                pace: Arc::clone(&pace),
+            };
+            let connection = http.serve_connection(TokioIo::new(stream), service);
             let mut connection = std::pin::pin!(connection);
             // One timer for the connection's life: when it fires, the
             // head it waits for is overdue (the connection is closed) or
@@ -933,6 +959,79 @@ async fn serve(
         );
     }
     Ok(())
+}
+
+/// The threads that serve connections by default: half the cores, at
+/// least one, so that the other half is left to the library's merges,
+/// flushes and searches of large batches (and, on a small machine, to the
+/// clients). On two cores, one thread served single-document checks at 16
+/// connections 1.2 times as fast as two did, or as tokio's runtime of a
+/// worker per core (docs/BENCHMARKS.md, "A thread per core of the
+/// server's, and one of two").
+fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
+}
+
+/// The threads that serve connections: a tokio runtime of one thread each,
+/// each connection served by one of them from its accept to its close, a
+/// request's work (the library's calls included) on the thread of its
+/// connection, and the checks of each thread's connections answered
+/// together ([`group::CheckQueue`]). tokio's runtime of several workers
+/// cost a request about 2.5 µs more of the server's CPU, most of it the
+/// kernel's waking workers to take each other's tasks (docs/SERVER.md,
+/// "Threads").
+struct Workers {
+    handles: Vec<tokio::runtime::Handle>,
+    threads: Vec<(
+        std::thread::JoinHandle<()>,
+        tokio::sync::oneshot::Sender<()>,
+    )>,
+    /// The worker of the next connection: each in turn.
+    next: std::sync::atomic::AtomicUsize,
+}
+
+impl Workers {
+    /// Starts `count` workers (at least one).
+    fn start(count: usize) -> std::io::Result<Workers> {
+        let mut workers = Workers {
+            handles: Vec::new(),
+            threads: Vec::new(),
+            next: std::sync::atomic::AtomicUsize::new(0),
+        };
+        for i in 0..count.max(1) {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            workers.handles.push(runtime.handle().clone());
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let thread = std::thread::Builder::new()
+                .name(format!("simhashdb-serve-{i}"))
+                .spawn(move || {
+                    group::set_thread(i);
+                    let _ = runtime.block_on(stopped);
+                    // Closes the connections still open, and waits for the
+                    // blocking pool's work.
+                    runtime.shutdown_timeout(Duration::from_secs(3600));
+                })?;
+            workers.threads.push((thread, stop));
+        }
+        Ok(workers)
+    }
+
+    /// Runs `task` on the next worker.
+    fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        let i = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % self.handles.len();
+        drop(self.handles[i].spawn(task));
+    }
+
+    /// Stops the workers, closing the connections still open, once their
+    /// blocking work has ended.
+    fn stop(self) {
+        for (thread, stop) in self.threads {
+            let _ = stop.send(());
+            let _ = thread.join();
+        }
+    }
 }
 
 /// `serve`: binds the address (before anything is created), opens the
@@ -980,15 +1079,22 @@ pub fn run(args: &Args) -> Result<(), CliError> {
     let hosts = Hosts::new(bound, &args.allow_host);
     let mut server = Server::new(index, durability, limits, hosts, token)?;
     server.metrics_public = args.metrics_public;
+    let threads = args.threads.map_or_else(default_threads, usize::from);
+    server.checks = group::CheckQueue::per_thread(threads);
     let server = Arc::new(server);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let cannot_start = |e| CliError::Failure(format!("cannot start the server's threads: {e}"));
+    let workers = Workers::start(threads).map_err(cannot_start)?;
+    // This thread accepts the connections, and hands each to a worker.
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| CliError::Failure(format!("cannot start the server's threads: {e}")))?;
-    let served = runtime.block_on(serve(Arc::clone(&server), args, listener));
-    // Waits for work on the blocking pool that outlived its request (a
-    // client that went away mid-compaction).
-    runtime.shutdown_timeout(Duration::from_secs(3600));
+        .map_err(cannot_start)?;
+    let served = runtime.block_on(serve(Arc::clone(&server), args, listener, &workers));
+    drop(runtime);
+    // Closes the connections left past the shutdown timeout, and waits for
+    // work on the blocking pools that outlived its request (a client that
+    // went away mid-compaction).
+    workers.stop();
     let closed = close(server);
     served.and(closed)
 }
