@@ -20,9 +20,9 @@
 //! own `insert_if_new_many` phase comes after three phases that insert
 //! too: both print the documents indexed at their start and end);
 //! `floor`, which only runs when named, drives the same clients against
-//! four trivial HTTP servers of this harness instead (`--floor-server`):
-//! what a request costs the kernel, tokio and hyper before any of
-//! `serve`'s work.
+//! five trivial HTTP servers of this harness instead (`--floor-server`;
+//! `FLOORS=4,5` runs only those named): what a request costs the kernel,
+//! tokio and hyper before any of `serve`'s work.
 //!
 //! The client threads run on the same machine as the server, so on a small
 //! machine they take CPU from it: the figures are a lower bound of what the
@@ -500,14 +500,15 @@ const FLOOR_BODY: &[u8] =
 /// `--floor-server N`: a trivial HTTP server on loopback, to measure what a
 /// request costs before any of `serve`'s work: every request is read whole
 /// (its head, then `Content-Length` bytes) and answered 200 with
-/// [`FLOOR_BODY`], on tokio's multi-threaded runtime as `serve` is. `1`:
+/// [`FLOOR_BODY`], on tokio's multi-threaded runtime (but `5`). `1`:
 /// the request parsed by hand, the answer one write; `2`: hyper serving an
 /// axum router of one route, configured as `serve` configures them (no
 /// index, no JSON, no middleware); `3`: hyper serving a function that reads
 /// the body and answers (what `serve`'s `POST /v1/check` stands on: it is
 /// answered before the router), configured as `serve` configures hyper;
 /// `4`: the same without hyper's header-read timeout (`serve`'s
-/// `--header-timeout`), which arms a timer for every request.
+/// `--header-timeout`), which arms a timer for every request; `5`: `4` on
+/// tokio's runtime of one thread (as `serve` runs on two cores).
 fn floor_server(variant: u64) {
     let runtime = if variant == 5 {
         tokio::runtime::Builder::new_current_thread()

@@ -100,7 +100,9 @@ impl CheckQueue {
     /// This thread's queue.
     fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
         let i = THREAD.with(std::cell::Cell::get) % self.queues.len();
-        self.queues[i].lock().unwrap_or_else(PoisonError::into_inner)
+        self.queues[i]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
