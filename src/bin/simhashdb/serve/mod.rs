@@ -965,9 +965,9 @@ async fn serve(
 /// least one, so that the other half is left to the library's merges,
 /// flushes and searches of large batches (and, on a small machine, to the
 /// clients). On two cores, one thread served single-document checks at 16
-/// connections 1.2 times as fast as two did, or as tokio's runtime of a
-/// worker per core (docs/BENCHMARKS.md, "A thread per core of the
-/// server's, and one of two").
+/// connections 1.1–1.3 times as fast as two threads of their own, or as
+/// tokio's runtime of a worker per core (docs/BENCHMARKS.md, "One thread
+/// serves the connections, and what bounds the two throughput goals").
 fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
 }
@@ -976,9 +976,9 @@ fn default_threads() -> usize {
 /// each connection served by one of them from its accept to its close, a
 /// request's work (the library's calls included) on the thread of its
 /// connection, and the checks of each thread's connections answered
-/// together ([`group::CheckQueue`]). tokio's runtime of several workers
-/// cost a request about 2.5 µs more of the server's CPU, most of it the
-/// kernel's waking workers to take each other's tasks (docs/SERVER.md,
+/// together ([`group::CheckQueue`]). tokio's runtime of two workers cost
+/// hyper about 2 µs more of the server's CPU per request, most of it the
+/// kernel's, the workers waking each other to take tasks (docs/SERVER.md,
 /// "Threads").
 struct Workers {
     handles: Vec<tokio::runtime::Handle>,
