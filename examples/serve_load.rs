@@ -19,6 +19,9 @@
 //! 1,000 alone on the preloaded index, before any other phase (`inproc`'s
 //! own `insert_if_new_many` phase comes after three phases that insert
 //! too: both print the documents indexed at their start and end);
+//! `m16`, which only runs when named, runs `e16`'s single checks beside
+//! one more connection, from a client thread of its own, sending batches
+//! of 1,000 (the single checks' figures, then the batches');
 //! `floor`, which only runs when named, drives the same clients against
 //! five trivial HTTP servers of this harness instead (`--floor-server`;
 //! `FLOORS=4,5` runs only those named): what a request costs the kernel,
@@ -686,12 +689,12 @@ fn content_length(head: &[u8]) -> usize {
 }
 
 /// Whether phase `name` runs: all of them, or those `PHASES` lists
-/// (comma-separated; `floor`, the floor servers' phases, and `many` are off
-/// by default).
+/// (comma-separated; `floor`, the floor servers' phases, `many` and `m16`
+/// are off by default).
 fn runs(name: &str) -> bool {
     match std::env::var("PHASES") {
         Ok(list) => list.split(',').any(|p| p.trim() == name),
-        Err(_) => name != "floor" && name != "many",
+        Err(_) => !["floor", "many", "m16"].contains(&name),
     }
 }
 
@@ -789,7 +792,7 @@ fn main() {
             Some([spent(server0, server1), spent(client0, client1)]),
         );
     };
-    if http_phases.iter().any(|p| runs(p.0)) {
+    if http_phases.iter().any(|p| runs(p.0)) || runs("m16") {
         println!(
             "-- over HTTP (POST /v1/check, keep-alive connections; t: a client thread per connection, e: one client thread's event loop, each request one write)"
         );
@@ -804,6 +807,25 @@ fn main() {
                     format!("{name}: HTTP, {conns} connection(s), {batch} doc(s) per request");
                 measure(pid, &label, phase, conns, batch, event_loop);
             }
+        }
+        if runs("m16") {
+            // e16's single checks while one more connection, a client
+            // thread of its own, sends batches of 1,000: what a long
+            // request costs the short ones.
+            let addr = server_addr(pid);
+            let (singles, batches) = std::thread::scope(|scope| {
+                let batches = scope.spawn(|| over_http(addr, 14, 1, 1000, seconds));
+                let singles = over_http_event_loop(addr, 13, 16, 1, seconds);
+                (singles, batches.join().expect("batches"))
+            });
+            singles.print(
+                "m16: HTTP, 16 connection(s), 1 doc(s) per request, beside m16's batches",
+                None,
+            );
+            batches.print(
+                "m16: HTTP, 1 connection, 1000 doc(s) per request, beside m16's checks",
+                None,
+            );
         }
         stop_server(server);
     }

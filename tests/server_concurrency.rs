@@ -44,7 +44,16 @@ fn sets() -> Vec<Vec<(u64, u64)>> {
 
 #[test]
 fn concurrent_checks_keep_exactly_one_document_per_near_duplicate_set() {
-    one_document_per_near_duplicate_set(&[]);
+    one_document_per_near_duplicate_set(&[], 0);
+}
+
+/// The same with three of the clients sending requests of 65 to 120
+/// documents: checks of more than 64 documents are answered on the
+/// blocking pool, in rounds of their own, beside the small ones answered
+/// on the thread serving their connections.
+#[test]
+fn large_and_small_checks_at_once_keep_exactly_one_document_per_set() {
+    one_document_per_near_duplicate_set(&[], 3);
 }
 
 /// The same with three threads serving connections (`--threads`; one on a
@@ -52,10 +61,12 @@ fn concurrent_checks_keep_exactly_one_document_per_near_duplicate_set() {
 /// rounds of their own, and the library orders the rounds of all three.
 #[test]
 fn concurrent_checks_on_three_threads_keep_exactly_one_document_per_set() {
-    one_document_per_near_duplicate_set(&["--threads", "3"]);
+    one_document_per_near_duplicate_set(&["--threads", "3"], 0);
 }
 
-fn one_document_per_near_duplicate_set(extra: &[&str]) {
+/// Clients `0..large` send requests of 65 to 120 documents, the others of
+/// 1 to 7.
+fn one_document_per_near_duplicate_set(extra: &[&str], large: u64) {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("index");
     let mut server = Server::start(&db, extra);
@@ -68,7 +79,7 @@ fn one_document_per_near_duplicate_set(extra: &[&str]) {
 
     // Every client sends every member of every set (so the same id also
     // arrives from several clients), in its own order, in requests of 1 to
-    // 7 documents.
+    // 7 documents (or, the large clients, of 65 to 120).
     let answers: Vec<Vec<Value>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..CLIENTS)
             .map(|c| {
@@ -84,7 +95,12 @@ fn one_document_per_near_duplicate_set(extra: &[&str]) {
                     let mut results = Vec::new();
                     let mut rest = &docs[..];
                     while !rest.is_empty() {
-                        let n = (1 + rng.index(7)).min(rest.len());
+                        let n = if c < large {
+                            65 + rng.index(56)
+                        } else {
+                            1 + rng.index(7)
+                        };
+                        let n = n.min(rest.len());
                         let (batch, tail) = rest.split_at(n);
                         rest = tail;
                         let body = json!({"documents": batch

@@ -66,9 +66,30 @@ impl Queue {
 
 /// The checks waiting to be answered: a queue per thread that serves
 /// connections, so that a round holds the checks of its own thread's
-/// connections, and answering them wakes no other thread.
+/// connections, and answering them wakes no other thread; and one for the
+/// checks of more than [`ON_THREAD_UP_TO`] documents, answered on the
+/// blocking pool, so that they do not hold up the other connections of
+/// their threads.
 pub struct CheckQueue {
     queues: Vec<Mutex<Queue>>,
+    large: Mutex<Queue>,
+}
+
+/// Documents a check may carry and still be answered on the thread that
+/// serves its connection: a larger one is answered on the blocking pool
+/// (with the other large ones queued meanwhile), since a thread serves many
+/// connections (a check of 1,000 documents takes it about 2 ms), and a
+/// hand-over costs it a few microseconds. 64 is the run of documents the
+/// library searches together (`Index::query_batch`).
+pub const ON_THREAD_UP_TO: usize = 64;
+
+/// One of a [`CheckQueue`]'s queues.
+#[derive(Clone, Copy)]
+enum Which {
+    /// That of the thread serving connections of this number.
+    Thread(usize),
+    /// That of the checks of more than [`ON_THREAD_UP_TO`] documents.
+    Large,
 }
 
 impl Default for CheckQueue {
@@ -94,15 +115,29 @@ impl CheckQueue {
     pub fn per_thread(threads: usize) -> CheckQueue {
         CheckQueue {
             queues: (0..threads.max(1)).map(|_| Mutex::default()).collect(),
+            large: Mutex::default(),
         }
     }
 
-    /// This thread's queue.
+    /// The queue of this thread.
+    fn this_thread(&self) -> Which {
+        Which::Thread(THREAD.with(std::cell::Cell::get) % self.queues.len())
+    }
+
+    /// Queue `which`.
+    fn lock_of(&self, which: Which) -> std::sync::MutexGuard<'_, Queue> {
+        match which {
+            Which::Thread(i) => &self.queues[i],
+            Which::Large => &self.large,
+        }
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The queue of this thread, locked.
+    #[cfg(test)]
     fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
-        let i = THREAD.with(std::cell::Cell::get) % self.queues.len();
-        self.queues[i]
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.lock_of(self.this_thread())
     }
 }
 
@@ -110,8 +145,13 @@ impl CheckQueue {
 /// same time.
 pub async fn check(server: &Arc<Server>, k: u32, docs: Vec<Doc>) -> Result<Answers, ApiError> {
     let (reply, answer) = oneshot::channel();
+    let which = if docs.len() > ON_THREAD_UP_TO {
+        Which::Large
+    } else {
+        server.checks.this_thread()
+    };
     let (answer_now, wait) = {
-        let mut queue = server.checks.lock();
+        let mut queue = server.checks.lock_of(which);
         queue.jobs.push(Job { k, docs, reply });
         let answer_now = !std::mem::replace(&mut queue.answering, true);
         (answer_now, answer_now && queue.waits_for_company())
@@ -127,9 +167,16 @@ pub async fn check(server: &Arc<Server>, k: u32, docs: Vec<Doc>) -> Result<Answe
     // between them cost a sixth of the single-document checks at 16
     // connections (docs/BENCHMARKS.md, "Fewer segments, checks answered
     // together").
-    if answer_now {
+    if answer_now && matches!(which, Which::Large) {
+        // Answered on the blocking pool, round after round, until the
+        // queue is empty.
+        let server = Arc::clone(server);
+        drop(tokio::task::spawn_blocking(move || {
+            while answer_round(&server, which) {}
+        }));
+    } else if answer_now {
         if wait {
-            let turn = Turn(server);
+            let turn = Turn(server, which);
             // The yield wakes this task once the worker has run every task
             // ready now and polled for more (tokio defers it): a round then
             // holds the checks of a whole batch of ready connections, for
@@ -138,9 +185,9 @@ pub async fn check(server: &Arc<Server>, k: u32, docs: Vec<Doc>) -> Result<Answe
             tokio::task::yield_now().await;
             std::mem::forget(turn);
         }
-        if answer_round(server) {
+        if answer_round(server, which) {
             let server = Arc::clone(server);
-            tokio::spawn(async move { while answer_round(&server) {} });
+            tokio::spawn(async move { while answer_round(&server, which) {} });
         }
     }
     answer.await.unwrap_or_else(|_| {
@@ -157,11 +204,11 @@ pub async fn check(server: &Arc<Server>, k: u32, docs: Vec<Doc>) -> Result<Answe
 /// queue is answered here, its check included, as it would have been, so
 /// the checks queued behind it are not left waiting. Forgotten once the
 /// request answers it itself.
-struct Turn<'a>(&'a Server);
+struct Turn<'a>(&'a Server, Which);
 
 impl Drop for Turn<'_> {
     fn drop(&mut self) {
-        while answer_round(self.0) {}
+        while answer_round(self.0, self.1) {}
     }
 }
 
@@ -169,12 +216,12 @@ impl Drop for Turn<'_> {
 /// the checks queued meanwhile with an error, as the round's own are (their
 /// senders drop), rather than leave them waiting for a check that may never
 /// come. Forgotten when the round returns.
-struct Answering<'a>(&'a CheckQueue);
+struct Answering<'a>(&'a CheckQueue, Which);
 
 impl Drop for Answering<'_> {
     fn drop(&mut self) {
         let waiting = {
-            let mut queue = self.0.lock();
+            let mut queue = self.0.lock_of(self.1);
             queue.answering = false;
             std::mem::take(&mut queue.jobs)
         };
@@ -184,11 +231,11 @@ impl Drop for Answering<'_> {
 
 /// Answers a round (every queued job); then returns whether jobs queued
 /// meanwhile, leaving the queue to the next check if none did.
-fn answer_round(server: &Server) -> bool {
-    let answering = Answering(&server.checks);
-    round(server);
+fn answer_round(server: &Server, which: Which) -> bool {
+    let answering = Answering(&server.checks, which);
+    round(server, which);
     std::mem::forget(answering);
-    let mut queue = server.checks.lock();
+    let mut queue = server.checks.lock_of(which);
     queue.answering = !queue.jobs.is_empty();
     queue.answering
 }
@@ -211,9 +258,9 @@ fn record_bytes(doc: &Doc) -> usize {
 /// distance, a run cut before it would exceed [`RUN_BYTES`] or
 /// [`RUN_DOCUMENTS`] (a job alone over them is a run of its own, within
 /// the server's request limits).
-fn round(server: &Server) {
+fn round(server: &Server, which: Which) {
     let jobs = {
-        let mut queue = server.checks.lock();
+        let mut queue = server.checks.lock_of(which);
         queue.alone = match queue.alone + 1 {
             _ if queue.jobs.len() > 1 => 0,
             ALONE_AND_PROBE => ALONE,
@@ -355,7 +402,7 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
-        round(&server);
+        round(&server, server.checks.this_thread());
         server.checks.lock().answering = false;
         let answers: Vec<Answers> = waiting
             .into_iter()
@@ -512,7 +559,7 @@ mod tests {
         while server.checks.lock().jobs.len() < 2 {
             runtime.block_on(tokio::task::yield_now());
         }
-        round(&server);
+        round(&server, server.checks.this_thread());
         server.checks.lock().answering = false;
         for t in together {
             assert!(runtime.block_on(t).expect("task").is_ok());
@@ -539,7 +586,10 @@ mod tests {
         let (requests, per_request) = (18u64, 256u64);
         assert!((requests * per_request) as usize * MAX_NAME_LEN > MAX_FRAME_PAYLOAD);
         let mut state = 0x2545_f491_4f6c_dd1d_u64;
-        server.checks.lock().answering = true;
+        // Requests of more than `ON_THREAD_UP_TO` documents: the queue of
+        // the large checks.
+        let large = Which::Large;
+        server.checks.lock_of(large).answering = true;
         let mut waiting = Vec::new();
         for r in 0..requests {
             let docs: Vec<Doc> = (0..per_request)
@@ -554,12 +604,12 @@ mod tests {
                 .collect();
             let s = Arc::clone(&server);
             waiting.push(runtime.spawn(async move { check(&s, 3, docs).await }));
-            while server.checks.lock().jobs.len() < r as usize + 1 {
+            while server.checks.lock_of(large).jobs.len() < r as usize + 1 {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
-        round(&server);
-        server.checks.lock().answering = false;
+        round(&server, large);
+        server.checks.lock_of(large).answering = false;
         for (r, w) in waiting.into_iter().enumerate() {
             let answer = runtime
                 .block_on(w)
@@ -569,5 +619,73 @@ mod tests {
             assert!(answer.iter().all(Result::is_ok), "request {r}");
         }
         assert_eq!(server.index.len().expect("len"), requests * per_request);
+    }
+
+    /// A check of more than `ON_THREAD_UP_TO` documents queues apart and is
+    /// answered on the blocking pool; one of as many, on the thread that
+    /// serves its connection.
+    #[test]
+    fn checks_of_more_documents_than_a_thread_takes_queue_apart() {
+        let (_dir, server) = server_of(Limits::default());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let docs = |n: u64, from: u64| -> Vec<Doc> {
+            (from..from + n)
+                .map(|id| {
+                    let fp = id.wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                    (id, Checked::Fingerprint(fp), None)
+                })
+                .collect()
+        };
+        let at_most = ON_THREAD_UP_TO as u64;
+        // Both queues held, so that the checks stay queued.
+        let thread = server.checks.this_thread();
+        server.checks.lock_of(thread).answering = true;
+        server.checks.lock_of(Which::Large).answering = true;
+        let small = runtime.spawn({
+            let server = Arc::clone(&server);
+            async move { check(&server, 3, docs(at_most, 0)).await }
+        });
+        let large = runtime.spawn({
+            let server = Arc::clone(&server);
+            async move { check(&server, 3, docs(at_most + 1, 1000)).await }
+        });
+        runtime.block_on(tokio::task::yield_now());
+        runtime.block_on(async {
+            while server.checks.lock_of(thread).jobs.len()
+                + server.checks.lock_of(Which::Large).jobs.len()
+                < 2
+            {
+                tokio::task::yield_now().await;
+            }
+        });
+        let lens = |which| -> Vec<usize> {
+            let queue = server.checks.lock_of(which);
+            queue.jobs.iter().map(|job| job.docs.len()).collect()
+        };
+        assert_eq!(lens(thread), [ON_THREAD_UP_TO]);
+        assert_eq!(lens(Which::Large), [ON_THREAD_UP_TO + 1]);
+        // Let go, the large queue is answered on the blocking pool by the
+        // next large check, and the small one by the next small check.
+        server.checks.lock_of(Which::Large).answering = false;
+        server.checks.lock_of(thread).answering = false;
+        let answers = runtime.block_on(async {
+            let more_large = check(&server, 3, docs(at_most + 1, 2000)).await;
+            let more_small = check(&server, 3, docs(1, 3000)).await;
+            (more_large, more_small)
+        });
+        assert_eq!(answers.0.expect("large").len(), ON_THREAD_UP_TO + 1);
+        assert_eq!(answers.1.expect("small").len(), 1);
+        for (task, n) in [(small, ON_THREAD_UP_TO), (large, ON_THREAD_UP_TO + 1)] {
+            let answer = runtime.block_on(task).expect("task").expect("answer");
+            assert_eq!(answer.len(), n);
+            assert!(answer.iter().all(Result::is_ok));
+        }
+        assert_eq!(
+            server.index.len().expect("len"),
+            at_most + 2 * (at_most + 1) + 1
+        );
     }
 }

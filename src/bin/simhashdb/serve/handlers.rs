@@ -258,18 +258,21 @@ async fn blocking<T: Send + 'static>(
 }
 
 /// Runs a write: on the thread that answers the request when it only
-/// reaches the operating system (`Durability::Buffered`, no `sync`), which
-/// costs half the CPU of handing it to the blocking pool (docs/SERVER.md,
-/// "Threads"); on the blocking pool when it waits for the disk. Either way
-/// it waits, without holding a thread, while a compaction runs: that holds
-/// the index's writer lock for its whole length.
+/// reaches the operating system (`Durability::Buffered`, no `sync`) and is
+/// small, which costs half the CPU of handing it to the blocking pool
+/// (docs/SERVER.md, "Threads"); on the blocking pool (`elsewhere`) when it
+/// waits for the disk, or carries more than [`group::ON_THREAD_UP_TO`]
+/// documents, so that it does not hold up the other connections of its
+/// thread. Either
+/// way it waits, without holding a thread, while a compaction runs: that
+/// holds the index's writer lock for its whole length.
 async fn write<T: Send + 'static>(
     server: &Arc<Server>,
-    sync: bool,
+    elsewhere: bool,
     f: impl FnOnce(&Server) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
     let _no_compaction = server.compaction.read().await;
-    if sync || server.durability == simhashdb::Durability::Sync {
+    if elsewhere || server.durability == simhashdb::Durability::Sync {
         blocking(server, f).await
     } else {
         f(server)
@@ -446,8 +449,10 @@ pub async fn check(State(server): Shared, req: Request) -> Response {
 /// `POST /v1/check` once the request is let in (its host, its token and
 /// a turn among `--max-concurrent-requests`): its body read and parsed as
 /// [`JsonBody`] does. A check that need not sync is answered together with
-/// the others queued at the same time ([`group`]); one that syncs runs on
-/// the blocking pool. The answer: the JSON of the response's body.
+/// the others queued at the same time ([`group`]: on the thread that
+/// serves its connection, or past [`group::ON_THREAD_UP_TO`] documents on
+/// the blocking pool); one that syncs runs on the blocking pool. The
+/// answer: the JSON of the response's body.
 pub async fn check_request<B>(
     server: &Arc<Server>,
     headers: &HeaderMap,
@@ -469,7 +474,13 @@ where
         })
         .await?
     } else {
-        let (checked, batch) = resolve_checks(server, documents, threshold)?;
+        // A large check's texts are fingerprinted on the blocking pool, and
+        // it is answered there ([`group`]).
+        let (checked, batch) = if documents.len() > group::ON_THREAD_UP_TO {
+            blocking(server, move |s| resolve_checks(s, documents, threshold)).await?
+        } else {
+            resolve_checks(server, documents, threshold)?
+        };
         let _no_compaction = server.compaction.read().await;
         let answers = group::check(server, k, batch).await?;
         check_answer(server, checked, &answers)?
@@ -484,7 +495,8 @@ pub async fn insert(
 ) -> Result<Response, ApiError> {
     let sync = req.sync;
     let documents = req.documents.0;
-    let n = write(&server, sync, move |s| {
+    let large = documents.len() > group::ON_THREAD_UP_TO;
+    let n = write(&server, sync || large, move |s| {
         let docs = s.resolve_non_blank(documents)?;
         let n = docs.len();
         s.index
