@@ -357,3 +357,68 @@ fn threads_serve_connections_and_zero_is_refused() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--threads"));
     assert!(!empty.path().join("index").exists());
 }
+
+/// A check of a long text (fingerprinted on the blocking pool, past 64 KiB
+/// of text) and checks of more than 64 documents are answered as any
+/// other, beside single checks on other connections: the long text is new,
+/// then a duplicate of itself; every document of the large checks is new,
+/// then each a duplicate of itself.
+#[test]
+fn long_texts_and_large_checks_are_answered_beside_single_checks() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("index");
+    let mut server = Server::start(&db, &[]);
+    let mut words = Rng(0x7e47);
+    let text: String = (0..20_000)
+        .map(|_| format!("w{} ", words.next() % 5_000))
+        .collect();
+    assert!(text.len() > 64 << 10);
+    let fp = |id: u64| id.wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let check = |client: &mut Client, body: serde_json::Value| -> serde_json::Value {
+        let reply = client
+            .post("/v1/check", body.to_string().as_bytes())
+            .expect("check");
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        reply.json()
+    };
+    std::thread::scope(|scope| {
+        let server = &server;
+        let text = &text;
+        let long = scope.spawn(move || {
+            let mut client = server.client();
+            let body = json!({"documents": [{"name": "long", "text": text}]});
+            let first = check(&mut client, body.clone());
+            let again = check(&mut client, body);
+            (first, again)
+        });
+        let large = scope.spawn(move || {
+            let mut client = server.client();
+            let docs: Vec<_> = (1000..1100u64)
+                .map(|id| json!({"id": id, "fingerprint": fp(id)}))
+                .collect();
+            let body = json!({ "documents": docs });
+            (check(&mut client, body.clone()), check(&mut client, body))
+        });
+        let mut client = server.client();
+        for id in 0..200u64 {
+            let answer = check(
+                &mut client,
+                json!({"documents": [{"id": id, "fingerprint": fp(id)}]}),
+            );
+            assert_eq!(answer["results"][0]["status"], "new", "{answer}");
+        }
+        let (first, again) = long.join().expect("long");
+        assert_eq!(first["results"][0]["status"], "new", "{first}");
+        assert_eq!(again["results"][0]["status"], "duplicate", "{again}");
+        assert_eq!(again["results"][0]["match"]["name"], "long", "{again}");
+        let (first, again) = large.join().expect("large");
+        let (first, again) = (&first["results"], &again["results"]);
+        for i in 0..100 {
+            assert_eq!(first[i]["status"], "new", "{}", first[i]);
+            assert_eq!(again[i]["status"], "duplicate", "{}", again[i]);
+            assert_eq!(again[i]["match"]["id"], first[i]["id"], "{}", again[i]);
+        }
+    });
+    server.signal("TERM");
+    assert_eq!(server.wait().code(), Some(0), "{}", server.stderr());
+}

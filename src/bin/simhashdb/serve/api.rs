@@ -115,6 +115,13 @@ pub struct DocumentIn {
     fingerprint: Option<U64>,
 }
 
+impl DocumentIn {
+    /// The bytes of its text (0 without one).
+    pub fn text_len(&self) -> usize {
+        self.text.as_ref().map_or(0, String::len)
+    }
+}
+
 /// A document ready for the index.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Document {

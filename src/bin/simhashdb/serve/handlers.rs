@@ -257,13 +257,27 @@ async fn blocking<T: Send + 'static>(
         })
 }
 
+/// Texts a request's documents may carry, in bytes, and still be
+/// fingerprinted on the thread that serves its connection: about half a
+/// millisecond of it at the 150 MB/s that fingerprinting and sketching
+/// English text take (docs/BENCHMARKS.md; docs/SERVER.md, "Threads").
+const TEXT_ON_THREAD_UP_TO: usize = 64 << 10;
+
+/// Whether a write of `documents` runs on the blocking pool rather than the
+/// thread that serves its connection, which serves others too: more than
+/// [`group::ON_THREAD_UP_TO`] documents, or more than
+/// [`TEXT_ON_THREAD_UP_TO`] bytes of text to fingerprint.
+fn large(documents: &[DocumentIn]) -> bool {
+    documents.len() > group::ON_THREAD_UP_TO
+        || documents.iter().map(DocumentIn::text_len).sum::<usize>() > TEXT_ON_THREAD_UP_TO
+}
+
 /// Runs a write: on the thread that answers the request when it only
 /// reaches the operating system (`Durability::Buffered`, no `sync`) and is
 /// small, which costs half the CPU of handing it to the blocking pool
 /// (docs/SERVER.md, "Threads"); on the blocking pool (`elsewhere`) when it
-/// waits for the disk, or carries more than [`group::ON_THREAD_UP_TO`]
-/// documents, so that it does not hold up the other connections of its
-/// thread. Either
+/// waits for the disk, or is [`large`], so that it does not hold up the
+/// other connections of its thread. Either
 /// way it waits, without holding a thread, while a compaction runs: that
 /// holds the index's writer lock for its whole length.
 async fn write<T: Send + 'static>(
@@ -451,8 +465,9 @@ pub async fn check(State(server): Shared, req: Request) -> Response {
 /// [`JsonBody`] does. A check that need not sync is answered together with
 /// the others queued at the same time ([`group`]: on the thread that
 /// serves its connection, or past [`group::ON_THREAD_UP_TO`] documents on
-/// the blocking pool); one that syncs runs on the blocking pool. The
-/// answer: the JSON of the response's body.
+/// the blocking pool; a [`large`] one's texts fingerprinted there too); one
+/// that syncs runs on the blocking pool. The answer: the JSON of the
+/// response's body.
 pub async fn check_request<B>(
     server: &Arc<Server>,
     headers: &HeaderMap,
@@ -476,7 +491,7 @@ where
     } else {
         // A large check's texts are fingerprinted on the blocking pool, and
         // it is answered there ([`group`]).
-        let (checked, batch) = if documents.len() > group::ON_THREAD_UP_TO {
+        let (checked, batch) = if large(&documents) {
             blocking(server, move |s| resolve_checks(s, documents, threshold)).await?
         } else {
             resolve_checks(server, documents, threshold)?
@@ -495,8 +510,8 @@ pub async fn insert(
 ) -> Result<Response, ApiError> {
     let sync = req.sync;
     let documents = req.documents.0;
-    let large = documents.len() > group::ON_THREAD_UP_TO;
-    let n = write(&server, sync || large, move |s| {
+    let elsewhere = sync || large(&documents);
+    let n = write(&server, elsewhere, move |s| {
         let docs = s.resolve_non_blank(documents)?;
         let n = docs.len();
         s.index
