@@ -86,6 +86,21 @@ fn assert_queries_match(client: &mut Client, model: &Model, fps: &[u64]) {
     for (result, &fp) in results.iter().zip(fps) {
         assert_eq!(matches(result), brute_force(model, fp, 3), "batch {fp:#x}");
     }
+    // And a batch of more than 64 queries (answered on the blocking pool):
+    // the fingerprints again and again.
+    let many: Vec<u64> = fps
+        .iter()
+        .copied()
+        .cycle()
+        .take(65.max(fps.len()))
+        .collect();
+    let queries: Vec<Value> = many.iter().map(|fp| json!({"fingerprint": fp})).collect();
+    let batch = ok_json(post(client, "/v1/query", &json!({ "queries": queries })));
+    let results = batch["results"].as_array().expect("results");
+    assert_eq!(results.len(), many.len());
+    for (result, &fp) in results.iter().zip(&many) {
+        assert_eq!(matches(result), brute_force(model, fp, 3), "batch {fp:#x}");
+    }
 }
 
 #[test]

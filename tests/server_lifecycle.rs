@@ -361,8 +361,8 @@ fn threads_serve_connections_and_zero_is_refused() {
 /// A check of a long text (fingerprinted on the blocking pool, past 64 KiB
 /// of text) and checks of more than 64 documents are answered as any
 /// other, beside single checks on other connections: the long text is new,
-/// then a duplicate of itself; every document of the large checks is new,
-/// then each a duplicate of itself.
+/// then a duplicate of itself, and a query of it finds it; every document
+/// of the large checks is new, then each a duplicate of itself.
 #[test]
 fn long_texts_and_large_checks_are_answered_beside_single_checks() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -411,6 +411,14 @@ fn long_texts_and_large_checks_are_answered_beside_single_checks() {
         assert_eq!(first["results"][0]["status"], "new", "{first}");
         assert_eq!(again["results"][0]["status"], "duplicate", "{again}");
         assert_eq!(again["results"][0]["match"]["name"], "long", "{again}");
+        // A query of the long text (answered on the blocking pool too).
+        let reply = client
+            .post("/v1/query", json!({ "text": text }).to_string().as_bytes())
+            .expect("query");
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        let found = reply.json();
+        assert_eq!(found["matches"][0]["name"], "long", "{found}");
+        assert_eq!(found["matches"][0]["distance"], 0, "{found}");
         let (first, again) = large.join().expect("large");
         let (first, again) = (&first["results"], &again["results"]);
         for i in 0..100 {

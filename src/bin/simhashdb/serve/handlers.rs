@@ -698,10 +698,29 @@ const DEFAULT_LIMIT: usize = 100;
 /// would return more than `--max-matches`), and a request whose queries may
 /// return more than `--max-matches` in all is refused: the answer's memory
 /// is bounded whatever the index holds.
+///
+/// A request of more than [`group::ON_THREAD_UP_TO`] queries, or more than
+/// [`TEXT_ON_THREAD_UP_TO`] bytes of text, is answered on the blocking
+/// pool, so that it does not hold up the other connections of its thread.
 pub async fn query(
     State(server): Shared,
     JsonBody(req): JsonBody<QueryRequest>,
 ) -> Result<Response, ApiError> {
+    let queries = req.queries.as_ref().map_or(&[][..], |q| &q.0[..]);
+    let text: usize = req.text.as_ref().map_or(0, String::len)
+        + queries
+            .iter()
+            .map(|q| q.text.as_ref().map_or(0, String::len))
+            .sum::<usize>();
+    if queries.len() > group::ON_THREAD_UP_TO || text > TEXT_ON_THREAD_UP_TO {
+        blocking(&server, move |s| answer_query(s, req)).await
+    } else {
+        answer_query(&server, req)
+    }
+}
+
+/// The answer to `POST /v1/query` ([`query`]).
+fn answer_query(server: &Server, req: QueryRequest) -> Result<Response, ApiError> {
     let default_k = req.k.unwrap_or(server.index.plan().k());
     let default_threshold = req.threshold;
     let queries = match req.queries {
