@@ -277,9 +277,9 @@ fn large(documents: &[DocumentIn]) -> bool {
 /// small, which costs half the CPU of handing it to the blocking pool
 /// (docs/SERVER.md, "Threads"); on the blocking pool (`elsewhere`) when it
 /// waits for the disk, or is [`large`], so that it does not hold up the
-/// other connections of its thread. Either
-/// way it waits, without holding a thread, while a compaction runs: that
-/// holds the index's writer lock for its whole length.
+/// other connections of its thread. Either way it waits, without holding a
+/// thread, while a compaction runs: that holds the index's writer lock for
+/// its whole length.
 async fn write<T: Send + 'static>(
     server: &Arc<Server>,
     elsewhere: bool,
