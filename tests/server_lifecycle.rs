@@ -289,14 +289,19 @@ fn the_merge_fan_in_decides_when_segments_merge() {
         assert_eq!(server.wait().code(), Some(0), "{}", server.stderr());
     }
     // A fan-in below 2 is refused before anything is opened.
+    refused_before_anything_is_opened("--merge-fan-in", "1");
+}
+
+/// `serve FLAG VALUE` exits 2 naming FLAG, and creates no index.
+fn refused_before_anything_is_opened(flag: &str, value: &str) {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_simhashdb"))
-        .args(["serve", "--merge-fan-in", "1", "--db"])
+        .args(["serve", flag, value, "--db"])
         .arg(dir.path().join("index"))
         .output()
         .expect("run");
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--merge-fan-in"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(flag));
     assert!(!dir.path().join("index").exists());
 }
 
@@ -346,16 +351,7 @@ fn threads_serve_connections_and_zero_is_refused() {
     drop(clients);
     server.signal("TERM");
     assert_eq!(server.wait().code(), Some(0), "{}", server.stderr());
-
-    let empty = tempfile::tempdir().expect("tempdir");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_simhashdb"))
-        .args(["serve", "--threads", "0", "--db"])
-        .arg(empty.path().join("index"))
-        .output()
-        .expect("run");
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--threads"));
-    assert!(!empty.path().join("index").exists());
+    refused_before_anything_is_opened("--threads", "0");
 }
 
 /// A check of a long text (fingerprinted on the blocking pool, past 64 KiB

@@ -156,17 +156,6 @@ pub async fn check(server: &Arc<Server>, k: u32, docs: Vec<Doc>) -> Result<Answe
         let answer_now = !std::mem::replace(&mut queue.answering, true);
         (answer_now, answer_now && queue.waits_for_company())
     };
-    // The request that answers first lets the worker run its other ready
-    // tasks (the requests that arrived with this one, which queue behind
-    // it), then answers the round, this request's included, on this thread
-    // (no await inside the round: it cannot be cancelled halfway). Dropped
-    // while it waits, it answers the queue all the same ([`Turn`]). The
-    // checks that queue during the round go to a task of their own, so
-    // this request's answer does not wait for them; rounds follow each
-    // other there without yielding to the worker's other tasks: a yield
-    // between them cost a sixth of the single-document checks at 16
-    // connections (docs/BENCHMARKS.md, "Fewer segments, checks answered
-    // together").
     if answer_now && matches!(which, Which::Large) {
         // Answered on the blocking pool, round after round, until the
         // queue is empty.
@@ -175,6 +164,17 @@ pub async fn check(server: &Arc<Server>, k: u32, docs: Vec<Doc>) -> Result<Answe
             while answer_round(&server, which) {}
         }));
     } else if answer_now {
+        // The request that answers first lets the thread run its other
+        // ready tasks (the requests that arrived with this one, which queue
+        // behind it), then answers the round, this request's included, on
+        // this thread (no await inside the round: it cannot be cancelled
+        // halfway). Dropped while it waits, it answers the queue all the
+        // same ([`Turn`]). The checks that queue during the round go to a
+        // task of their own, so this request's answer does not wait for
+        // them; rounds follow each other there without yielding to the
+        // thread's other tasks: a yield between them cost a sixth of the
+        // single-document checks at 16 connections (docs/BENCHMARKS.md,
+        // "Fewer segments, checks answered together").
         if wait {
             let turn = Turn(server, which);
             // The yield wakes this task once the worker has run every task

@@ -263,13 +263,19 @@ async fn blocking<T: Send + 'static>(
 /// English text take (docs/BENCHMARKS.md; docs/SERVER.md, "Threads").
 const TEXT_ON_THREAD_UP_TO: usize = 64 << 10;
 
-/// Whether a write of `documents` runs on the blocking pool rather than the
-/// thread that serves its connection, which serves others too: more than
-/// [`group::ON_THREAD_UP_TO`] documents, or more than
-/// [`TEXT_ON_THREAD_UP_TO`] bytes of text to fingerprint.
+/// Whether a request of `items` documents or queries and `text` bytes of
+/// text to fingerprint runs on the blocking pool rather than the thread
+/// that serves its connection, which serves others too: more than
+/// [`group::ON_THREAD_UP_TO`] items, or more than [`TEXT_ON_THREAD_UP_TO`]
+/// bytes.
+fn too_large_for_the_thread(items: usize, text: usize) -> bool {
+    items > group::ON_THREAD_UP_TO || text > TEXT_ON_THREAD_UP_TO
+}
+
+/// [`too_large_for_the_thread`] for a write of `documents`.
 fn large(documents: &[DocumentIn]) -> bool {
-    documents.len() > group::ON_THREAD_UP_TO
-        || documents.iter().map(DocumentIn::text_len).sum::<usize>() > TEXT_ON_THREAD_UP_TO
+    let text = documents.iter().map(DocumentIn::text_len).sum();
+    too_large_for_the_thread(documents.len(), text)
 }
 
 /// Runs a write: on the thread that answers the request when it only
@@ -699,9 +705,8 @@ const DEFAULT_LIMIT: usize = 100;
 /// return more than `--max-matches` in all is refused: the answer's memory
 /// is bounded whatever the index holds.
 ///
-/// A request of more than [`group::ON_THREAD_UP_TO`] queries, or more than
-/// [`TEXT_ON_THREAD_UP_TO`] bytes of text, is answered on the blocking
-/// pool, so that it does not hold up the other connections of its thread.
+/// A request [`too_large_for_the_thread`] is answered on the blocking pool,
+/// so that it does not hold up the other connections of its thread.
 pub async fn query(
     State(server): Shared,
     JsonBody(req): JsonBody<QueryRequest>,
@@ -712,7 +717,7 @@ pub async fn query(
             .iter()
             .map(|q| q.text.as_ref().map_or(0, String::len))
             .sum::<usize>();
-    if queries.len() > group::ON_THREAD_UP_TO || text > TEXT_ON_THREAD_UP_TO {
+    if too_large_for_the_thread(queries.len(), text) {
         blocking(&server, move |s| answer_query(s, req)).await
     } else {
         answer_query(&server, req)
